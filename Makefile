@@ -1,0 +1,36 @@
+# The README's two commands live here: `make demo` and `make test`.
+# Both create .venv/ in the repo root when missing and install lazyscope into it with the
+# xla and test extras (torch==2.9.0, torch_xla==2.9.0, TensorBoard's profile plugin, pytest ...).
+
+PYTHON ?= python3
+VENV   ?= .venv
+PY     := $(VENV)/bin/python
+STAMP  := $(VENV)/.lazyscope-installed
+export PJRT_DEVICE ?= $(shell ls /dev/accel[0-9]* /dev/vfio/[0-9]* >/dev/null 2>&1 && echo TPU || echo CPU)
+
+.PHONY: venv demo test test-fast lint bench clean
+
+$(STAMP): pyproject.toml
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -e '.[xla,test]'
+	touch $(STAMP)
+
+venv: $(STAMP)
+
+# The main job: trace the LazyTensor blog's dynamic graph and print its report.
+demo: venv
+	$(VENV)/bin/lazyscope trace lazytensor-dynamic --mode dynamic --steps 30 --out runs/demo --force
+
+# The whole test suite (real torch_xla on the CPU).
+test: venv
+	$(PY) -m pytest -q
+
+test-fast: venv
+	$(PY) -m pytest -q -m "not slow"
+
+lint: venv
+	$(VENV)/bin/ruff check lazyscope scenarios tests benchmarks
+
+clean:
+	rm -rf runs .pytest_cache

@@ -1,0 +1,5 @@
+import sys
+
+from lazyscope.cli import main
+
+sys.exit(main())

@@ -1,0 +1,1 @@
+"""Analyzers: small pure functions, one question each, Run -> data. No I/O, no printing."""

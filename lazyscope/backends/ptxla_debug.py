@@ -1,0 +1,172 @@
+"""Parse torch_xla's ``PT_XLA_DEBUG_LEVEL`` output (written to ``PT_XLA_DEBUG_FILE``).
+
+torch_xla 2.9 writes text blocks like this one for each compilation (level >= 1) and, at level
+>= 2, for each execution::
+
+    Compilation Analysis: ================================================================
+    Compilation Analysis: Compilation Cause
+    Compilation Analysis:   user torch_xla.sync
+    Compilation Analysis: Graph Info:
+    Compilation Analysis:   Graph Hash: d4cf18266cf36461a19db44e9e83ce36
+    Compilation Analysis:   Number of Graph Inputs: 3
+    Compilation Analysis:   Number of Graph Outputs: 4
+    Compilation Analysis: Python Frame Triggered Execution:
+    Compilation Analysis:   sync (/.../torch_xla/torch_xla.py:87)
+    Compilation Analysis:   <module> (/tmp/train.py:15)
+    Compilation Analysis: ----------------------------------------------------------------
+    Compilation Analysis: ================================================================
+
+followed, for a compilation, by ``Computation hash: ...`` and a ``Post Compilation Analysis``
+block with the program's memory sizes. This text is the only place torch_xla states a
+compilation's cause and Python frames, so it is parsed here and nowhere else
+(see ``tests/unit/test_ptxla_debug.py`` for the captured samples).
+
+Pure text processing: no torch_xla import.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from lazyscope.model import Site
+
+_PREFIXES = {
+    "Compilation Analysis: ": "compile",
+    "Execution Analysis: ": "execute",
+    "Unexpected Execution Analysis: ": "execute",
+    "Post Compilation Analysis: ": "post",
+}
+_FRAME_RE = re.compile(r"^(?P<function>.*?) \((?P<file>.*):(?P<line>\d+)\)$")
+_SIZE_RE = re.compile(r"^(?P<key>[A-Za-z ]+ size): (?P<value>[0-9.]+) GB$")
+
+
+@dataclass
+class DebugRecord:
+    """One analysis block: a compilation or an execution, with its cause and frames."""
+
+    kind: str  # "compile" | "execute"
+    cause: str = ""
+    graph_hash: str = ""
+    graph_name: str = ""
+    num_inputs: int | None = None
+    num_outputs: int | None = None
+    frames: list[Site] = field(default_factory=list)
+    computation_hash: str = ""
+    sizes_gb: dict[str, float] = field(default_factory=dict)
+    unexpected: bool = False
+
+
+def _parse_block(kind: str, lines: list[str], unexpected: bool) -> DebugRecord:
+    rec = DebugRecord(kind=kind, unexpected=unexpected)
+    section = ""
+    for raw in lines:
+        text = raw.rstrip()
+        stripped = text.strip()
+        if not stripped or set(stripped) <= {"=", "-"}:
+            continue
+        if not text.startswith("  "):
+            section = stripped.rstrip(":").strip()
+            continue
+        if section in ("Compilation Cause", "Execution Cause"):
+            rec.cause = f"{rec.cause}; {stripped}" if rec.cause else stripped
+        elif section == "Graph Info":
+            key, _, value = stripped.partition(":")
+            value = value.strip()
+            if key == "Graph Hash":
+                rec.graph_hash = value
+            elif key == "Graph Name":
+                rec.graph_name = value
+            elif key == "Number of Graph Inputs" and value.isdigit():
+                rec.num_inputs = int(value)
+            elif key == "Number of Graph Outputs" and value.isdigit():
+                rec.num_outputs = int(value)
+        elif section == "Python Frame Triggered Execution":
+            m = _FRAME_RE.match(stripped)
+            if m:
+                rec.frames.append(Site(m["file"], int(m["line"]), m["function"]))
+    return rec
+
+
+def parse_debug_text(text: str) -> tuple[list[DebugRecord], int]:
+    """Parse complete blocks from ``text``.
+
+    Returns ``(records, consumed)`` where ``consumed`` is the number of characters that belong to
+    complete blocks: the caller keeps the rest and passes it again with the next chunk, so a block
+    split across two reads is parsed once, whole.
+    """
+    records: list[DebugRecord] = []
+    lines = text.splitlines(keepends=True)
+    pos = 0  # characters consumed so far
+    current_kind: str | None = None
+    current_unexpected = False
+    block: list[str] = []
+    block_start = 0
+    rule_count = 0
+    offset = 0
+    for line in lines:
+        line_start = offset
+        offset += len(line)
+        if not line.endswith("\n"):
+            break  # incomplete last line: wait for more
+        prefix = next((p for p in _PREFIXES if line.startswith(p)), None)
+        if prefix is None:
+            if current_kind is None:
+                stripped = line.strip()
+                if stripped.startswith("Computation hash:"):
+                    value = stripped.partition(":")[2].strip()
+                    last_compile = next((r for r in reversed(records) if r.kind == "compile"), None)
+                    if last_compile is not None:
+                        last_compile.computation_hash = value
+                pos = offset
+            continue
+        kind = _PREFIXES[prefix]
+        body = line[len(prefix):]
+        if current_kind is None:
+            current_kind = kind
+            current_unexpected = prefix.startswith("Unexpected")
+            block = []
+            block_start = line_start
+            rule_count = 0
+        if body.strip() and set(body.strip()) == {"="}:
+            rule_count += 1
+            if rule_count == 2:  # closing rule: the block is complete
+                if current_kind == "post":
+                    last_compile = next((r for r in reversed(records) if r.kind == "compile"), None)
+                    if last_compile is not None:
+                        for b in block:
+                            m = _SIZE_RE.match(b.strip())
+                            if m:
+                                last_compile.sizes_gb[m["key"].lower()] = float(m["value"])
+                else:
+                    records.append(_parse_block(current_kind, block, current_unexpected))
+                current_kind = None
+                pos = offset
+            continue
+        block.append(body)
+    del block_start
+    return records, pos
+
+
+class DebugFileReader:
+    """Reads a growing PT_XLA_DEBUG_FILE incrementally, returning new complete records."""
+
+    def __init__(self, path: str):
+        self.path = path
+        self._offset = 0
+        self._pending = ""
+
+    def read_new(self) -> list[DebugRecord]:
+        try:
+            with open(self.path, encoding="utf-8", errors="replace") as fh:
+                fh.seek(self._offset)
+                chunk = fh.read()
+                self._offset = fh.tell()
+        except FileNotFoundError:
+            return []
+        if not chunk:
+            return []
+        text = self._pending + chunk
+        records, consumed = parse_debug_text(text)
+        self._pending = text[consumed:]
+        return records

@@ -1,0 +1,294 @@
+"""The torch_xla backend: runtime for scenarios and the collector.
+
+Collection, and why it does not change what it measures:
+
+* Step boundaries are the program's own barriers. ``torch_xla.sync`` is replaced by a thin
+  wrapper for the duration of the trace; ``xm.mark_step``, ``xp.StepTrace`` and the parallel
+  loader all call it through the module attribute, so every barrier passes through the wrapper.
+  The wrapper calls the original first, then records the step.
+* Per-step numbers are deltas of ``torch_xla.debug.metrics`` structured accessors
+  (``metric_data``, ``counter_value``, ``executed_fallback_ops``); no report text is parsed.
+* Compilation causes, graph hashes and Python frames come from ``PT_XLA_DEBUG_LEVEL=1`` with
+  ``PT_XLA_DEBUG_FILE`` in the run directory (read only at steps that compiled).
+
+None of this compiles a graph, executes one, or moves data off the device. ``stop()`` waits for
+pending device work so the last step's executions are counted (``wait_device_ops`` moves no
+data).
+
+torch_xla is imported lazily, in ``start()``/runtime calls, so lazyscope imports without it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import glob
+import importlib.util
+import os
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from lazyscope.backends.base import Backend, Recorder
+from lazyscope.backends.frames import classify_barrier, user_site
+from lazyscope.backends.ptxla_debug import DebugFileReader
+from lazyscope.errors import MissingDependencyError
+from lazyscope.model import Event, Step
+
+DEBUG_FILE = "xla_debug.txt"
+INSTALL_HINT = (
+    "torch_xla is not installed: pip install 'lazyscope[xla]' "
+    "(torch==2.9.0 torch_xla==2.9.0), or use --backend eager"
+)
+#: ops counted as CPU fallbacks by torch_xla that are really a value read (a host sync)
+NOT_FALLBACKS = frozenset({"aten::_local_scalar_dense"})
+
+_METRICS = {
+    "compile": "CompileTime",
+    "execute": "ExecuteTime",
+    "execute_replicated": "ExecuteReplicatedTime",
+    "to_device": "TransferToDeviceTime",
+    "from_device": "TransferFromDeviceTime",
+    "to_device_bytes": "OutboundData",
+    "from_device_bytes": "InboundData",
+}
+
+
+def default_pjrt_device() -> str:
+    """TPU when this machine has TPU chips, else CPU."""
+    if glob.glob("/dev/accel[0-9]*") or glob.glob("/dev/vfio/[0-9]*"):
+        return "TPU"
+    return "CPU"
+
+
+def _metric(met: Any, name: str) -> tuple[int, float, list[tuple[float, float]]]:
+    data = met.metric_data(name)
+    if data is None:
+        return 0, 0.0, []
+    total, acc, samples = data
+    return int(total), float(acc), list(samples)
+
+
+class _Snapshot:
+    """The cumulative counters at one moment."""
+
+    __slots__ = ("counts", "sums", "fallbacks", "samples")
+
+    def __init__(self, met: Any):
+        self.counts: dict[str, int] = {}
+        self.sums: dict[str, float] = {}
+        self.samples: dict[str, list[tuple[float, float]]] = {}
+        for key, name in _METRICS.items():
+            count, acc, samples = _metric(met, name)
+            self.counts[key] = count
+            self.sums[key] = acc
+            if key == "compile":
+                self.samples[key] = samples
+        self.fallbacks: dict[str, int] = {}
+        for op in met.executed_fallback_ops():
+            value = met.counter_value(op)
+            if value:
+                self.fallbacks[op] = int(value)
+
+    def delta(self, before: _Snapshot) -> dict[str, Any]:
+        d: dict[str, Any] = {}
+        for key in _METRICS:
+            d[key] = self.counts[key] - before.counts[key]
+            d[key + "_sum"] = self.sums[key] - before.sums[key]
+        d["fallbacks"] = {
+            op: n - before.fallbacks.get(op, 0)
+            for op, n in self.fallbacks.items()
+            if n - before.fallbacks.get(op, 0) > 0
+        }
+        new = d["compile"]
+        samples = self.samples["compile"]
+        d["compile_samples_s"] = [v / 1e9 for _, v in samples[-new:]] if new > 0 else []
+        return d
+
+
+class XlaBackend(Backend):
+    """PyTorch/XLA: TPU on a TPU VM, the CPU elsewhere (``PJRT_DEVICE``)."""
+
+    name = "xla"
+    install_hint = INSTALL_HINT
+
+    def __init__(self) -> None:
+        self._recorder: Recorder | None = None
+        self._orig_sync: Any = None
+        self._met: Any = None
+        self._last: _Snapshot | None = None
+        self._t_last = 0.0
+        self._debug: DebugFileReader | None = None
+        self._in_barrier = False
+
+    # -- availability and environment -------------------------------------------------
+    def check_available(self) -> None:
+        if importlib.util.find_spec("torch_xla") is None:
+            raise MissingDependencyError(INSTALL_HINT)
+
+    def prepare_env(self, run_dir: Any | None) -> None:
+        os.environ.setdefault("PJRT_DEVICE", default_pjrt_device())
+        if run_dir is None:
+            return
+        level = os.environ.get("PT_XLA_DEBUG_LEVEL", "")
+        if not level.lstrip("-").isdigit() or int(level) < 1:
+            os.environ["PT_XLA_DEBUG_LEVEL"] = "1"
+        os.environ["PT_XLA_DEBUG_FILE"] = str(Path(run_dir).resolve() / DEBUG_FILE)
+        os.environ.setdefault("PT_XLA_DEBUG_MAX_FRAME", "64")
+
+    def describe(self) -> tuple[str, dict[str, str]]:
+        import torch
+        import torch_xla
+
+        try:
+            device = f"{torch_xla.device()} ({torch_xla.real_devices()[0]})"
+        except Exception:  # noqa: BLE001 - descriptive only
+            device = os.environ.get("PJRT_DEVICE", "")
+        return device, {"torch": torch.__version__, "torch_xla": torch_xla.__version__}
+
+    # -- runtime for scenarios ----------------------------------------------------------
+    def device(self) -> Any:
+        self.prepare_env(None)
+        import torch_xla
+
+        return torch_xla.device()
+
+    def barrier(self) -> None:
+        import torch_xla
+
+        torch_xla.sync()
+
+    @contextlib.contextmanager
+    def step(self, index: int, name: str = "train_step") -> Iterator[None]:
+        import torch_xla.debug.profiler as xp
+
+        # StepTrace ends with torch_xla.sync(): the step barrier.
+        with xp.StepTrace(name, step_num=index):
+            yield
+
+    @contextlib.contextmanager
+    def region(self, name: str) -> Iterator[None]:
+        import torch_xla.debug.profiler as xp
+
+        with xp.Trace(name):
+            yield
+
+    # -- collection ---------------------------------------------------------------------
+    def start(self, recorder: Recorder) -> None:
+        import torch_xla
+        import torch_xla.debug.metrics as met
+
+        self._recorder = recorder
+        self._met = met
+        debug_file = os.environ.get("PT_XLA_DEBUG_FILE")
+        self._debug = DebugFileReader(debug_file) if debug_file else None
+        if self._debug is not None:
+            self._debug.read_new()  # skip what an earlier trace in this process wrote
+        self._last = _Snapshot(met)
+        self._t_last = time.perf_counter()
+        self._orig_sync = torch_xla.sync
+
+        @functools.wraps(self._orig_sync)
+        def sync(*args: Any, **kwargs: Any) -> Any:
+            result = self._orig_sync(*args, **kwargs)
+            if not self._in_barrier:
+                self._on_barrier()
+            return result
+
+        torch_xla.sync = sync
+
+    def stop(self) -> None:
+        import torch_xla
+
+        if self._orig_sync is not None:
+            torch_xla.sync = self._orig_sync
+            self._orig_sync = None
+        if self._recorder is None or self._last is None:
+            return
+        try:
+            import torch_xla.core.xla_model as xm
+
+            xm.wait_device_ops()
+        except Exception:  # noqa: BLE001 - best effort at shutdown
+            pass
+        step = self._collect_step()
+        if _has_activity(step):
+            self._recorder.finish_tail(step)
+        self._recorder = None
+
+    def _on_barrier(self) -> None:
+        self._in_barrier = True
+        try:
+            step = self._collect_step()
+        finally:
+            self._in_barrier = False
+        assert self._recorder is not None
+        self._recorder.step(step)
+
+    def _collect_step(self) -> Step:
+        assert self._recorder is not None and self._last is not None
+        now = time.perf_counter()
+        snap = _Snapshot(self._met)
+        d = snap.delta(self._last)
+        self._last = snap
+        wall = now - self._t_last
+        self._t_last = now
+        index = self._recorder.next_index
+        compile_events = self._compile_events(index, d["compile"], d["compile_samples_s"])
+        fallbacks = {op: n for op, n in d["fallbacks"].items() if op not in NOT_FALLBACKS}
+        return Step(
+            index=index,
+            wall_s=wall,
+            t_end_s=now - self._recorder.t0,
+            compile_count=d["compile"],
+            compile_s=d["compile_sum"] / 1e9,
+            graph_hashes=[e.data["graph_hash"] for e in compile_events if e.data.get("graph_hash")],
+            execute_count=d["execute"] + d["execute_replicated"],
+            execute_s=(d["execute_sum"] + d["execute_replicated_sum"]) / 1e9,
+            to_device_count=d["to_device"],
+            to_device_bytes=int(d["to_device_bytes_sum"]),
+            to_device_s=d["to_device_sum"] / 1e9,
+            from_device_count=d["from_device"],
+            from_device_bytes=int(d["from_device_bytes_sum"]),
+            from_device_s=d["from_device_sum"] / 1e9,
+            fallback_ops=fallbacks,
+        )
+
+    def _compile_events(self, index: int, count: int, seconds: list[float]) -> list[Event]:
+        """Turn the new PT_XLA_DEBUG compilation blocks into events of this step."""
+        if count <= 0 or self._debug is None or self._recorder is None:
+            return []
+        records = [r for r in self._debug.read_new() if r.kind == "compile"]
+        events = []
+        for i, rec in enumerate(records):
+            cause_kind, cause = classify_barrier(rec.frames)
+            event = Event(
+                kind="compile",
+                step=index,
+                seconds=seconds[i] if i < len(seconds) else 0.0,
+                site=user_site(rec.frames),
+                frames=rec.frames,
+                data={
+                    "graph_hash": rec.graph_hash,
+                    "cause": cause,
+                    "cause_kind": cause_kind,
+                    "xla_cause": rec.cause,
+                    "num_inputs": rec.num_inputs,
+                    "num_outputs": rec.num_outputs,
+                    "sizes_gb": rec.sizes_gb,
+                },
+            )
+            self._recorder.event(event)
+            events.append(event)
+        return events
+
+
+def _has_activity(step: Step) -> bool:
+    return bool(
+        step.compile_count
+        or step.execute_count
+        or step.to_device_count
+        or step.from_device_count
+        or step.fallback_ops
+    )

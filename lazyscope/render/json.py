@@ -1,0 +1,32 @@
+"""The JSON report: ``summarize(run)`` plus the per-step series, as one JSON object."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from lazyscope.analyze.summary import summarize, verdict
+from lazyscope.model import Run
+
+
+def report_dict(run: Run) -> dict[str, Any]:
+    """The report as a dict: the summary's keys, ``verdict``, ``run_dir`` and ``per_step``."""
+    summary = summarize(run)
+    summary["verdict"] = verdict(summary)
+    summary["run_dir"] = str(run.path)
+    summary["per_step"] = [
+        {
+            "step": s.index,
+            "wall_s": s.wall_s,
+            "compiles": s.compile_count,
+            "compile_s": s.compile_s,
+            "executions": s.execute_count,
+            "transfers_from_device": s.from_device_count,
+        }
+        for s in run.steps
+    ]
+    return summary
+
+
+def render_json(run: Run) -> str:
+    return json.dumps(report_dict(run), indent=2, sort_keys=True, default=str)

@@ -1,0 +1,94 @@
+"""The text report: header, totals, a per-step table, and the verdict as the last line."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from lazyscope.analyze.summary import summarize, verdict
+from lazyscope.model import Run, Step
+
+MAX_TABLE_ROWS = 40
+
+
+def fmt_bytes(n: float) -> str:
+    """Human-readable bytes (B, KiB, MiB, GiB)."""
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if abs(n) < 1024 or unit == "GiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return f"{n:.1f} GiB"
+
+
+def fmt_seconds(s: float) -> str:
+    """Seconds with a unit that keeps 3 significant digits."""
+    if s >= 1:
+        return f"{s:.2f} s"
+    if s >= 1e-3:
+        return f"{s * 1e3:.1f} ms"
+    return f"{s * 1e6:.0f} us"
+
+
+def _step_rows(steps: list[Step]) -> list[str]:
+    rows = [f"  {'step':>5} {'wall':>10} {'compiles':>8} {'compile':>10} {'execs':>5} "
+            f"{'to dev':>6} {'from dev':>8} {'fallbacks':>9}"]
+    shown: list[Step | None] = list(steps)
+    if len(steps) > MAX_TABLE_ROWS:
+        half = MAX_TABLE_ROWS // 2
+        shown = steps[:half] + [None] + steps[-half:]
+    for s in shown:
+        if s is None:
+            rows.append(f"  {'...':>5}")
+            continue
+        rows.append(
+            f"  {s.index:>5} {fmt_seconds(s.wall_s):>10} {s.compile_count:>8} "
+            f"{fmt_seconds(s.compile_s) if s.compile_count else '-':>10} {s.execute_count:>5} "
+            f"{s.to_device_count:>6} {s.from_device_count:>8} {sum(s.fallback_ops.values()):>9}"
+        )
+    return rows
+
+
+def render_summary_text(run: Run, summary: dict[str, Any]) -> list[str]:
+    """The header and totals block."""
+    target = summary["target"] + (" " + " ".join(summary["args"]) if summary["args"] else "")
+    versions = ", ".join(f"{k} {v}" for k, v in summary["versions"].items())
+    status = summary["status"]
+    if summary["error"]:
+        status += f": {summary['error']}"
+    fallbacks = summary["fallback_ops"]
+    lines = [
+        f"lazyscope report: {run.path}",
+        f"  target      {summary['target_kind']} {target}",
+        f"  backend     {summary['backend']} on {summary['device'] or '?'} ({versions})",
+        f"  status      {status}",
+    ]
+    for w in summary["warnings"]:
+        lines.append(f"  warning     {w}")
+    lines += [
+        "",
+        f"  steps           {summary['steps']} (first {summary['warmup_steps']} are warm-up)",
+        f"  median step     {fmt_seconds(summary['median_step_seconds'])} after warm-up"
+        if summary["steps_after_warmup"]
+        else f"  median step     {fmt_seconds(summary['median_step_seconds'])}",
+        f"  wall            {fmt_seconds(summary['wall_seconds'])}",
+        f"  compilations    {summary['compiles']} ({summary['compiles_after_warmup']} after "
+        f"warm-up, {summary['distinct_graphs']} distinct graphs), "
+        f"{fmt_seconds(summary['compile_seconds'])}",
+        f"  executions      {summary['executions']}, {fmt_seconds(summary['execute_seconds'])}",
+        f"  to device       {summary['transfers_to_device']} transfers, "
+        f"{fmt_bytes(summary['bytes_to_device'])}",
+        f"  from device     {summary['transfers_from_device']} transfers, "
+        f"{fmt_bytes(summary['bytes_from_device'])}, "
+        f"{fmt_seconds(summary['transfer_from_device_seconds'])}",
+        "  CPU fallbacks   "
+        + (", ".join(f"{op} x{n}" for op, n in fallbacks.items()) if fallbacks else "none"),
+    ]
+    return lines
+
+
+def render_text(run: Run) -> str:
+    summary = summarize(run)
+    lines = render_summary_text(run, summary)
+    if run.steps:
+        lines += ["", *_step_rows(run.steps)]
+    lines += ["", f"verdict: {verdict(summary)}"]
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,46 @@
+"""What built-in scenarios (and users' own scripts, if they like) share: common arguments.
+
+Every scenario takes ``--steps``, ``--backend``, ``--device`` and ``--seed`` so that
+``lazyscope trace NAME --steps N`` and ``python scenarios/NAME.py --steps N`` mean the same.
+This module imports no torch: the CLI validates a scenario's arguments before anything heavy loads.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from lazyscope.backends import BACKENDS, Backend, get_backend
+
+
+def positive_int(text: str) -> int:
+    """argparse type: an integer >= 1."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
+def base_parser(description: str, *, default_steps: int = 20, prog: str | None = None) -> argparse.ArgumentParser:
+    """An ArgumentParser with the arguments every scenario shares."""
+    parser = argparse.ArgumentParser(prog=prog, description=description)
+    parser.add_argument("--steps", type=positive_int, default=default_steps, help="number of steps")
+    parser.add_argument(
+        "--backend", choices=sorted(BACKENDS), default="xla", help="where the workload runs"
+    )
+    parser.add_argument(
+        "--device", choices=["auto", "cpu", "cuda"], default="auto",
+        help="device for the eager/compile backends (the XLA backend uses PJRT_DEVICE)",
+    )
+    parser.add_argument("--seed", type=int, default=0, help="random seed")
+    return parser
+
+
+def backend_from_args(args: argparse.Namespace) -> Backend:
+    """The backend a scenario's parsed arguments ask for."""
+    backend = get_backend(args.backend)
+    if hasattr(backend, "configure"):
+        backend.configure(device=getattr(args, "device", "auto"))
+    return backend

@@ -1,0 +1,36 @@
+"""Built-in scenarios: standalone scripts, each runnable as ``python scenarios/NAME.py --help``.
+
+``lazyscope trace NAME`` runs the script exactly as ``lazyscope trace path/to/script.py`` runs a
+user's own: the scenarios are no more privileged than user code. This registry only names them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+
+
+@dataclass(frozen=True)
+class ScenarioInfo:
+    name: str
+    file: str
+    description: str
+
+    @property
+    def path(self) -> Path:
+        return HERE / self.file
+
+
+SCENARIOS: dict[str, ScenarioInfo] = {
+    s.name: s
+    for s in [
+        ScenarioInfo(
+            "lazytensor-dynamic",
+            "lazytensor_dynamic.py",
+            "LazyTensor blog's dummy_step: a static graph vs a torch.cat-accumulated loss "
+            "that changes the graph every step (--mode static|dynamic)",
+        ),
+    ]
+}

@@ -1,0 +1,61 @@
+"""Shared fixtures. Expensive XLA runs are made once per session, each in its own process
+(torch_xla's compile cache lives for the whole process, so compile counts need fresh ones)."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+DATA = REPO / "tests" / "data"
+
+os.environ.setdefault("PJRT_DEVICE", "CPU")
+
+
+def lazyscope_cmd(*args: str, cwd: Path | None = None, timeout: float = 600,
+                  env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    """Run the real `lazyscope` CLI in a fresh process (python -m lazyscope)."""
+    full_env = {**os.environ, "PJRT_DEVICE": "CPU", "PYTHONPATH": str(REPO), **(env or {})}
+    return subprocess.run(
+        [sys.executable, "-m", "lazyscope", *args],
+        cwd=cwd or REPO, env=full_env, capture_output=True, text=True, timeout=timeout,
+    )
+
+
+def report_json(run_dir: Path) -> dict:
+    proc = lazyscope_cmd("report", str(run_dir), "--format", "json")
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(proc.stdout)
+
+
+@pytest.fixture
+def data_run(tmp_path: Path):
+    """Copy a saved run from tests/data into a temp dir (renderers write plots into it)."""
+
+    def copy(name: str) -> Path:
+        dst = tmp_path / name
+        shutil.copytree(DATA / name, dst)
+        return dst
+
+    return copy
+
+
+@pytest.fixture(scope="session")
+def lazytensor_runs(tmp_path_factory) -> dict[str, Path]:
+    """`lazyscope trace lazytensor-dynamic` in static and dynamic mode, 20 steps, real XLA:CPU."""
+    base = tmp_path_factory.mktemp("lazytensor")
+    runs = {}
+    for mode in ("static", "dynamic"):
+        out = base / mode
+        proc = lazyscope_cmd("trace", "lazytensor-dynamic", "--mode", mode, "--steps", "20",
+                             "--out", str(out))
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+        runs[mode] = out
+        runs[mode + "_stdout"] = proc.stdout
+    return runs

@@ -1,0 +1,154 @@
+"""End to end on real torch_xla (XLA:CPU): the LazyTensor scenario, traced in fresh processes."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import REPO, lazyscope_cmd, report_json
+
+pytestmark = pytest.mark.xla
+
+
+def test_dynamic_mode_recompiles_every_step(lazytensor_runs) -> None:
+    summary = report_json(lazytensor_runs["dynamic"])
+    assert summary["steps"] == 20 and summary["status"] == "ok"
+    assert summary["compiles_after_warmup"] >= 17
+    assert summary["distinct_graphs"] == summary["compiles"]
+    assert summary["verdict"].startswith("recompiled on 18 of 18 steps after warm-up")
+
+
+def test_static_mode_compiles_nothing_after_warmup(lazytensor_runs) -> None:
+    summary = report_json(lazytensor_runs["static"])
+    assert summary["steps"] == 20
+    assert summary["compiles_after_warmup"] == 0
+    assert summary["compiles"] >= 1
+    assert summary["fallback_ops"] == {}
+
+
+def test_trace_prints_report_and_writes_files(lazytensor_runs) -> None:
+    out = lazytensor_runs["dynamic_stdout"]
+    assert "lazytensor-dynamic dynamic: 20 steps" in out  # the scenario's own output
+    assert "verdict: recompiled on 18 of 18 steps" in out
+    run = lazytensor_runs["dynamic"]
+    for name in ("meta.json", "steps.jsonl", "events.jsonl", "timeline.png"):
+        assert (run / name).is_file(), name
+    meta = json.loads((run / "meta.json").read_text())
+    assert meta["versions"]["torch_xla"].startswith("2.9")
+    assert meta["status"] == "ok" and meta["ended_at"]
+
+
+def test_compile_events_name_the_scenario_line(lazytensor_runs) -> None:
+    events = [json.loads(line) for line in
+              (lazytensor_runs["dynamic"] / "events.jsonl").read_text().splitlines()]
+    compiles = [e for e in events if e["kind"] == "compile"]
+    assert len(compiles) == 20
+    source = (REPO / "scenarios" / "lazytensor_dynamic.py").read_text().splitlines()
+    for event in compiles:
+        site = event["site"]
+        assert site["file"].endswith("scenarios/lazytensor_dynamic.py")
+        assert "backend.step(" in source[site["line"] - 1]
+        assert event["data"]["cause_kind"] == "barrier"
+        assert "StepTrace" in event["data"]["cause"]
+    assert len({e["data"]["graph_hash"] for e in compiles}) == 20
+
+
+_METRICS_DRIVER = r"""
+import json, sys
+import torch_xla.debug.metrics as met
+traced = sys.argv[1] == "traced"
+argv = ["--mode", "static", "--read-loss", "--steps", "8"]
+if traced:
+    from lazyscope.runner import resolve_target, trace_target
+    trace_target(resolve_target("lazytensor-dynamic", argv), sys.argv[2])
+else:
+    sys.path.insert(0, "scenarios")
+    import lazytensor_dynamic
+    lazytensor_dynamic.main(argv)
+counts = {}
+for name in ("CompileTime", "TransferFromDeviceTime", "ExecuteTime"):
+    data = met.metric_data(name)
+    counts[name] = data[0] if data else 0
+print("COUNTS " + json.dumps(counts))
+"""
+
+
+def _metric_counts(mode: str, out: Path) -> dict:
+    proc = subprocess.run(
+        [sys.executable, "-c", _METRICS_DRIVER, mode, str(out)], cwd=REPO,
+        capture_output=True, text=True, timeout=300,
+        env={**__import__("os").environ, "PJRT_DEVICE": "CPU", "PYTHONPATH": str(REPO)},
+    )
+    assert proc.returncode == 0, proc.stderr
+    line = next(ln for ln in proc.stdout.splitlines() if ln.startswith("COUNTS "))
+    return json.loads(line[len("COUNTS "):])
+
+
+def test_tracing_adds_no_compilation_and_no_transfer(tmp_path: Path) -> None:
+    untraced = _metric_counts("untraced", tmp_path / "unused")
+    traced = _metric_counts("traced", tmp_path / "traced")
+    assert untraced["TransferFromDeviceTime"] == 8  # one .item() per step: the test can fail
+    assert traced["CompileTime"] == untraced["CompileTime"]
+    assert traced["TransferFromDeviceTime"] == untraced["TransferFromDeviceTime"]
+    assert traced["ExecuteTime"] == untraced["ExecuteTime"]
+
+
+def test_cli_subprocess_unknown_scenario() -> None:
+    proc = lazyscope_cmd("trace", "no-such-scenario")
+    assert proc.returncode == 2
+    assert proc.stderr.strip() == (
+        "lazyscope: unknown scenario 'no-such-scenario'; scenarios: "
+        + ", ".join(sorted(__import__("scenarios").SCENARIOS))
+        + " (or give the path of a .py script)"
+    )
+
+
+def test_scenario_runs_standalone() -> None:
+    proc = subprocess.run([sys.executable, "scenarios/lazytensor_dynamic.py", "--help"],
+                          cwd=REPO, capture_output=True, text=True, timeout=60,
+                          env={**__import__("os").environ, "PYTHONPATH": str(REPO)})
+    assert proc.returncode == 0 and "--mode {static,dynamic}" in proc.stdout
+
+
+def test_trace_a_user_script_that_raises(tmp_path: Path) -> None:
+    script = tmp_path / "train.py"
+    script.write_text(
+        "import torch, torch_xla\n"
+        "dev = torch_xla.device()\n"
+        "w = torch.ones(4, device=dev)\n"
+        "for step in range(5):\n"
+        "    w = w * 2\n"
+        "    torch_xla.sync()\n"
+        "    if step == 2:\n"
+        "        raise ValueError('boom at step 2')\n"
+    )
+    out = tmp_path / "run"
+    proc = lazyscope_cmd("trace", str(script), "--out", str(out))
+    assert proc.returncode == 5, proc.stderr
+    assert "ValueError: boom at step 2" in proc.stderr and "train.py:8" in proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1
+    summary = report_json(out)
+    assert summary["status"] == "failed" and summary["steps"] == 3
+    assert "boom" in (out / "error.txt").read_text()
+
+
+def test_steps_limit_stops_a_script(tmp_path: Path) -> None:
+    script = tmp_path / "loop.py"
+    script.write_text(
+        "import torch, torch_xla\n"
+        "dev = torch_xla.device()\n"
+        "w = torch.ones(4, device=dev)\n"
+        "while True:\n"
+        "    w = w + 1\n"
+        "    torch_xla.sync()\n"
+    )
+    out = tmp_path / "run"
+    proc = lazyscope_cmd("trace", str(script), "--steps", "4", "--out", str(out))
+    assert proc.returncode == 0, proc.stderr
+    summary = report_json(out)
+    assert summary["steps"] == 4 and summary["status"] == "ok"
+    assert summary["compiles_after_warmup"] == 0

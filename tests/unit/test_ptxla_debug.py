@@ -1,0 +1,83 @@
+"""The PT_XLA_DEBUG_FILE parser, on output captured from torch_xla 2.9 (tests/data/ptxla_debug)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from lazyscope.backends.frames import classify_barrier, user_site
+from lazyscope.backends.ptxla_debug import DebugFileReader, parse_debug_text
+from lazyscope.model import Site
+
+SAMPLE = Path(__file__).resolve().parents[1] / "data" / "ptxla_debug" / "compile_two_blocks.txt"
+
+EXECUTION_BLOCK = """
+Execution Analysis: ================================================================================
+Execution Analysis: Execution Cause
+Execution Analysis:   most likely user code trying to access tensor value before torch_xla.sync
+Execution Analysis: Graph Info: 
+Execution Analysis:   Graph Hash: 0123456789abcdef0123456789abcdef
+Execution Analysis:   Number of Graph Inputs: 2
+Execution Analysis:   Number of Graph Outputs: 1
+Execution Analysis: Python Frame Triggered Execution: 
+Execution Analysis:   item (/usr/lib/python3/site-packages/torch/_tensor.py:10)
+Execution Analysis:   train (/home/me/train.py:42)
+Execution Analysis: --------------------------------------------------------------------------------
+Execution Analysis: ================================================================================
+"""
+
+
+def test_parses_captured_compile_blocks() -> None:
+    records, consumed = parse_debug_text(SAMPLE.read_text())
+    assert [r.kind for r in records] == ["compile", "compile"]
+    first = records[0]
+    assert first.cause == "torch_xla.sync when exiting a profiler StepTrace region"
+    assert len(first.graph_hash) == 32
+    assert first.graph_hash != records[1].graph_hash
+    assert first.num_inputs == 3 and first.num_outputs == 1
+    assert first.frames[0].function == "sync" and first.frames[0].file.endswith("torch_xla.py")
+    assert any(f.file.endswith("lazytensor_dynamic.py") for f in first.frames)
+    assert first.computation_hash and "graph input size" in first.sizes_gb
+    assert consumed == len(SAMPLE.read_text())
+
+
+def test_partial_block_waits_for_the_rest() -> None:
+    text = SAMPLE.read_text()
+    cut = text.index("Number of Graph Outputs")
+    records, consumed = parse_debug_text(text[:cut])
+    assert records == [] and consumed <= cut
+    rest_records, _ = parse_debug_text(text[consumed:])
+    assert len(rest_records) == 2
+
+
+def test_reader_is_incremental(tmp_path: Path) -> None:
+    path = tmp_path / "debug.txt"
+    text = SAMPLE.read_text()
+    half = text.index("Compilation Analysis: Graph Info", 200)
+    path.write_text(text[:half])
+    reader = DebugFileReader(str(path))
+    got = reader.read_new()
+    with path.open("a") as fh:
+        fh.write(text[half:])
+    got += reader.read_new()
+    assert len(got) == 2 and got[0].graph_hash != got[1].graph_hash
+    assert reader.read_new() == []
+
+
+def test_execution_block_and_user_site() -> None:
+    records, _ = parse_debug_text(EXECUTION_BLOCK)
+    (rec,) = records
+    assert rec.kind == "execute" and "access tensor value" in rec.cause
+    assert user_site(rec.frames) == Site("/home/me/train.py", 42, "train")
+
+
+def test_classify_barrier_causes() -> None:
+    sync = Site("/x/site-packages/torch_xla/torch_xla.py", 87, "sync")
+    step_exit = Site("/x/site-packages/torch_xla/debug/profiler.py", 179, "__exit__")
+    loader = Site("/x/site-packages/torch_xla/distributed/parallel_loader.py", 46, "next")
+    user = Site("/home/me/train.py", 3, "main")
+    item = Site("/x/site-packages/torch/_tensor.py", 10, "item")
+    assert classify_barrier([sync, user]) == ("barrier", "step barrier: torch_xla.sync()")
+    assert classify_barrier([sync, step_exit, user])[1].endswith("StepTrace region")
+    assert "parallel loader" in classify_barrier([sync, loader, user])[1]
+    assert classify_barrier([item, user])[0] == "value_read"
+    assert classify_barrier([])[0] == "other"

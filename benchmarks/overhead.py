@@ -14,7 +14,9 @@ TransferFromDeviceTime, so lazyscope's own records are not what is compared.
 Printed: extra compilations (must be 0), extra device-to-host transfers (must be 0), extra
 executions, and the wall-time overhead per step: the median over repetitions of each run's mean
 steady-state step time (steps after warm-up, up to a final ``wait_device_ops``), traced vs
-untraced (target <= 3%). Exit status 1 when the extra compilations or transfers are not 0.
+untraced (target <= 3%); the same for CPU time (all threads: less sensitive to other processes on
+a shared machine than wall time); and lazyscope's own work at one barrier (metrics snapshot, delta,
+one JSON line), timed in a separate process, as a share of the untraced step. Exit status 1 when the extra compilations or transfers are not 0.
 
     PJRT_DEVICE=CPU python benchmarks/overhead.py --reps 3 --steps 60
 """
@@ -68,6 +70,7 @@ for i in range(args.steps):
     if i == args.warmup:
         xm.wait_device_ops()
         t_steady = time.perf_counter()
+        cpu_steady = time.process_time()
     tic = time.perf_counter()
     x, y = batches[i % len(batches)]
     opt.zero_grad()
@@ -78,17 +81,54 @@ for i in range(args.steps):
     times.append(time.perf_counter() - tic)
 xm.wait_device_ops()
 steady = (time.perf_counter() - t_steady) / (args.steps - args.warmup)
+cpu = (time.process_time() - cpu_steady) / (args.steps - args.warmup)
 
 def count(name):
     data = met.metric_data(name)
     return int(data[0]) if data else 0
 
 with open(args.result, "w") as fh:
-    json.dump({"step_s": times, "steady_mean_s": steady,
+    json.dump({"step_s": times, "steady_mean_s": steady, "steady_cpu_s": cpu,
                "compiles": count("CompileTime"), "executions": count("ExecuteTime"),
                "from_device": count("TransferFromDeviceTime"),
                "to_device": count("TransferToDeviceTime")}, fh)
 '''
+
+
+PROBE = r'''
+import json, sys, time
+import torch, torch_xla
+import torch_xla.debug.metrics as met
+from lazyscope.backends.xla import _Snapshot
+from lazyscope.model import Step
+dev = torch_xla.device()
+x = torch.ones(64, 64, device=dev)
+for _ in range(5):
+    x = x @ x * 0.01
+    torch_xla.sync()
+n = 300
+last = _Snapshot(met)
+t0 = time.perf_counter()
+for _ in range(n):
+    snap = _Snapshot(met)
+    d = snap.delta(last)
+    last = snap
+    json.dumps(Step(0, compile_count=d["compile"], fallback_ops=d["fallbacks"]).to_json())
+print(json.dumps({"per_barrier_s": (time.perf_counter() - t0) / n}))
+'''
+
+
+def probe_cost(env: dict[str, str]) -> float:
+    """Seconds of lazyscope's own work at one barrier (metrics snapshot, delta, a JSON line)."""
+    proc = subprocess.run([sys.executable, "-c", PROBE], env=env, capture_output=True, text=True)
+    if proc.returncode != 0:
+        sys.exit(f"overhead: probe failed:\n{proc.stderr}")
+    return json.loads(proc.stdout.strip().splitlines()[-1])["per_barrier_s"]
+
+
+def _env() -> dict[str, str]:
+    return {**os.environ, "PJRT_DEVICE": os.environ.get("PJRT_DEVICE", "CPU"),
+            "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))}
 
 
 def run_once(mode: str, workdir: Path, rep: int, script_args: list[str]) -> dict:
@@ -101,8 +141,7 @@ def run_once(mode: str, workdir: Path, rep: int, script_args: list[str]) -> dict
                "--out", str(workdir / f"run-{rep}"), "--", *own]
     else:
         cmd = [sys.executable, str(script), *own]
-    env = {**os.environ, "PJRT_DEVICE": os.environ.get("PJRT_DEVICE", "CPU"),
-           "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))}
+    env = _env()
     t0 = time.perf_counter()
     proc = subprocess.run(cmd, env=env, capture_output=True, text=True, cwd=workdir)
     if proc.returncode != 0:
@@ -156,6 +195,8 @@ def main(argv: list[str] | None = None) -> int:
     steady = {m: statistics.median(r["steady_mean_s"] for r in results[m]) for m in results}
     medians = {m: statistics.median(statistics.median(r["step_s"][args.warmup:])
                                     for r in results[m]) for m in results}
+    cpu = {m: statistics.median(r["steady_cpu_s"] for r in results[m]) for m in results}
+    probe = probe_cost(_env())
     overhead = steady["traced"] / steady["untraced"] - 1
     overhead_median = medians["traced"] / medians["untraced"] - 1
 
@@ -172,6 +213,10 @@ def main(argv: list[str] | None = None) -> int:
           f"target <= 3%: {'met' if overhead <= 0.03 else 'NOT met'})")
     print(f"wall-time overhead per step (median step):     {overhead_median * 100:+.2f}%  "
           f"({medians['traced'] * 1e3:.2f} ms vs {medians['untraced'] * 1e3:.2f} ms)")
+    print(f"CPU time per step (all threads, steady):       {(cpu['traced'] / cpu['untraced'] - 1) * 100:+.2f}%  "
+          f"({cpu['traced'] * 1e3:.2f} ms traced vs {cpu['untraced'] * 1e3:.2f} ms untraced)")
+    print(f"lazyscope's own work per barrier (measured):   {probe * 1e6:.0f} us = "
+          f"{probe / medians['untraced'] * 100:.2f}% of the untraced median step")
     return 0 if extra["compiles"] == 0 and extra["from_device"] == 0 else 1
 
 

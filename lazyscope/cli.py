@@ -113,6 +113,52 @@ def report_cmd(run_dir: Path, fmt: str) -> None:
     click.echo(RENDERERS[fmt](run), nl=fmt != "text")
 
 
+@cli.command("check")
+@click.argument("run_dir", type=click.Path(path_type=Path))
+@click.option("--max-compiles-after-warmup", type=click.IntRange(min=0), default=None,
+              metavar="N", help="at most N compilations after the warm-up steps")
+@click.option("--max-syncs-per-step", type=click.IntRange(min=0), default=None, metavar="N",
+              help="at most N host syncs (device-to-host transfers) in any step")
+@click.option("--no-fallbacks", is_flag=True, help="no CPU-fallback op may run")
+@click.option("--max-step-seconds", type=click.FloatRange(min=0, min_open=True), default=None,
+              metavar="S", help="no step after warm-up may take longer than S seconds")
+@click.option("--allow-incomplete", is_flag=True,
+              help="check a failed, interrupted or killed run's recorded steps instead of failing")
+@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text",
+              show_default=True)
+def check_cmd(run_dir: Path, max_compiles_after_warmup: int | None,
+              max_syncs_per_step: int | None, no_fallbacks: bool,
+              max_step_seconds: float | None, allow_incomplete: bool, fmt: str) -> int:
+    """A CI gate: exit 0 when RUN_DIR obeys the rules, 1 (with the evidence) when not.
+
+    With no rule given, checks --max-compiles-after-warmup 0. A run that did not end ok
+    (failed, interrupted, killed) fails unless --allow-incomplete.
+    """
+    from lazyscope.analyze.check import Rules, check_run
+    from lazyscope.errors import EXIT_CHECK_FAILED
+    from lazyscope.render.check import CHECK_RENDERERS
+
+    rules = Rules(max_compiles_after_warmup=max_compiles_after_warmup,
+                  max_syncs_per_step=max_syncs_per_step, no_fallbacks=no_fallbacks,
+                  max_step_seconds=max_step_seconds, allow_incomplete=allow_incomplete)
+    result = check_run(load_run(run_dir), rules)
+    click.echo(CHECK_RENDERERS[fmt](result), nl=False)
+    return 0 if result.passed else EXIT_CHECK_FAILED
+
+
+@cli.command("diff")
+@click.argument("run_a", type=click.Path(path_type=Path))
+@click.argument("run_b", type=click.Path(path_type=Path))
+@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text",
+              show_default=True)
+def diff_cmd(run_a: Path, run_b: Path, fmt: str) -> None:
+    """What changed from RUN_A (the baseline) to RUN_B: metrics, compile/sync sites, fallbacks."""
+    from lazyscope.analyze.diff import diff_runs
+    from lazyscope.render.diff import DIFF_RENDERERS
+
+    click.echo(DIFF_RENDERERS[fmt](diff_runs(load_run(run_a), load_run(run_b))), nl=False)
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the CLI; return the exit code instead of raising."""
     try:

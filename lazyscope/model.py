@@ -77,8 +77,25 @@ class Meta:
         meta = cls(**kwargs)
         if not isinstance(meta.args, list):
             meta.args = [str(meta.args)]
+        meta.args = [str(a) for a in meta.args]
         if not isinstance(meta.info, dict):
             meta.info = {}
+        if not isinstance(meta.versions, dict):
+            meta.versions = {}
+        meta.versions = {str(k): str(v) for k, v in meta.versions.items()}
+        # a field of the wrong type is corruption (TypeError -> RunDirError in load_run)
+        for name in ("target", "target_kind", "backend", "device", "started_at", "status"):
+            if not isinstance(getattr(meta, name), str):
+                raise TypeError(f"'{name}' is not a string")
+        for name in ("ended_at", "error"):
+            if getattr(meta, name) is not None and not isinstance(getattr(meta, name), str):
+                raise TypeError(f"'{name}' is not a string")
+        for name in ("warmup_steps", "steps_requested"):
+            value = getattr(meta, name)
+            if (value is not None or name == "warmup_steps") and (
+                not isinstance(value, int) or isinstance(value, bool)
+            ):
+                raise TypeError(f"'{name}' is not an integer")
         return meta
 
 
@@ -395,7 +412,7 @@ def load_run(path: str | os.PathLike[str]) -> Run:
     for number, obj in _read_jsonl(path / STEPS_FILE, warnings):
         try:
             step = Step.from_json(obj)
-        except (KeyError, TypeError, ValueError) as err:
+        except (KeyError, TypeError, ValueError, OverflowError) as err:
             raise RunDirError(
                 f"{path / STEPS_FILE} line {number} is not a valid step ({err}): "
                 "the run file is corrupt"
@@ -410,7 +427,7 @@ def load_run(path: str | os.PathLike[str]) -> Run:
     for number, obj in _read_jsonl(path / EVENTS_FILE, warnings):
         try:
             events.append(Event.from_json(obj))
-        except (KeyError, TypeError, ValueError) as err:
+        except (KeyError, TypeError, ValueError, OverflowError) as err:
             raise RunDirError(
                 f"{path / EVENTS_FILE} line {number} is not a valid event ({err}): "
                 "the run file is corrupt"

@@ -1,0 +1,224 @@
+"""The cost of observing: the same training loop traced and untraced, alternating, in one run.
+
+Each repetition is a fresh process (torch_xla's compile cache lives for the whole process):
+
+* untraced: ``python train_mlp.py ...``
+* traced:   ``python -m lazyscope trace train_mlp.py --out DIR -- ...``
+
+The workload is a small MLP training step written below as a *user script* (forward, backward,
+SGD, one ``torch_xla.sync()`` per step, a handful of fixed batches already on the device). The
+script measures itself the same way in both modes (``time.perf_counter()`` around each step) and
+at its end reads ``torch_xla.debug.metrics`` sample counts of CompileTime, ExecuteTime and
+TransferFromDeviceTime, so lazyscope's own records are not what is compared.
+
+Printed: extra compilations (must be 0), extra device-to-host transfers (must be 0), extra
+executions, and the wall-time overhead per step: the median over repetitions of each run's mean
+steady-state step time (steps after warm-up, up to a final ``wait_device_ops``), traced vs
+untraced (target <= 3%); the same for CPU time (all threads: less sensitive to other processes on
+a shared machine than wall time); and lazyscope's own work at one barrier (metrics snapshot, delta,
+one JSON line), timed in a separate process, as a share of the untraced step. Exit status 1 when the extra compilations or transfers are not 0.
+
+    PJRT_DEVICE=CPU python benchmarks/overhead.py --reps 3 --steps 60
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+
+TRAIN_SCRIPT = r'''
+"""A small MLP training loop: the user program the overhead benchmark runs."""
+import argparse, json, time
+import torch
+import torch_xla
+import torch_xla.core.xla_model as xm
+import torch_xla.debug.metrics as met
+
+p = argparse.ArgumentParser()
+p.add_argument("--steps", type=int, default=60)
+p.add_argument("--warmup", type=int, default=5)
+p.add_argument("--hidden", type=int, default=512)
+p.add_argument("--layers", type=int, default=3)
+p.add_argument("--batch", type=int, default=128)
+p.add_argument("--result", required=True)
+args = p.parse_args()
+
+torch.manual_seed(0)
+dev = torch_xla.device()
+layers = []
+for _ in range(args.layers):
+    layers += [torch.nn.Linear(args.hidden, args.hidden), torch.nn.ReLU()]
+model = torch.nn.Sequential(*layers, torch.nn.Linear(args.hidden, 10)).to(dev)
+opt = torch.optim.SGD(model.parameters(), lr=1e-3)
+batches = [(torch.randn(args.batch, args.hidden).to(dev), torch.randint(0, 10, (args.batch,)).to(dev))
+           for _ in range(4)]
+torch_xla.sync()
+xm.wait_device_ops()
+
+times = []
+t_steady = None
+for i in range(args.steps):
+    if i == args.warmup:
+        xm.wait_device_ops()
+        t_steady = time.perf_counter()
+        cpu_steady = time.process_time()
+    tic = time.perf_counter()
+    x, y = batches[i % len(batches)]
+    opt.zero_grad()
+    loss = torch.nn.functional.cross_entropy(model(x), y)
+    loss.backward()
+    opt.step()
+    torch_xla.sync()
+    times.append(time.perf_counter() - tic)
+xm.wait_device_ops()
+steady = (time.perf_counter() - t_steady) / (args.steps - args.warmup)
+cpu = (time.process_time() - cpu_steady) / (args.steps - args.warmup)
+
+def count(name):
+    data = met.metric_data(name)
+    return int(data[0]) if data else 0
+
+with open(args.result, "w") as fh:
+    json.dump({"step_s": times, "steady_mean_s": steady, "steady_cpu_s": cpu,
+               "compiles": count("CompileTime"), "executions": count("ExecuteTime"),
+               "from_device": count("TransferFromDeviceTime"),
+               "to_device": count("TransferToDeviceTime")}, fh)
+'''
+
+
+PROBE = r'''
+import json, sys, time
+import torch, torch_xla
+import torch_xla.debug.metrics as met
+from lazyscope.backends.xla import _Snapshot
+from lazyscope.model import Step
+dev = torch_xla.device()
+x = torch.ones(64, 64, device=dev)
+for _ in range(5):
+    x = x @ x * 0.01
+    torch_xla.sync()
+n = 300
+last = _Snapshot(met)
+t0 = time.perf_counter()
+for _ in range(n):
+    snap = _Snapshot(met)
+    d = snap.delta(last)
+    last = snap
+    json.dumps(Step(0, compile_count=d["compile"], fallback_ops=d["fallbacks"]).to_json())
+print(json.dumps({"per_barrier_s": (time.perf_counter() - t0) / n}))
+'''
+
+
+def probe_cost(env: dict[str, str]) -> float:
+    """Seconds of lazyscope's own work at one barrier (metrics snapshot, delta, a JSON line)."""
+    proc = subprocess.run([sys.executable, "-c", PROBE], env=env, capture_output=True, text=True)
+    if proc.returncode != 0:
+        sys.exit(f"overhead: probe failed:\n{proc.stderr}")
+    return json.loads(proc.stdout.strip().splitlines()[-1])["per_barrier_s"]
+
+
+def _env() -> dict[str, str]:
+    return {**os.environ, "PJRT_DEVICE": os.environ.get("PJRT_DEVICE", "CPU"),
+            "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))}
+
+
+def run_once(mode: str, workdir: Path, rep: int, script_args: list[str]) -> dict:
+    """One fresh process; returns the script's own measurements."""
+    script = workdir / "train_mlp.py"
+    result = workdir / f"{mode}-{rep}.json"
+    own = [*script_args, "--result", str(result)]
+    if mode == "traced":
+        cmd = [sys.executable, "-m", "lazyscope", "trace", str(script),
+               "--out", str(workdir / f"run-{rep}"), "--", *own]
+    else:
+        cmd = [sys.executable, str(script), *own]
+    env = _env()
+    t0 = time.perf_counter()
+    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, cwd=workdir)
+    if proc.returncode != 0:
+        sys.exit(f"overhead: {mode} repetition {rep} failed ({proc.returncode}):\n{proc.stderr}")
+    data = json.loads(result.read_text())
+    data["process_s"] = time.perf_counter() - t0
+    return data
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.strip().splitlines()[0])
+    parser.add_argument("--reps", type=int, default=3, help="repetitions of each mode")
+    parser.add_argument("--steps", type=int, default=60)
+    parser.add_argument("--warmup", type=int, default=5)
+    parser.add_argument("--hidden", type=int, default=512)
+    parser.add_argument("--layers", type=int, default=3)
+    parser.add_argument("--batch", type=int, default=128)
+    parser.add_argument("--keep", type=Path, default=None, help="keep the runs in this directory")
+    args = parser.parse_args(argv)
+    script_args = ["--steps", str(args.steps), "--warmup", str(args.warmup),
+                   "--hidden", str(args.hidden), "--layers", str(args.layers),
+                   "--batch", str(args.batch)]
+
+    with tempfile.TemporaryDirectory(prefix="lazyscope-overhead-") as tmp:
+        workdir = args.keep or Path(tmp)
+        workdir.mkdir(parents=True, exist_ok=True)
+        (workdir / "train_mlp.py").write_text(TRAIN_SCRIPT)
+        results: dict[str, list[dict]] = {"untraced": [], "traced": []}
+        print(f"workload: MLP {args.layers}x{args.hidden}, batch {args.batch}, SGD; "
+              f"{args.steps} steps ({args.warmup} warm-up); {args.reps} repetitions per mode, "
+              "alternating, each a fresh process")
+        print(f"{'rep':>3} {'mode':<9} {'median step':>12} {'steady mean':>12} {'compiles':>8} "
+              f"{'executions':>10} {'d2h':>4} {'h2d':>4} {'process':>8}")
+        for rep in range(args.reps):
+            order = ("untraced", "traced") if rep % 2 == 0 else ("traced", "untraced")
+            for mode in order:
+                r = run_once(mode, workdir, rep, script_args)
+                results[mode].append(r)
+                median = statistics.median(r["step_s"][args.warmup:])
+                print(f"{rep:>3} {mode:<9} {median * 1e3:>9.2f} ms {r['steady_mean_s'] * 1e3:>9.2f} ms "
+                      f"{r['compiles']:>8} {r['executions']:>10} {r['from_device']:>4} "
+                      f"{r['to_device']:>4} {r['process_s']:>7.1f}s", flush=True)
+
+    def uniq(mode: str, key: str) -> list[int]:
+        return sorted({r[key] for r in results[mode]})
+
+    extra = {}
+    for key in ("compiles", "from_device", "executions"):
+        u, t = uniq("untraced", key), uniq("traced", key)
+        extra[key] = (t[0] - u[0]) if len(u) == len(t) == 1 else None
+    steady = {m: statistics.median(r["steady_mean_s"] for r in results[m]) for m in results}
+    medians = {m: statistics.median(statistics.median(r["step_s"][args.warmup:])
+                                    for r in results[m]) for m in results}
+    cpu = {m: statistics.median(r["steady_cpu_s"] for r in results[m]) for m in results}
+    probe = probe_cost(_env())
+    overhead = steady["traced"] / steady["untraced"] - 1
+    overhead_median = medians["traced"] / medians["untraced"] - 1
+
+    def show(key: str) -> str:
+        return (str(extra[key]) if extra[key] is not None else
+                f"varies: untraced {uniq('untraced', key)}, traced {uniq('traced', key)}")
+
+    print()
+    print(f"extra compilations (traced - untraced):        {show('compiles')}   (must be 0)")
+    print(f"extra device-to-host transfers:                {show('from_device')}   (must be 0)")
+    print(f"extra executions:                              {show('executions')}")
+    print(f"wall-time overhead per step (steady mean):     {overhead * 100:+.2f}%  "
+          f"({steady['traced'] * 1e3:.2f} ms traced vs {steady['untraced'] * 1e3:.2f} ms untraced; "
+          f"target <= 3%: {'met' if overhead <= 0.03 else 'NOT met'})")
+    print(f"wall-time overhead per step (median step):     {overhead_median * 100:+.2f}%  "
+          f"({medians['traced'] * 1e3:.2f} ms vs {medians['untraced'] * 1e3:.2f} ms)")
+    print(f"CPU time per step (all threads, steady):       {(cpu['traced'] / cpu['untraced'] - 1) * 100:+.2f}%  "
+          f"({cpu['traced'] * 1e3:.2f} ms traced vs {cpu['untraced'] * 1e3:.2f} ms untraced)")
+    print(f"lazyscope's own work per barrier (measured):   {probe * 1e6:.0f} us = "
+          f"{probe / medians['untraced'] * 100:.2f}% of the untraced median step")
+    return 0 if extra["compiles"] == 0 and extra["from_device"] == 0 else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

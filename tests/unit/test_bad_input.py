@@ -1,0 +1,152 @@
+"""The bad-input matrix, in-process: each case is one ``lazyscope: ...`` line on stderr, no
+traceback, the documented exit code (lazyscope/errors.py, README), and nothing recorded is lost.
+
+Cases already in test_cli.py (unknown scenario, missing/unparsable script, --steps -3, a bad
+--mode choice, an unknown backend, an existing --out) are not repeated here.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from lazyscope.cli import main
+from lazyscope.errors import EXIT_RUN_DIR, EXIT_USAGE
+
+
+def one_line(capsys) -> str:
+    err = capsys.readouterr().err
+    lines = err.strip().splitlines()
+    assert len(lines) == 1, err
+    assert lines[0].startswith("lazyscope: ") and "Traceback" not in err
+    return lines[0]
+
+
+@pytest.mark.parametrize(
+    ("args", "needle"),
+    [
+        (["--steps", "0"], "0 is not in the range x>=1"),
+        (["--size", "abc"], "bad arguments for scenario lazytensor-dynamic: argument --size: "
+                            "invalid int value: 'abc'"),
+        (["--", "--steps", "-1"], "argument --steps: must be at least 1, got -1"),
+        (["--mode"], "argument --mode: expected one argument"),
+    ],
+)
+def test_bad_scenario_option_values(capsys, tmp_path, args, needle) -> None:
+    out = tmp_path / "run"
+    assert main(["trace", "lazytensor-dynamic", "--out", str(out), *args]) == EXIT_USAGE
+    assert needle in one_line(capsys)
+    assert not out.exists()  # validated before anything was written
+
+
+def test_script_path_is_a_directory(capsys, tmp_path) -> None:
+    d = tmp_path / "scripts.py"
+    d.mkdir()
+    assert main(["trace", str(d)]) == EXIT_USAGE
+    assert "does not exist" in one_line(capsys)
+
+
+def test_script_not_utf8(capsys, tmp_path) -> None:
+    script = tmp_path / "latin1.py"
+    script.write_bytes(b"x = '\xe9'\n")
+    assert main(["trace", str(script)]) == EXIT_USAGE
+    assert f"cannot read script {script}" in one_line(capsys)
+
+
+def test_force_never_replaces_a_directory_that_is_not_a_run(capsys, tmp_path) -> None:
+    precious = tmp_path / "thesis"
+    precious.mkdir()
+    (precious / "chapter1.tex").write_text("years of work")
+    assert main(["trace", "lazytensor-dynamic", "--out", str(precious), "--force"]) == EXIT_RUN_DIR
+    assert "is not a lazyscope run; refusing to replace it" in one_line(capsys)
+    assert (precious / "chapter1.tex").read_text() == "years of work"
+
+
+def test_out_is_a_file(capsys, tmp_path) -> None:
+    f = tmp_path / "run"
+    f.write_text("x")
+    assert main(["trace", "lazytensor-dynamic", "--out", str(f)]) == EXIT_RUN_DIR
+    assert "exists and is not a directory" in one_line(capsys)
+
+
+def test_force_with_bad_arguments_keeps_the_old_run(capsys, data_run) -> None:
+    path = data_run("static20")
+    before = {p.name: p.read_bytes() for p in path.iterdir()}
+    assert main(["trace", "lazytensor-dynamic", "--out", str(path), "--force",
+                 "--mode", "sideways"]) == EXIT_USAGE
+    one_line(capsys)
+    assert {p.name: p.read_bytes() for p in path.iterdir()} == before
+
+
+def _corrupt_line(path: Path, index: int, text: bytes) -> None:
+    lines = path.read_bytes().splitlines(keepends=True)
+    lines[index] = text
+    path.write_bytes(b"".join(lines))
+
+
+@pytest.mark.parametrize("command", [["report"], ["report", "--format", "json"], ["check"]])
+def test_corrupt_middle_of_steps(capsys, data_run, command) -> None:
+    path = data_run("dynamic20")
+    _corrupt_line(path / "steps.jsonl", 5, b'{"step": 5, "wall_s": \n')
+    assert main([command[0], str(path), *command[1:]]) == EXIT_RUN_DIR
+    assert "steps.jsonl line 6 is not a valid JSON object: the run file is corrupt" in one_line(capsys)
+
+
+def test_corrupt_middle_of_events(capsys, data_run) -> None:
+    path = data_run("dynamic20")
+    _corrupt_line(path / "events.jsonl", 2, b"\x00\xff garbage\n")
+    assert main(["report", str(path)]) == EXIT_RUN_DIR
+    assert "events.jsonl line 3 is not a valid JSON object" in one_line(capsys)
+
+
+def test_step_with_an_impossible_value(capsys, data_run) -> None:
+    """`Infinity` is valid to Python's json; int(inf) must be corruption, not an OverflowError."""
+    path = data_run("dynamic20")
+    _corrupt_line(path / "steps.jsonl", 3, b'{"step": Infinity}\n')
+    assert main(["report", str(path)]) == EXIT_RUN_DIR
+    assert "steps.jsonl line 4 is not a valid step" in one_line(capsys)
+
+
+@pytest.mark.parametrize(
+    ("mutate", "needle"),
+    [
+        (lambda m: m.write_text('{"status": "ok", '), "meta.json is not valid JSON"),
+        (lambda m: m.unlink(), "is not a lazyscope run: it has no meta.json"),
+        (lambda m: m.write_text(json.dumps({**json.loads(m.read_text()), "schema_version": 99})),
+         "was written with run schema 99, newer than this lazyscope understands (1); "
+         "upgrade lazyscope to read it"),
+        (lambda m: m.write_text(json.dumps({**json.loads(m.read_text()), "warmup_steps": "two"})),
+         "meta.json has unexpected content: 'warmup_steps' is not an integer"),
+    ],
+)
+def test_bad_meta(capsys, data_run, mutate, needle) -> None:
+    path = data_run("static20")
+    mutate(path / "meta.json")
+    assert main(["report", str(path)]) == EXIT_RUN_DIR
+    assert needle in one_line(capsys)
+
+
+def test_run_killed_before_its_first_step(capsys, data_run) -> None:
+    path = data_run("static20")
+    (path / "steps.jsonl").write_bytes(b"")
+    meta = json.loads((path / "meta.json").read_text())
+    (path / "meta.json").write_text(json.dumps({**meta, "status": "running", "ended_at": None}))
+    assert main(["report", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert "verdict: incomplete run (0 finished steps): no step finished" in out
+
+
+@pytest.mark.parametrize(
+    ("argv", "needle"),
+    [
+        (["report", "RUN", "--format", "html5"], "'html5' is not one of"),
+        (["frobnicate"], "No such command 'frobnicate'"),
+        (["diff", "RUN"], "Missing argument 'RUN_B'"),
+    ],
+)
+def test_bad_commands_and_choices(capsys, data_run, argv, needle) -> None:
+    path = str(data_run("static20"))
+    assert main([path if a == "RUN" else a for a in argv]) == EXIT_USAGE
+    assert needle in one_line(capsys)

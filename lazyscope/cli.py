@@ -182,6 +182,12 @@ def tensorboard_cmd(run_dir: Path, port: int) -> None:
     proc = start_tensorboard(tensorboard_dir(run_dir), port)
     click.echo(f"TensorBoard for {run_dir}: http://127.0.0.1:{port}/ "
                f"(profile: http://127.0.0.1:{port}/#profile); Ctrl-C to stop", )
+    def _terminate(signum: int, frame: object) -> None:
+        raise SystemExit(0)
+
+    import signal
+
+    signal.signal(signal.SIGTERM, _terminate)  # `kill PID` stops TensorBoard too
     try:
         proc.wait()
     finally:

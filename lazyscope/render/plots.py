@@ -84,7 +84,7 @@ def write_time_split(run: Run, path: Path | None = None) -> Path:
         for name, colour in SPLIT_PARTS:
             ys = [v * 1e3 for v in split[name]]
             ax.bar(xs, ys, bottom=bottom, color=colour, width=0.8, label=name)
-            bottom = [b + y for b, y in zip(bottom, ys)]
+            bottom = [b + y for b, y in zip(bottom, ys, strict=True)]
         ax.xaxis.get_major_locator().set_params(integer=True)
         ax.set_xlabel("step")
         ax.set_ylabel("time (ms)")
@@ -118,8 +118,8 @@ def write_cumulative(run: Run, path: Path | None = None) -> Path:
             comp.append(tc)
         ax.plot(xs, wall, color="#1f77b4", marker=".", linewidth=1.5, label="wall time")
         ax.fill_between(xs, comp, color="#d62728", alpha=0.3, label="of which compiling")
-        cx = [x for x, s in zip(xs, run.steps) if s.compile_count]
-        cy = [w for w, s in zip(wall, run.steps) if s.compile_count]
+        cx = [x for x, s in zip(xs, run.steps, strict=True) if s.compile_count]
+        cy = [w for w, s in zip(wall, run.steps, strict=True) if s.compile_count]
         if cx:
             ax.scatter(cx, cy, color="#d62728", marker="x", zorder=3, label="compiled in step")
         ax.set_xlabel("step")

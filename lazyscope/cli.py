@@ -93,10 +93,8 @@ def trace_cmd(target: str, target_args: tuple[str, ...], steps: int | None, out:
     if args and args[0] == "--":
         args = args[1:]
     resolved = resolve_target(target, args)
-    window = _profile_window(profile, profile_steps, steps, out or Path("."))
     out = out or _default_out(target)
-    if window is not None:
-        window.logdir = out / "tensorboard"
+    window = _profile_window(profile, profile_steps, steps, out)
     try:
         run = trace_target(resolved, out, backend=backend, steps=steps, force=force,
                            profile=window)
@@ -118,6 +116,11 @@ def report_cmd(run_dir: Path, fmt: str) -> None:
     """Re-render a saved run (also writes RUN_DIR/timeline.png and report.html)."""
     from lazyscope.render import RENDERERS
 
+    if fmt == "html" and (run_dir / "compare.json").is_file() and not (run_dir / "meta.json").exists():
+        from lazyscope.render.html import write_compare_html
+
+        click.echo(str(write_compare_html(run_dir)))  # a `lazyscope compare` directory
+        return
     run = load_run(run_dir)
     _write_artifacts(run_dir)
     if fmt == "html":

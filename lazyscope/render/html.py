@@ -332,3 +332,21 @@ def write_html(run: Run, path: Path | None = None) -> Path:
     tmp.write_text(render_html(run), encoding="utf-8")
     tmp.replace(path)
     return path
+
+
+def write_compare_html(compare_dir: Path, compare: Mapping[str, Any] | None = None) -> Path:
+    """Write ``DIR/report.html`` for a ``lazyscope compare`` directory: the side-by-side table
+    (``compare.json``: rows, ratios ...) and ``compare.png`` inline. Returns its path."""
+    compare_dir = Path(compare_dir)
+    if compare is None:
+        compare = json.loads((compare_dir / "compare.json").read_text(encoding="utf-8"))
+    images = {}
+    png = compare_dir / "compare.png"
+    if png.is_file():
+        images["policies compared"] = png.read_bytes()
+    report = {"target": f"compare {compare.get('scenario', '')}".strip(),
+              "args": list(compare.get("args") or []), "target_kind": "comparison",
+              "run_dir": str(compare_dir), "compare": dict(compare)}
+    path = compare_dir / REPORT_HTML
+    path.write_text(build_html(report, images), encoding="utf-8")
+    return path

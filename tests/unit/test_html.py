@@ -164,3 +164,23 @@ def test_profile_window_failure_never_raises(tmp_path) -> None:
     rec.step(Step(index=0))
     pw.close(rec.next_index)
     assert pw.info()["error"].startswith("could not start the profiler: RuntimeError")
+
+
+def test_compare_directory_page(tmp_path, capsys) -> None:
+    import json
+
+    from lazyscope.render.plots import write_timeline
+    from tests.conftest import DATA
+
+    png = write_timeline(load_run(DATA / "static20"), tmp_path / "compare.png")
+    compare = {"scenario": "decoder", "steps": 40, "args": ["--preset", "tiny"],
+               "rows": [{"policy": "max", "compiles": 2, "wall_s": 13.0, "padding_efficiency": 0.5},
+                        {"policy": "packed", "compiles": 2, "wall_s": 4.0,
+                         "padding_efficiency": 0.95}],
+               "ratios": {"packed_vs_max": 3.25}, "failed": []}
+    (tmp_path / "compare.json").write_text(json.dumps(compare))
+    assert main(["report", str(tmp_path), "--format", "html"]) == 0
+    assert capsys.readouterr().out.strip() == str(tmp_path / "report.html")
+    page = (tmp_path / "report.html").read_text()
+    assert "packed_vs_max" in page and "0.95" in page and "lazyscope report: compare decoder" in page
+    assert page.count("data:image/png;base64,") == 1 and png.exists()

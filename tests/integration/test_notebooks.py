@@ -78,7 +78,7 @@ def test_your_own_loop(tmp_path: Path, monkeypatch) -> None:
 def test_bucketing(tmp_path: Path, monkeypatch) -> None:
     if not _compare_available():
         pytest.skip("`lazyscope compare` is not available in this checkout yet (issue 3)")
-    book = _execute("bucketing", tmp_path, monkeypatch, steps=6)
+    book = _execute("bucketing", tmp_path, monkeypatch, steps=4)
     assert (tmp_path / "runs/bucketing/compare.png").is_file()
     assert "<h1>lazyscope report" in _text(book)
     assert os.path.isdir(tmp_path / "runs/bucketing-advised")

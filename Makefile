@@ -8,7 +8,7 @@ PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.lazyscope-installed
 export PJRT_DEVICE ?= $(shell ls /dev/accel[0-9]* /dev/vfio/[0-9]* >/dev/null 2>&1 && echo TPU || echo CPU)
 
-.PHONY: venv demo test test-fast lint bench clean
+.PHONY: venv demo test test-fast lint bench clean chromium
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -22,9 +22,13 @@ venv: $(STAMP)
 demo: venv
 	$(VENV)/bin/lazyscope trace lazytensor-dynamic --mode dynamic --steps 30 --out runs/demo --force
 
-# The whole test suite (real torch_xla on the CPU).
-test: venv
+# The whole test suite (real torch_xla on the CPU). The HTML report test drives Debian's
+# chromium (headless): installed here when missing.
+test: venv chromium
 	$(PY) -m pytest -q
+
+chromium:
+	command -v chromium >/dev/null || (apt-get update && apt-get install -y chromium)
 
 test-fast: venv
 	$(PY) -m pytest -q -m "not slow"

@@ -29,6 +29,7 @@ def cli() -> None:
     lazyscope scenarios                       list the built-in workloads
     lazyscope trace NAME|SCRIPT.py [ARGS]     run one under instrumentation
     lazyscope report RUN_DIR                  re-render a saved run
+    lazyscope tensorboard RUN_DIR             open its profile and scalars in TensorBoard
     """
 
 
@@ -57,6 +58,7 @@ def _write_artifacts(run_dir: Path) -> None:
         write_timeline(run)
     except OSError as err:
         click.echo(f"lazyscope: warning: could not write plots in {run_dir}: {err}", err=True)
+    _write_views(run)
 
 
 @cli.command(
@@ -72,8 +74,12 @@ def _write_artifacts(run_dir: Path) -> None:
 @click.option("--force", is_flag=True, help="replace an existing run directory")
 @click.option("--backend", type=click.Choice(sorted(BACKENDS)), default="xla", show_default=True,
               help="where the program runs")
+@click.option("--profile", is_flag=True,
+              help="capture an XProf profile of a window of steps into RUN/tensorboard/")
+@click.option("--profile-steps", metavar="A:B", default=None,
+              help="steps A..B-1 to profile (implies --profile; default 2:5)")
 def trace_cmd(target: str, target_args: tuple[str, ...], steps: int | None, out: Path | None,
-              force: bool, backend: str) -> None:
+              force: bool, backend: str, profile: bool, profile_steps: str | None) -> None:
     """Run a scenario or a script under instrumentation and print its report.
 
     TARGET is a scenario name (see `lazyscope scenarios`) or a path to a .py script; arguments
@@ -88,8 +94,10 @@ def trace_cmd(target: str, target_args: tuple[str, ...], steps: int | None, out:
         args = args[1:]
     resolved = resolve_target(target, args)
     out = out or _default_out(target)
+    window = _profile_window(profile, profile_steps, steps, out)
     try:
-        run = trace_target(resolved, out, backend=backend, steps=steps, force=force)
+        run = trace_target(resolved, out, backend=backend, steps=steps, force=force,
+                           profile=window)
     except (TargetFailed, Interrupted):
         if (out / "meta.json").exists():
             _write_artifacts(out)
@@ -102,14 +110,22 @@ def trace_cmd(target: str, target_args: tuple[str, ...], steps: int | None, out:
 
 @cli.command("report")
 @click.argument("run_dir", type=click.Path(path_type=Path))
-@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text",
-              show_default=True)
+@click.option("--format", "fmt", type=click.Choice(["text", "json", "html"]), default="text",
+              show_default=True, help="html writes RUN_DIR/report.html and prints its path")
 def report_cmd(run_dir: Path, fmt: str) -> None:
-    """Re-render a saved run (also writes RUN_DIR/timeline.png)."""
+    """Re-render a saved run (also writes RUN_DIR/timeline.png and report.html)."""
     from lazyscope.render import RENDERERS
 
+    if fmt == "html" and (run_dir / "compare.json").is_file() and not (run_dir / "meta.json").exists():
+        from lazyscope.render.html import write_compare_html
+
+        click.echo(str(write_compare_html(run_dir)))  # a `lazyscope compare` directory
+        return
     run = load_run(run_dir)
     _write_artifacts(run_dir)
+    if fmt == "html":
+        click.echo(str(run_dir / "report.html"))
+        return
     click.echo(RENDERERS[fmt](run), nl=fmt != "text")
 
 
@@ -157,6 +173,74 @@ def diff_cmd(run_a: Path, run_b: Path, fmt: str) -> None:
     from lazyscope.render.diff import DIFF_RENDERERS
 
     click.echo(DIFF_RENDERERS[fmt](diff_runs(load_run(run_a), load_run(run_b))), nl=False)
+
+
+# -- views: HTML report, TensorBoard (issue 6) ------------------------------------------------
+
+
+def _profile_window(profile: bool, profile_steps: str | None, steps: int | None, out: Path):
+    """The ProfileWindow that --profile/--profile-steps ask for, or None."""
+    from lazyscope.backends.profiling import ProfileWindow, default_steps, parse_profile_steps
+
+    if not profile and profile_steps is None:
+        return None
+    first, last = parse_profile_steps(profile_steps) if profile_steps else default_steps(steps)
+    return ProfileWindow(out / "tensorboard", first, last)
+
+
+def _write_views(run) -> None:
+    """RUN/report.html and, when TensorBoard is installed, the scalars in RUN/tensorboard/;
+    never fails the command."""
+    import importlib.util
+
+    from lazyscope.render.html import write_html
+
+    try:
+        write_html(run)
+    except OSError as err:
+        click.echo(f"lazyscope: warning: could not write report.html in {run.path}: {err}",
+                   err=True)
+    if importlib.util.find_spec("tensorboard") is not None:
+        from lazyscope.render.tensorboard import write_scalars
+
+        try:
+            write_scalars(run)
+        except OSError as err:
+            click.echo(f"lazyscope: warning: could not write TensorBoard scalars: {err}", err=True)
+
+
+@cli.command("tensorboard")
+@click.argument("run_dir", type=click.Path(path_type=Path))
+@click.option("--port", type=click.IntRange(0, 65535), default=6006, show_default=True,
+              help="port on 127.0.0.1 (0: any free port)")
+def tensorboard_cmd(run_dir: Path, port: int) -> None:
+    """Serve a run's profile and scalars with TensorBoard on 127.0.0.1 until Ctrl-C."""
+    from lazyscope.render.tensorboard import (
+        check_tensorboard,
+        free_port,
+        start_tensorboard,
+        stop_tensorboard,
+        tensorboard_dir,
+        write_scalars,
+    )
+
+    check_tensorboard()
+    run = load_run(run_dir)
+    write_scalars(run)
+    port = port or free_port()
+    proc = start_tensorboard(tensorboard_dir(run_dir), port)
+    click.echo(f"TensorBoard for {run_dir}: http://127.0.0.1:{port}/ "
+               f"(profile: http://127.0.0.1:{port}/#profile); Ctrl-C to stop", )
+    def _terminate(signum: int, frame: object) -> None:
+        raise SystemExit(0)
+
+    import signal
+
+    signal.signal(signal.SIGTERM, _terminate)  # `kill PID` stops TensorBoard too
+    try:
+        proc.wait()
+    finally:
+        stop_tensorboard(proc)
 
 
 def main(argv: list[str] | None = None) -> int:

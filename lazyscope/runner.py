@@ -26,6 +26,7 @@ from typing import Any
 from lazyscope.backends import Backend, Recorder, StepLimitReached, get_backend
 from lazyscope.backends.base import set_active_recorder
 from lazyscope.backends.frames import user_site
+from lazyscope.backends.profiling import ProfileWindow
 from lazyscope.errors import Interrupted, TargetFailed, UsageError
 from lazyscope.model import (
     STATUS_FAILED,
@@ -139,6 +140,7 @@ class Tracer:
         target: str = "",
         target_kind: str = "api",
         args: list[str] | None = None,
+        profile: ProfileWindow | None = None,
     ):
         if max_steps is not None and max_steps < 1:
             raise UsageError(f"steps must be at least 1, got {max_steps}")
@@ -158,6 +160,11 @@ class Tracer:
         self.status: str | None = None
         self.error: str | None = None
         self.stopped_at_limit = False
+        self.profile = profile
+        if profile is not None and not self.backend.supports_profile:
+            raise UsageError(
+                f"--profile is not supported by the {self.backend.name} backend (use --backend xla)"
+            )
 
     def __enter__(self) -> Tracer:
         self.backend.check_available()
@@ -172,6 +179,8 @@ class Tracer:
             self.meta.versions.update(versions)
             self.writer.write_meta()
             self.backend.start(self.recorder)
+            if self.profile is not None:
+                self.profile.attach(self.backend, self.recorder)
         except BaseException as exc:
             self.writer.finish(STATUS_FAILED, _describe_exception(exc))
             raise
@@ -186,6 +195,9 @@ class Tracer:
     ) -> bool:
         set_active_recorder(None)
         assert self.writer is not None
+        if self.profile is not None and self.recorder is not None:
+            self.profile.close(self.recorder.next_index)
+            self.recorder.set_info(profile=self.profile.info())
         stop_error: BaseException | None = None
         try:
             self.backend.stop()
@@ -226,6 +238,7 @@ def trace_target(
     backend: str = "xla",
     steps: int | None = None,
     force: bool = False,
+    profile: ProfileWindow | None = None,
 ) -> Run:
     """Run ``target`` under ``backend`` into ``out`` and return the loaded run.
 
@@ -248,6 +261,7 @@ def trace_target(
         target=target.name if target.kind == "scenario" else str(target.path),
         target_kind=target.kind,
         args=argv,
+        profile=profile,
     )
     if target.kind == "scenario" and steps is not None:
         tracer.meta.steps_requested = steps

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from lazyscope.model import Event, RunWriter, Step
@@ -45,6 +45,8 @@ class Recorder:
         self.tail: Step | None = None
         self._extra: dict[str, Any] = {}
         self.t0 = time.perf_counter()
+        #: called with the index of the next step after each step is recorded (profile window)
+        self.step_hooks: list[Callable[[int], None]] = []
 
     @property
     def next_index(self) -> int:
@@ -74,6 +76,8 @@ class Recorder:
         self.steps.append(step)
         if self.writer is not None:
             self.writer.write_step(step)
+        for hook in self.step_hooks:
+            hook(self.next_index)
         if enforce_limit and self.max_steps is not None and len(self.steps) >= self.max_steps:
             raise StepLimitReached()
 
@@ -168,3 +172,15 @@ class Backend:
     def stop(self) -> None:
         """Stop collecting; record the tail (work after the last barrier)."""
         raise NotImplementedError
+
+    # -- profiler window (``lazyscope trace --profile``) ----------------------------------
+    #: True when start_profile/stop_profile capture a profile TensorBoard can show
+    supports_profile = False
+
+    def start_profile(self, logdir: Any) -> None:
+        """Start capturing a profile into ``logdir`` (TensorBoard's log directory)."""
+        raise NotImplementedError(f"the {self.name} backend cannot capture a profile")
+
+    def stop_profile(self) -> None:
+        """Stop the capture started by :meth:`start_profile` and write it out."""
+        raise NotImplementedError(f"the {self.name} backend cannot capture a profile")

@@ -283,6 +283,24 @@ class XlaBackend(Backend):
             events.append(event)
         return events
 
+    # -- profiler window (lazyscope trace --profile) -----------------------------------
+    supports_profile = True
+
+    def start_profile(self, logdir: Any) -> None:
+        """Start an in-process XProf capture (``xp.start_trace``) writing under ``logdir``."""
+        import torch_xla.debug.profiler as xp
+
+        xp.start_trace(str(logdir))
+
+    def stop_profile(self) -> None:
+        """Wait for pending device work, stop the capture and write
+        ``logdir/plugins/profile/<timestamp>/*.xplane.pb``."""
+        import torch_xla.core.xla_model as xm
+        import torch_xla.debug.profiler as xp
+
+        xm.wait_device_ops()
+        xp.stop_trace()
+
 
 def _has_activity(step: Step) -> bool:
     return bool(

@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from lazyscope.model import Run
+from lazyscope.render.html import render_html
 from lazyscope.render.json import render_json
 from lazyscope.render.text import render_text
 
@@ -17,6 +18,7 @@ Renderer = Callable[[Run], str]
 RENDERERS: dict[str, Renderer] = {
     "text": render_text,
     "json": render_json,
+    "html": render_html,  # the self-contained page; `lazyscope report --format html` writes it
 }
 
-__all__ = ["RENDERERS", "Renderer", "render_json", "render_text"]
+__all__ = ["RENDERERS", "Renderer", "render_html", "render_json", "render_text"]

@@ -1,0 +1,127 @@
+"""The profile window of ``lazyscope trace --profile [--profile-steps A:B]``.
+
+A :class:`ProfileWindow` starts the backend's profiler (XProf via ``torch_xla.debug.profiler``
+``start_trace``/``stop_trace`` on XLA) at the step boundary before step ``A`` and stops it at the
+boundary after step ``B - 1`` (``A:B`` is half-open, like a Python slice), so the capture holds
+whole steps: the ``xp.StepTrace`` of each step and the ``xp.Trace`` regions inside it
+(forward, backward, optimizer). The profile lands in ``RUN/tensorboard/plugins/profile/<time>/``,
+where TensorBoard's profile plugin finds it. A step's barrier runs inside its ``StepTrace``, so
+the capture stops in the barrier of step ``B`` (the step after the window), which keeps step
+``B - 1`` whole.
+
+Step boundaries come from the :class:`~lazyscope.backends.base.Recorder`'s ``step_hooks``; the
+window is also given the boundary before step 0 when it is attached, and is closed when the
+trace ends (a run shorter than ``B`` steps still gets its profile).
+
+A profiler that fails never fails the traced program: the error is kept in ``error`` and ends up
+in ``meta.json`` ``info.profile``. This module imports no torch_xla; the backend does.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from lazyscope.errors import UsageError
+
+TENSORBOARD_DIR = "tensorboard"
+DEFAULT_STEPS = (2, 5)
+
+
+def parse_profile_steps(text: str) -> tuple[int, int]:
+    """``"A:B"`` -> ``(A, B)`` with ``0 <= A < B``; UsageError otherwise."""
+    parts = text.split(":")
+    if len(parts) != 2:
+        raise UsageError(f"--profile-steps must look like A:B (e.g. 2:5), got {text!r}")
+    try:
+        first, last = int(parts[0]), int(parts[1])
+    except ValueError:
+        raise UsageError(f"--profile-steps must be two integers A:B, got {text!r}") from None
+    if first < 0 or last <= first:
+        raise UsageError(f"--profile-steps A:B needs 0 <= A < B, got {text!r}")
+    return first, last
+
+
+def default_steps(steps: int | None) -> tuple[int, int]:
+    """The window when only ``--profile`` is given: steps 2-4 (after warm-up), or all the steps
+    of a run shorter than that."""
+    first, last = DEFAULT_STEPS
+    if steps is not None and steps <= first:
+        return 0, steps
+    return first, last
+
+
+@dataclass
+class ProfileWindow:
+    """Captures a profile of steps ``first`` .. ``last - 1`` into ``logdir``."""
+
+    logdir: Path
+    first: int = DEFAULT_STEPS[0]
+    last: int = DEFAULT_STEPS[1]
+    started_at_step: int | None = None
+    stopped_at_step: int | None = None
+    error: str | None = None
+    _backend: Any = field(default=None, repr=False)
+
+    @property
+    def active(self) -> bool:
+        return self.started_at_step is not None and self.stopped_at_step is None
+
+    def attach(self, backend: Any, recorder: Any) -> None:
+        """Hook into ``recorder``'s step boundaries; the next step is ``recorder.next_index``."""
+        self._backend = backend
+        self.logdir.mkdir(parents=True, exist_ok=True)
+        recorder.step_hooks.append(self.on_boundary)
+        self.on_boundary(recorder.next_index)
+
+    def on_boundary(self, next_index: int) -> None:
+        """Called between steps: start before ``first``, stop once ``last`` steps are done."""
+        if self.error is not None or self._backend is None:
+            return
+        if self.started_at_step is None and self.first <= next_index < self.last:
+            try:
+                self._backend.start_profile(self.logdir)
+                self.started_at_step = next_index
+            except Exception as err:  # noqa: BLE001 - a profiler never fails the program
+                self.error = f"could not start the profiler: {type(err).__name__}: {err}"
+        elif self.active and next_index > self.last:
+            # This boundary is the barrier of step ``last``, called inside that step's
+            # StepTrace: steps first .. last-1 are complete in the capture.
+            self._stop(self.last)
+
+    def close(self, next_index: int) -> None:
+        """End of the trace: stop a capture still running."""
+        if self.active:
+            self._stop(next_index)
+
+    def _stop(self, end_step: int) -> None:
+        try:
+            self._backend.stop_profile()
+        except Exception as err:  # noqa: BLE001 - a profiler never fails the program
+            self.error = f"could not stop the profiler: {type(err).__name__}: {err}"
+        self.stopped_at_step = end_step
+
+    def info(self) -> dict[str, Any]:
+        """What ``meta.json`` ``info.profile`` records about the capture."""
+        captured = None
+        if self.started_at_step is not None and self.stopped_at_step is not None:
+            captured = [self.started_at_step, self.stopped_at_step]
+        info: dict[str, Any] = {
+            "logdir": TENSORBOARD_DIR,
+            "requested_steps": [self.first, self.last],
+            "captured_steps": captured,
+        }
+        if self.error:
+            info["error"] = self.error
+        elif captured is None:
+            info["error"] = f"the run ended before step {self.first}: nothing was profiled"
+        return info
+
+
+def profile_runs(run_dir: Path) -> list[Path]:
+    """The profile captures (``plugins/profile/<time>`` directories) saved in a run directory."""
+    base = Path(run_dir) / TENSORBOARD_DIR / "plugins" / "profile"
+    if not base.is_dir():
+        return []
+    return sorted(p for p in base.iterdir() if p.is_dir() and any(p.glob("*.xplane.pb")))

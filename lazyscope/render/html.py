@@ -1,0 +1,352 @@
+"""The HTML report: one self-contained file (``RUN/report.html``).
+
+Self-contained means: CSS inline, every picture an inline ``data:image/png;base64`` URI, no
+script, no font, nothing fetched from the network; the file can be mailed or opened offline.
+
+Contract:
+
+* ``build_html(report, images, compilations, syncs, fallbacks) -> str`` is pure: it renders
+  whatever the report dict (``render.json.report_dict``) holds. Sections whose data is absent
+  are left out: ``verdict``, the totals, ``findings`` (a list of dicts: kind, file, line, count,
+  seconds, detail, fix; ranked by seconds), pictures, compilations (step, seconds, graph hash,
+  cause, user site), syncs, fallbacks, ``advice`` (a dict, rendered generically) and ``compare``
+  (a dict whose lists of dicts become tables, with a ``compare.png``-style picture).
+* ``render_html(run) -> str`` (the ``RENDERERS["html"]`` entry) gathers those from a run: the
+  report dict, the plots (written next to the run's data), the events.
+* ``write_html(run) -> Path`` writes ``RUN/report.html``.
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from lazyscope.model import Event, Run
+
+REPORT_HTML = "report.html"
+MAX_ROWS = 200
+
+CSS = """
+body{font:14px/1.45 -apple-system,"Segoe UI",Roboto,Helvetica,Arial,sans-serif;margin:0;
+ color:#1d2330;background:#f6f7f9}
+main{max-width:1080px;margin:0 auto;padding:24px}
+h1{font-size:22px;margin:0 0 4px}h2{font-size:17px;margin:28px 0 8px;border-bottom:1px solid #dde;
+ padding-bottom:4px}
+.sub{color:#5b6475;font-size:13px}
+.verdict{background:#fff;border-left:5px solid #d62728;padding:12px 16px;margin:16px 0;
+ font-size:16px;box-shadow:0 1px 2px rgba(0,0,0,.06)}
+.verdict.ok{border-left-color:#2ca02c}
+.cards{display:flex;flex-wrap:wrap;gap:10px}
+.card{background:#fff;padding:10px 14px;min-width:140px;box-shadow:0 1px 2px rgba(0,0,0,.06)}
+.card b{display:block;font-size:18px}.card span{color:#5b6475;font-size:12px}
+table{border-collapse:collapse;background:#fff;width:100%;font-size:13px;
+ box-shadow:0 1px 2px rgba(0,0,0,.06)}
+th,td{border-bottom:1px solid #e6e8ee;padding:5px 8px;text-align:left;vertical-align:top}
+th{background:#eef0f4;font-weight:600}td.n{text-align:right;font-variant-numeric:tabular-nums}
+code{font:12px ui-monospace,Menlo,Consolas,monospace;background:#eef0f4;padding:1px 4px}
+figure{margin:12px 0;background:#fff;padding:8px;box-shadow:0 1px 2px rgba(0,0,0,.06)}
+figure img{max-width:100%;height:auto;display:block}figcaption{color:#5b6475;font-size:12px}
+.finding{background:#fff;padding:10px 14px;margin:8px 0;box-shadow:0 1px 2px rgba(0,0,0,.06)}
+.finding h3{margin:0 0 4px;font-size:15px}.fix{color:#1a7f37}
+.rank{display:inline-block;background:#1d2330;color:#fff;border-radius:10px;padding:0 8px;
+ margin-right:6px;font-size:12px}
+details summary{cursor:pointer;color:#3451b2}
+.warn{color:#9a6700}
+"""
+
+FINDING_KEYS = ("kind", "file", "line", "count", "seconds", "detail", "fix")
+
+
+def esc(value: Any) -> str:
+    """HTML-escaped text of any value."""
+    return html.escape("" if value is None else str(value), quote=True)
+
+
+def fmt_seconds(s: Any) -> str:
+    try:
+        x = float(s)
+    except (TypeError, ValueError):
+        return esc(s)
+    if x >= 1:
+        return f"{x:.2f} s"
+    if x >= 1e-3:
+        return f"{x * 1e3:.1f} ms"
+    return f"{x * 1e6:.0f} us"
+
+
+def fmt_cell(key: str, value: Any) -> tuple[str, bool]:
+    """(escaped text, is it a number) for a table cell."""
+    if isinstance(value, bool) or value is None:
+        return esc("-" if value is None else value), False
+    if isinstance(value, float):
+        if key.endswith("_s") or key.endswith("seconds") or key == "seconds":
+            return fmt_seconds(value), True
+        return (f"{value:.3g}" if abs(value) < 1e4 else f"{value:,.0f}"), True
+    if isinstance(value, int):
+        return f"{value:,}", True
+    if isinstance(value, (list, tuple)) and all(not isinstance(v, (dict, list)) for v in value):
+        return esc(", ".join(str(v) for v in value)), False
+    if isinstance(value, (dict, list, tuple)):
+        return f"<code>{esc(json.dumps(value, default=str))}</code>", False
+    return esc(value), False
+
+
+def table(rows: Sequence[Mapping[str, Any]], columns: Sequence[str] | None = None,
+          headers: Mapping[str, str] | None = None, max_rows: int = MAX_ROWS) -> str:
+    """A table of dicts: columns in the given order, or the union of keys in first-seen order."""
+    if not rows:
+        return ""
+    if columns is None:
+        seen: dict[str, None] = {}
+        for row in rows:
+            for k in row:
+                seen.setdefault(k, None)
+        columns = list(seen)
+    headers = headers or {}
+    out = ["<table><thead><tr>"]
+    out += [f"<th>{esc(headers.get(c, c))}</th>" for c in columns]
+    out.append("</tr></thead><tbody>")
+    for row in rows[:max_rows]:
+        out.append("<tr>")
+        for c in columns:
+            text, numeric = fmt_cell(c, row.get(c))
+            out.append(f'<td class="n">{text}</td>' if numeric else f"<td>{text}</td>")
+        out.append("</tr>")
+    out.append("</tbody></table>")
+    if len(rows) > max_rows:
+        out.append(f'<p class="sub">{len(rows) - max_rows} more rows not shown</p>')
+    return "".join(out)
+
+
+def img(png: bytes, alt: str, caption: str = "") -> str:
+    """A figure with the PNG inline as a data URI."""
+    data = base64.b64encode(png).decode("ascii")
+    cap = f"<figcaption>{esc(caption)}</figcaption>" if caption else ""
+    return f'<figure><img alt="{esc(alt)}" src="data:image/png;base64,{data}">{cap}</figure>'
+
+
+def _value_html(value: Any) -> str:
+    """Any JSON-like value: a list of dicts becomes a table, a dict a key/value table."""
+    if isinstance(value, list) and value and all(isinstance(v, Mapping) for v in value):
+        return table(value)
+    if isinstance(value, Mapping):
+        rows = "".join(f"<tr><th>{esc(k)}</th><td>{_value_html(v)}</td></tr>"
+                       for k, v in value.items())
+        return f"<table>{rows}</table>"
+    return fmt_cell("", value)[0]
+
+
+def _section(title: str, body: str, anchor: str) -> str:
+    return f'<section id="{esc(anchor)}"><h2>{esc(title)}</h2>{body}</section>' if body else ""
+
+
+def _cards(report: Mapping[str, Any]) -> str:
+    items = [
+        ("steps", report.get("steps"), None),
+        ("median step", report.get("median_step_seconds"), fmt_seconds),
+        ("wall", report.get("wall_seconds"), fmt_seconds),
+        ("compilations", report.get("compiles"), None),
+        ("compiling", report.get("compile_seconds"), fmt_seconds),
+        ("distinct graphs", report.get("distinct_graphs"), None),
+        ("executing", report.get("execute_seconds"), fmt_seconds),
+        ("device-to-host transfers", report.get("transfers_from_device"), None),
+    ]
+    cards = [f'<div class="card"><b>{f(v) if f else esc(v)}</b><span>{esc(label)}</span></div>'
+             for label, v, f in items if v is not None]
+    return f'<div class="cards">{"".join(cards)}</div>' if cards else ""
+
+
+def _findings(findings: Iterable[Mapping[str, Any]]) -> str:
+    ranked = sorted(
+        (f for f in findings if isinstance(f, Mapping)),
+        key=lambda f: -float(f.get("seconds") or 0.0),
+    )
+    out = []
+    for i, f in enumerate(ranked, 1):
+        where = ""
+        if f.get("file"):
+            where = f" at <code>{esc(f['file'])}{':' + esc(f['line']) if f.get('line') else ''}</code>"
+        stats = []
+        if f.get("count") is not None:
+            stats.append(f"{esc(f['count'])}x")
+        if f.get("seconds") is not None:
+            stats.append(fmt_seconds(f["seconds"]))
+        extra = {k: v for k, v in f.items() if k not in FINDING_KEYS and k != "title"}
+        title = f.get("title") or f.get("kind") or "finding"
+        out.append(
+            f'<div class="finding"><h3><span class="rank">{i}</span>{esc(title)}{where}'
+            f'{" &middot; " + ", ".join(stats) if stats else ""}</h3>'
+            + (f"<div>{esc(f['detail'])}</div>" if f.get("detail") else "")
+            + (f'<div class="fix">fix: {esc(f["fix"])}</div>' if f.get("fix") else "")
+            + (f"<details><summary>more</summary>{_value_html(extra)}</details>" if extra else "")
+            + "</div>"
+        )
+    return "".join(out)
+
+
+def _compilations(rows: Sequence[Mapping[str, Any]]) -> str:
+    if not rows:
+        return ""
+    cols = ["step", "seconds", "graph_hash", "cause", "site"]
+    heads = {"graph_hash": "graph hash", "site": "user site"}
+    return table(rows, cols, heads)
+
+
+def build_html(
+    report: Mapping[str, Any],
+    images: Mapping[str, bytes] | None = None,
+    compilations: Sequence[Mapping[str, Any]] = (),
+    syncs: Sequence[Mapping[str, Any]] = (),
+    fallbacks: Sequence[Mapping[str, Any]] = (),
+) -> str:
+    """The whole page for a report dict. ``images``: caption -> PNG bytes, shown in order."""
+    images = images or {}
+    title = " ".join([str(report.get("target", "")), *map(str, report.get("args") or [])]).strip()
+    head = (
+        f"<h1>lazyscope report{': ' + esc(title) if title else ''}</h1>"
+        f'<div class="sub">{esc(report.get("target_kind", ""))} &middot; backend '
+        f'{esc(report.get("backend", "?"))} on {esc(report.get("device") or "?")} &middot; '
+        f'status {esc(report.get("status", "?"))}'
+        + (f" &middot; {esc(report['error'])}" if report.get("error") else "")
+        + (f" &middot; <code>{esc(report['run_dir'])}</code>" if report.get("run_dir") else "")
+        + "</div>"
+    )
+    parts = [head]
+    for w in report.get("warnings") or []:
+        parts.append(f'<p class="warn">warning: {esc(w)}</p>')
+    if report.get("verdict"):
+        ok = str(report["verdict"]).startswith("no recompilation") and not report.get("findings")
+        parts.append(f'<div class="verdict{" ok" if ok else ""}">{esc(report["verdict"])}</div>')
+    parts.append(_cards(report))
+    parts.append(_section("Findings, worst first", _findings(report.get("findings") or []),
+                          "findings"))
+    pictures = "".join(img(png, alt=name, caption=name) for name, png in images.items())
+    parts.append(_section("Steps", pictures, "plots"))
+    comp_rows = list(report.get("compilations") or compilations)
+    parts.append(_section(f"Compilations ({len(comp_rows)})", _compilations(comp_rows),
+                          "compilations"))
+    parts.append(_section(f"Host syncs ({len(syncs)})", table(list(syncs)), "syncs"))
+    fb = report.get("fallback_ops") or {}
+    fb_body = table([{"op": op, "executions": n} for op, n in fb.items()]) if fb else ""
+    if fallbacks:
+        fb_body += table(list(fallbacks))
+    parts.append(_section("CPU fallbacks", fb_body, "fallbacks"))
+    advice = report.get("advice")
+    if advice:
+        parts.append(_section("Bucket advice", _value_html(advice), "advice"))
+    compare = report.get("compare")
+    if compare:
+        parts.append(_section("Comparison", _value_html(compare), "compare"))
+    per_step = report.get("per_step") or []
+    if per_step:
+        parts.append(_section(
+            "Per step",
+            f"<details><summary>{len(per_step)} steps</summary>{table(per_step, max_rows=10_000)}"
+            "</details>",
+            "per-step",
+        ))
+    body = "".join(p for p in parts if p)
+    return (
+        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
+        '<meta name="viewport" content="width=device-width, initial-scale=1">'
+        f"<title>lazyscope: {esc(title or 'report')}</title><style>{CSS}</style></head>"
+        f"<body><main>{body}</main></body></html>\n"
+    )
+
+
+def _site(event: Event) -> str:
+    if event.site is None:
+        return ""
+    return str(event.site)
+
+
+def event_rows(run: Run, kind: str) -> list[dict[str, Any]]:
+    """The run's events of one kind as table rows (compilations get the compile columns)."""
+    rows = []
+    for e in run.events:
+        if e.kind != kind:
+            continue
+        if kind == "compile":
+            rows.append({
+                "step": e.step,
+                "seconds": e.seconds,
+                "graph_hash": str(e.data.get("graph_hash") or "")[:16],
+                "cause": e.data.get("cause") or e.data.get("xla_cause") or "",
+                "site": _site(e),
+            })
+        else:
+            row: dict[str, Any] = {"step": e.step, "seconds": e.seconds, "site": _site(e)}
+            row.update({k: v for k, v in e.data.items() if not isinstance(v, (dict, list))})
+            rows.append(row)
+    return rows
+
+
+def run_images(run: Run) -> dict[str, bytes]:
+    """The run's plots (written next to its data), caption -> PNG bytes."""
+    from lazyscope.render.plots import write_cumulative, write_time_split, write_timeline
+
+    images: dict[str, bytes] = {}
+    if not run.steps:
+        return images
+    for caption, writer in (
+        ("step time, compilations marked", write_timeline),
+        ("time split per step: compile / execute / transfer / host", write_time_split),
+        ("cumulative wall time", write_cumulative),
+    ):
+        images[caption] = writer(run).read_bytes()
+    compare_png = run.path / "compare.png"
+    if compare_png.is_file():
+        images["policies compared"] = compare_png.read_bytes()
+    return images
+
+
+def render_html(run: Run) -> str:
+    """The report page of a run (writes its PNG plots into the run directory on the way)."""
+    from lazyscope.render.json import report_dict
+
+    report = report_dict(run)
+    if "compare" not in report:
+        compare_json = run.path / "compare.json"
+        if compare_json.is_file():
+            try:
+                report["compare"] = json.loads(compare_json.read_text(encoding="utf-8"))
+            except (OSError, ValueError):
+                pass
+    return build_html(
+        report,
+        run_images(run),
+        compilations=event_rows(run, "compile"),
+        syncs=event_rows(run, "sync"),
+        fallbacks=event_rows(run, "fallback"),
+    )
+
+
+def write_html(run: Run, path: Path | None = None) -> Path:
+    """Write the report page (``RUN/report.html`` by default); return its path."""
+    path = Path(path) if path else run.path / REPORT_HTML
+    tmp = path.with_suffix(".html.tmp")
+    tmp.write_text(render_html(run), encoding="utf-8")
+    tmp.replace(path)
+    return path
+
+
+def write_compare_html(compare_dir: Path, compare: Mapping[str, Any] | None = None) -> Path:
+    """Write ``DIR/report.html`` for a ``lazyscope compare`` directory: the side-by-side table
+    (``compare.json``: rows, ratios ...) and ``compare.png`` inline. Returns its path."""
+    compare_dir = Path(compare_dir)
+    if compare is None:
+        compare = json.loads((compare_dir / "compare.json").read_text(encoding="utf-8"))
+    images = {}
+    png = compare_dir / "compare.png"
+    if png.is_file():
+        images["policies compared"] = png.read_bytes()
+    report = {"target": f"compare {compare.get('scenario', '')}".strip(),
+              "args": list(compare.get("args") or []), "target_kind": "comparison",
+              "run_dir": str(compare_dir), "compare": dict(compare)}
+    path = compare_dir / REPORT_HTML
+    path.write_text(build_html(report, images), encoding="utf-8")
+    return path

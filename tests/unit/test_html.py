@@ -1,0 +1,186 @@
+"""The HTML report, the new plots, the scalar series and the profile window's logic, on saved
+runs and hand-made report dicts (no XLA)."""
+
+from __future__ import annotations
+
+import base64
+import re
+
+import pytest
+
+from lazyscope.backends.base import Recorder
+from lazyscope.backends.profiling import ProfileWindow, default_steps, parse_profile_steps
+from lazyscope.cli import main
+from lazyscope.errors import UsageError
+from lazyscope.model import Step, load_run
+from lazyscope.render import RENDERERS
+from lazyscope.render.html import build_html, event_rows, render_html
+from lazyscope.render.plots import step_time_split, write_cumulative, write_time_split
+from lazyscope.render.tensorboard import scalar_series
+
+PNG = b"\x89PNG\r\n\x1a\n"
+
+
+def _sections(page: str) -> list[str]:
+    return re.findall(r'<section id="([^"]+)">', page)
+
+
+def test_minimal_dict_has_only_what_it_holds() -> None:
+    page = build_html({"verdict": "all good", "steps": 3})
+    assert "all good" in page and _sections(page) == []
+    for absent in ("Findings", "Bucket advice", "Comparison", "Compilations"):
+        assert absent not in page
+
+
+def test_every_section_when_present() -> None:
+    report = {
+        "target": "decoder", "verdict": "recompiled", "steps": 4,
+        "findings": [
+            {"kind": "host sync", "file": "a.py", "line": 7, "count": 3, "seconds": 0.5,
+             "detail": "loss.item()", "fix": "log every 100 steps"},
+            {"kind": "recompile", "file": "b.py", "line": 9, "count": 18, "seconds": 4.0,
+             "detail": "seq dim varies", "fix": "bucket:auto", "dims": [1, 2]},
+        ],
+        "advice": {"boundaries": [64, 128], "options": [{"k": 1, "efficiency": 0.5},
+                                                         {"k": 2, "efficiency": 0.8}]},
+        "compare": {"rows": [{"policy": "max", "wall_s": 2.0}, {"policy": "packed", "wall_s": 0.5}]},
+        "fallback_ops": {"aten::nonzero": 3},
+    }
+    page = build_html(report, {"timeline": PNG + b"x"},
+                      compilations=[{"step": 0, "seconds": 1.5, "graph_hash": "abc",
+                                     "cause": "user mark_step", "site": "b.py:9 (train)"}],
+                      syncs=[{"step": 2, "seconds": 0.1, "site": "a.py:7"}])
+    assert _sections(page) == ["findings", "plots", "compilations", "syncs", "fallbacks",
+                               "advice", "compare"]
+    # findings ranked by seconds: the recompile (4 s) first, with its extra field kept
+    first, second = page.index("recompile"), page.index("host sync")
+    assert first < second and "log every 100 steps" in page and "dims" in page
+    assert "aten::nonzero" in page and "packed" in page and "0.8" in page and "abc" in page
+    data = base64.b64encode(PNG + b"x").decode()
+    assert f'src="data:image/png;base64,{data}"' in page
+
+
+def test_self_contained_and_escaped() -> None:
+    page = build_html({"verdict": "<script>alert(1)</script>",
+                       "findings": [{"kind": "x", "detail": '"><img src=x onerror=alert(1)>'}]})
+    assert "<script" not in page and "onerror=alert" not in page.replace("onerror=alert(1)&gt;", "")
+    assert "&lt;script&gt;" in page
+    assert not re.search(r'(src|href)="(https?:)?//', page)
+    assert "<link" not in page and "@import" not in page
+
+
+def test_run_page_has_compilations_and_plots(data_run) -> None:
+    run = load_run(data_run("dynamic20"))
+    rows = event_rows(run, "compile")
+    assert len(rows) == 20 and rows[0]["step"] == 0 and rows[0]["graph_hash"]
+    page = render_html(run)
+    assert RENDERERS["html"] is render_html
+    assert "Compilations (20)" in page and page.count("data:image/png;base64,") == 3
+    assert "recompiled on 18 of 18 steps" in page
+    for png in ("timeline.png", "time_split.png", "cumulative.png"):
+        assert (run.path / png).read_bytes()[:8] == PNG
+
+
+def test_report_format_html_writes_file(data_run, capsys) -> None:
+    path = data_run("static20")
+    assert main(["report", str(path), "--format", "html"]) == 0
+    assert capsys.readouterr().out.strip() == str(path / "report.html")
+    text = (path / "report.html").read_text()
+    assert text.startswith("<!DOCTYPE html>") and "no recompilation after warm-up" in text
+
+
+def test_time_split_adds_up(data_run) -> None:
+    run = load_run(data_run("dynamic20"))
+    split = step_time_split(run)
+    for i, s in enumerate(run.steps):
+        parts = [split[k][i] for k in ("compile", "execute", "transfer", "host")]
+        assert min(parts) >= 0
+        assert sum(parts) == pytest.approx(max(s.wall_s, sum(parts[:3])))
+    assert sum(split["compile"]) == pytest.approx(sum(s.compile_s for s in run.steps))
+    assert write_time_split(run).read_bytes()[:8] == PNG
+    assert write_cumulative(run).stat().st_size > 5000
+
+
+def test_scalar_series(data_run) -> None:
+    run = load_run(data_run("dynamic20"))
+    series = scalar_series(run)
+    assert [v for _, v in series["lazyscope/compilations"]] == [1.0] * 20
+    cum = [v for _, v in series["lazyscope/cumulative_wall_s"]]
+    assert cum[-1] == pytest.approx(sum(s.wall_s for s in run.steps))
+    assert cum == sorted(cum)
+
+
+def test_parse_profile_steps() -> None:
+    assert parse_profile_steps("2:5") == (2, 5)
+    for bad in ("5", "a:b", "3:3", "-1:2", "1:2:3"):
+        with pytest.raises(UsageError):
+            parse_profile_steps(bad)
+    assert default_steps(None) == (2, 5) and default_steps(2) == (0, 2)
+
+
+class FakeBackend:
+    """Records when the profiler starts and stops (pure logic of the window)."""
+
+    def __init__(self, fail: bool = False):
+        self.calls: list[tuple[str, int]] = []
+        self.recorder: Recorder | None = None
+        self.fail = fail
+
+    def start_profile(self, logdir) -> None:
+        if self.fail:
+            raise RuntimeError("no profiler here")
+        self.calls.append(("start", self.recorder.next_index))
+
+    def stop_profile(self) -> None:
+        self.calls.append(("stop", self.recorder.next_index))
+
+
+@pytest.mark.parametrize("window, steps, calls, captured", [
+    ((1, 3), 6, [("start", 1), ("stop", 4)], [1, 3]),   # stops in step 3's barrier (index 4 next)
+    ((0, 2), 6, [("start", 0), ("stop", 3)], [0, 2]),
+    ((2, 9), 4, [("start", 2), ("stop", 4)], [2, 4]),   # run ended first: closed at the end
+    ((5, 7), 3, [], None),                              # never reached
+])
+def test_profile_window(tmp_path, window, steps, calls, captured) -> None:
+    backend = FakeBackend()
+    rec = Recorder(None)
+    backend.recorder = rec
+    pw = ProfileWindow(tmp_path / "tb", *window)
+    pw.attach(backend, rec)
+    for _ in range(steps):
+        rec.step(Step(index=0))
+    pw.close(rec.next_index)
+    assert backend.calls == calls
+    assert pw.info()["captured_steps"] == captured
+    assert ("error" in pw.info()) == (captured is None)
+
+
+def test_profile_window_failure_never_raises(tmp_path) -> None:
+    backend = FakeBackend(fail=True)
+    rec = Recorder(None)
+    backend.recorder = rec
+    pw = ProfileWindow(tmp_path / "tb", 0, 2)
+    pw.attach(backend, rec)
+    rec.step(Step(index=0))
+    pw.close(rec.next_index)
+    assert pw.info()["error"].startswith("could not start the profiler: RuntimeError")
+
+
+def test_compare_directory_page(tmp_path, capsys) -> None:
+    import json
+
+    from lazyscope.render.plots import write_timeline
+    from tests.conftest import DATA
+
+    png = write_timeline(load_run(DATA / "static20"), tmp_path / "compare.png")
+    compare = {"scenario": "decoder", "steps": 40, "args": ["--preset", "tiny"],
+               "rows": [{"policy": "max", "compiles": 2, "wall_s": 13.0, "padding_efficiency": 0.5},
+                        {"policy": "packed", "compiles": 2, "wall_s": 4.0,
+                         "padding_efficiency": 0.95}],
+               "ratios": {"packed_vs_max": 3.25}, "failed": []}
+    (tmp_path / "compare.json").write_text(json.dumps(compare))
+    assert main(["report", str(tmp_path), "--format", "html"]) == 0
+    assert capsys.readouterr().out.strip() == str(tmp_path / "report.html")
+    page = (tmp_path / "report.html").read_text()
+    assert "packed_vs_max" in page and "0.95" in page and "lazyscope report: compare decoder" in page
+    assert page.count("data:image/png;base64,") == 1 and png.exists()

@@ -13,7 +13,7 @@ import lazyscope
 
 model = torch.compile(torch.nn.Sequential(torch.nn.Linear(16, 16), torch.nn.ReLU()),
                       dynamic=False)
-for step, length in enumerate([5, 7, 9, 11, 13, 15]):
+for length in [5, 7, 9, 11, 13, 15]:
     with torch.no_grad():
         out = model(torch.randn(2, length, 16))  # the shape of dimension 1 changes every step
     lazyscope.barrier()

@@ -49,13 +49,13 @@ _ACTIVE: TorchBackend | None = None
 
 def resolve_device(choice: str) -> str:
     """``auto`` -> ``cuda`` when a CUDA device is usable, else ``cpu``; ``cuda`` without one is a
-    UsageError naming the reason."""
+    MissingDependencyError (exit 4) naming the reason."""
     import torch
 
     if choice in ("", "auto", None):
         return "cuda" if torch.cuda.is_available() else "cpu"
     if choice == "cuda" and not torch.cuda.is_available():
-        raise UsageError(
+        raise MissingDependencyError(
             "--device cuda: no CUDA device is usable here (torch.cuda.is_available() is False); "
             "use --device cpu or auto"
         )
@@ -160,19 +160,16 @@ class TorchBackend(Backend):
     def note_device(self, device: str) -> None:
         """The device the program runs on: enables CUDA sync events, records notes."""
         self.device_name = device
+        self._notes = [n for n in self._notes if not n.startswith("sync events: not collected")]
         if device == "cuda":
             self._install_sync_debug()
         else:
-            self._add_note(NO_CUDA_SYNC_NOTE.format(device=device))
-        self._write_notes()
-
-    def _add_note(self, note: str) -> None:
-        if note not in self._notes:
-            self._notes.append(note)
-
-    def _write_notes(self) -> None:
-        if self._recorder is not None:
-            self._recorder.set_info(notes=list(self._notes), torch_device=self.device_name)
+            self._notes.append(NO_CUDA_SYNC_NOTE.format(device=device))
+        if self._recorder is not None and self._recorder.writer is not None:
+            meta = self._recorder.writer.meta
+            if not meta.device.startswith(device):
+                meta.device = device
+            self._recorder.set_info(notes=list(self._notes), torch_device=device)
 
     def _install_sync_debug(self) -> None:
         if self._sync_state is not None:

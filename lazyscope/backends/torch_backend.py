@@ -99,7 +99,7 @@ class TorchBackend(Backend):
         self._dynamo: DynamoCollector | None = None
         self._t_last = 0.0
         self._pending_syncs: list[Event] = []
-        self._sync_state: tuple[Any, Any, Any] | None = None
+        self._sync_state: tuple[Any, Any] | None = None
         self._notes: list[str] = []
 
     # -- configuration (scenario_kit.backend_from_args) ----------------------------------
@@ -180,8 +180,16 @@ class TorchBackend(Backend):
             self._add_note("sync events: torch.cuda.set_sync_debug_mode is missing in this torch")
             return
         previous_mode = torch.cuda.get_sync_debug_mode()
+        saved = self._capture_sync_warnings()
+        torch.cuda.set_sync_debug_mode("warn")
+        self._sync_state = (previous_mode, saved)
+
+    def _capture_sync_warnings(self) -> Any:
+        """Turn torch's sync-debug warnings into ``sync`` events (not printed) until the returned
+        ``catch_warnings`` is exited; other warnings are shown as before."""
+        saved = warnings.catch_warnings()  # restores filters and showwarning on exit
+        saved.__enter__()
         previous_show = warnings.showwarning
-        filters = warnings.filters[:]
         warnings.filterwarnings("always", message=f".*{SYNC_WARNING}.*")
 
         def showwarning(message: Any, category: Any, filename: str, lineno: int,
@@ -192,8 +200,7 @@ class TorchBackend(Backend):
             previous_show(message, category, filename, lineno, file, line)
 
         warnings.showwarning = showwarning
-        torch.cuda.set_sync_debug_mode("warn")
-        self._sync_state = (previous_mode, previous_show, filters)
+        return saved
 
     def _record_sync(self, message: str) -> None:
         stack = traceback.extract_stack()[:-2]
@@ -209,10 +216,9 @@ class TorchBackend(Backend):
         if self._sync_state is not None:
             import torch
 
-            mode, show, filters = self._sync_state
+            mode, saved = self._sync_state
             torch.cuda.set_sync_debug_mode(mode)
-            warnings.showwarning = show
-            warnings.filters[:] = filters
+            saved.__exit__(None, None, None)
             self._sync_state = None
         if self._recorder is None:
             return
@@ -223,6 +229,9 @@ class TorchBackend(Backend):
         step = self._collect_step()
         if step.compile_count or step.from_device_count or step.extra.get("graph_breaks"):
             self._recorder.finish_tail(step)
+        if not self._recorder.steps:
+            self._add_note("no step barrier was reached: a script traced with --backend "
+                           "eager|compile ends each step with lazyscope.barrier()")
         if self._dynamo is not None:
             self._dynamo.stop()
         self._recorder = None

@@ -84,3 +84,30 @@ def test_event_groups_and_causes(tmp_path) -> None:
         ("compile", 1), ("compile", 1), ("graph_break", 2), ("sync", 1)]
     assert groups[2]["cause"] == "Tensor.item" and groups[2]["steps"] == [0, 1]
     assert event_cause(events[1]).startswith("guard failed: 0/0: tensor 'x' size mismatch")
+
+
+def test_sync_warnings_become_sync_events_at_the_user_line() -> None:
+    """The warning -> event translation of the CUDA sync debug mode (the warning itself is issued
+    here by hand: this machine has no CUDA device to issue it)."""
+    import warnings
+
+    from lazyscope.backends.base import Recorder
+    from lazyscope.backends.torch_backend import SYNC_WARNING, EagerBackend
+
+    backend = EagerBackend()
+    backend._recorder = Recorder(None)
+    saved = backend._capture_sync_warnings()
+    try:
+        warnings.warn(f"{SYNC_WARNING} (item)", UserWarning, stacklevel=1)  # the sync line
+        with warnings.catch_warnings(record=True) as other:
+            warnings.simplefilter("always")
+            warnings.warn("unrelated", UserWarning, stacklevel=1)
+    finally:
+        saved.__exit__(None, None, None)
+    assert len(backend._pending_syncs) == 1
+    event = backend._pending_syncs[0]
+    assert event.kind == "sync" and SYNC_WARNING in event.data["message"]
+    assert event.site is not None and event.site.file == __file__
+    source = open(__file__).read().splitlines()
+    assert "# the sync line" in source[event.site.line - 1]
+    assert [str(w.message) for w in other] == ["unrelated"]

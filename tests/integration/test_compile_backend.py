@@ -16,6 +16,8 @@ import pytest
 
 from tests.conftest import DATA, REPO, lazyscope_cmd, report_json
 
+pytestmark = pytest.mark.slow
+
 PADDING = REPO / "scenarios" / "compile_pitfalls" / "padding.py"
 USER_LOOP = REPO / "scenarios" / "compile_pitfalls" / "user_loop.py"
 

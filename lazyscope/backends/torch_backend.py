@@ -171,6 +171,12 @@ class TorchBackend(Backend):
                 meta.device = device
             self._recorder.set_info(notes=list(self._notes), torch_device=device)
 
+    def _add_note(self, note: str) -> None:
+        if note not in self._notes:
+            self._notes.append(note)
+        if self._recorder is not None:
+            self._recorder.set_info(notes=list(self._notes))
+
     def _install_sync_debug(self) -> None:
         if self._sync_state is not None:
             return

@@ -165,7 +165,17 @@ def test_device_cuda_without_gpu_is_a_clear_error(tmp_path: Path) -> None:
                          "--out", str(tmp_path / "c"), "--device", "cuda")
     assert proc.returncode != 0
     assert "no CUDA device is usable here" in proc.stderr
+    assert "failed to stop collection" not in proc.stderr
     assert len(proc.stderr.strip().splitlines()) == 1
+
+
+def test_script_without_barrier_gets_a_note(tmp_path: Path) -> None:
+    script = tmp_path / "nobarrier.py"
+    script.write_text("import torch\nx = torch.ones(3) * 2\n")
+    proc = lazyscope_cmd("trace", str(script), "--backend", "eager", "--out", str(tmp_path / "r"))
+    assert proc.returncode == 0, proc.stderr
+    assert "note        no step barrier was reached" in proc.stdout
+    assert "lazyscope.barrier()" in proc.stdout
 
 
 @pytest.mark.gpu

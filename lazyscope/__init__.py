@@ -22,7 +22,7 @@ from lazyscope.model import Run, load_run
 from lazyscope.runner import Tracer
 
 __version__ = "0.1.0"
-__all__ = ["Run", "Tracer", "__version__", "load_run", "report", "trace"]
+__all__ = ["Run", "Tracer", "__version__", "barrier", "load_run", "report", "trace"]
 
 
 def trace(
@@ -53,3 +53,12 @@ def report(run: Run | str | os.PathLike[str], fmt: str = "text") -> Any:
     if not isinstance(run, Run):
         run = load_run(run)
     return RENDERERS[fmt](run)
+
+
+def barrier() -> None:
+    """End a step of a program traced with ``--backend eager|compile`` (see
+    :mod:`lazyscope.backends.torch_backend`): waits for CUDA, records the step; untraced it only
+    waits. XLA programs use their own barrier, ``torch_xla.sync()``."""
+    from lazyscope.backends.torch_backend import barrier as _barrier
+
+    _barrier()

@@ -28,19 +28,37 @@ def base_parser(description: str, *, default_steps: int = 20, prog: str | None =
     parser = argparse.ArgumentParser(prog=prog, description=description)
     parser.add_argument("--steps", type=positive_int, default=default_steps, help="number of steps")
     parser.add_argument(
-        "--backend", choices=sorted(BACKENDS), default="xla", help="where the workload runs"
+        "--backend", choices=sorted(BACKENDS), default=_default_backend(),
+        help="where the workload runs (default: the backend of the trace in progress, else xla)",
     )
     parser.add_argument(
         "--device", choices=["auto", "cpu", "cuda"], default="auto",
         help="device for the eager/compile backends (the XLA backend uses PJRT_DEVICE)",
     )
     parser.add_argument("--seed", type=int, default=0, help="random seed")
+    parser.add_argument(
+        "--dynamic", choices=["auto", "true", "false"], default="auto",
+        help="torch.compile's dynamic= for --backend compile (auto: static first, dynamic after "
+        "a shape recompiles)",
+    )
     return parser
+
+
+def _default_backend() -> str:
+    """The backend of the trace in progress (a script traced by path gets no --backend), else
+    ``xla``."""
+    from lazyscope.backends import active_recorder
+
+    recorder = active_recorder()
+    if recorder is not None and recorder.writer is not None:
+        return recorder.writer.meta.backend
+    return "xla"
 
 
 def backend_from_args(args: argparse.Namespace) -> Backend:
     """The backend a scenario's parsed arguments ask for."""
     backend = get_backend(args.backend)
     if hasattr(backend, "configure"):
-        backend.configure(device=getattr(args, "device", "auto"))
+        backend.configure(device=getattr(args, "device", "auto"),
+                          dynamic=getattr(args, "dynamic", "auto"))
     return backend

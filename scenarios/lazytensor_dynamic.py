@@ -58,12 +58,13 @@ def main(argv=None) -> int:
     x = torch.rand((args.size, 8)).to(dev)
     y = torch.rand((args.size, args.size)).to(dev)
     loss = torch.zeros(1).to(dev)
+    step_fn = backend.prepare_model(dummy_step)  # torch.compile under --backend compile
     set_run_info(scenario="lazytensor-dynamic", mode=args.mode, size=args.size)
     times = []
     for i in range(args.steps):
         tic = time.perf_counter()
         with backend.step(i, "dummy_step"), backend.region("forward"):
-            loss = dummy_step(x, y, loss, acc=args.mode == "dynamic")
+            loss = step_fn(x, y, loss, acc=args.mode == "dynamic")
         if args.read_loss:
             loss.sum().item()
         times.append(time.perf_counter() - tic)

@@ -22,6 +22,8 @@ from lazyscope.errors import UsageError
 #: name -> "module:ClassName"
 BACKENDS: dict[str, str] = {
     "xla": "lazyscope.backends.xla:XlaBackend",
+    "eager": "lazyscope.backends.torch_backend:EagerBackend",
+    "compile": "lazyscope.backends.torch_backend:CompileBackend",
 }
 
 __all__ = [

@@ -14,6 +14,7 @@ def report_dict(run: Run) -> dict[str, Any]:
     summary = summarize(run)
     summary["verdict"] = verdict(summary)
     summary["run_dir"] = str(run.path)
+    summary["notes"] = list(run.meta.info.get("notes", []) or [])
     summary["per_step"] = [
         {
             "step": s.index,

@@ -63,6 +63,8 @@ def render_summary_text(run: Run, summary: dict[str, Any]) -> list[str]:
     ]
     for w in summary["warnings"]:
         lines.append(f"  warning     {w}")
+    for note in run.meta.info.get("notes", []) or []:
+        lines.append(f"  note        {note}")
     lines += [
         "",
         f"  steps           {summary['steps']} (first {summary['warmup_steps']} are warm-up)",
@@ -90,5 +92,23 @@ def render_text(run: Run) -> str:
     lines = render_summary_text(run, summary)
     if run.steps:
         lines += ["", *_step_rows(run.steps)]
+    lines += _event_rows(run)
     lines += ["", f"verdict: {verdict(summary)}"]
     return "\n".join(lines) + "\n"
+
+
+def _event_rows(run: Run) -> list[str]:
+    """Compilations, graph breaks and host syncs grouped by site and cause (both backends)."""
+    from lazyscope.analyze.events import event_groups
+
+    groups = event_groups(run)
+    if not groups:
+        return []
+    rows = ["", "  events (kind x count at site: cause; steps)"]
+    for g in groups[:MAX_TABLE_ROWS]:
+        steps = ",".join(str(s) for s in g["steps"][:12]) + (",..." if len(g["steps"]) > 12 else "")
+        rows.append(f"  {g['kind']:<16} x{g['count']:<3} at {g['site']}: {g['cause']} "
+                    f"(steps {steps})")
+    if len(groups) > MAX_TABLE_ROWS:
+        rows.append(f"  ... {len(groups) - MAX_TABLE_ROWS} more groups in events.jsonl")
+    return rows

@@ -27,7 +27,7 @@ from lazyscope.backends import Backend, Recorder, StepLimitReached, get_backend
 from lazyscope.backends.base import set_active_recorder
 from lazyscope.backends.frames import user_site
 from lazyscope.backends.profiling import ProfileWindow
-from lazyscope.errors import Interrupted, TargetFailed, UsageError
+from lazyscope.errors import Interrupted, LazyscopeError, TargetFailed, UsageError
 from lazyscope.model import (
     STATUS_FAILED,
     STATUS_INTERRUPTED,
@@ -160,6 +160,7 @@ class Tracer:
         self.status: str | None = None
         self.error: str | None = None
         self.stopped_at_limit = False
+        self.exception: BaseException | None = None
         self.profile = profile
         if profile is not None and not self.backend.supports_profile:
             raise UsageError(
@@ -216,6 +217,7 @@ class Tracer:
             if isinstance(exc, SystemExit):
                 self.error = f"the program exited with status {exc.code}"
             else:
+                self.exception = exc
                 self.error = _describe_exception(exc)
                 (self.out / ERROR_FILE).write_text(
                     "".join(traceback.format_exception(exc_type, exc, tb)), encoding="utf-8"
@@ -284,6 +286,12 @@ def trace_target(
     finally:
         sys.argv, sys.path = saved_argv, saved_path
     if tracer.status == STATUS_FAILED:
+        if isinstance(tracer.exception, LazyscopeError):
+            # lazyscope itself refused inside the program (no CUDA device, say): keep its code
+            err = type(tracer.exception)(
+                f"{tracer.exception}; the run so far is kept in {out} (status failed)"
+            )
+            raise err
         raise TargetFailed(
             f"{target.name} failed: {tracer.error}; the run so far is kept in {out} (status failed)"
         )

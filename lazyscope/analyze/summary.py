@@ -103,8 +103,9 @@ def verdict(summary: dict[str, Any]) -> str:
         )
     else:
         graphs = summary["compiles"]
+        reuse = "the graph is static" if summary["backend"] == "xla" else "compiled code is reused"
         main = (
-            f"no recompilation after warm-up: the graph is static "
+            f"no recompilation after warm-up: {reuse} "
             f"({graphs} compilation{'s' if graphs != 1 else ''} in warm-up)"
         )
     extras = []

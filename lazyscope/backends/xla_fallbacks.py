@@ -15,8 +15,8 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from lazyscope.backends.xla_reads import python_frames
 from lazyscope.backends.frames import is_library_file
+from lazyscope.backends.xla_reads import python_frames
 from lazyscope.model import Site
 
 

@@ -90,5 +90,22 @@ def render_text(run: Run) -> str:
     lines = render_summary_text(run, summary)
     if run.steps:
         lines += ["", *_step_rows(run.steps)]
+    lines += render_findings_text(run)
     lines += ["", f"verdict: {verdict(summary)}"]
     return "\n".join(lines) + "\n"
+
+
+def render_findings_text(run: Run) -> list[str]:
+    """Findings ranked by estimated time, each with its fix (issue 4)."""
+    from lazyscope.analyze.findings import findings
+
+    found = findings(run)
+    if not found:
+        return ["", "findings: none after warm-up"]
+    lines = ["", f"findings ({len(found)}, most expensive first):"]
+    for i, f in enumerate(found, start=1):
+        where = f"{f['file']}:{f['line']}" if f["file"] else "unknown line"
+        lines.append(f"  {i}. [{f['kind']}] {where} x{f['count']}, ~{fmt_seconds(f['seconds'])}")
+        lines.append(f"     {f['detail']}")
+        lines.append(f"     fix: {f['fix']}")
+    return lines

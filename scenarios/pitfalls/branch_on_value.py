@@ -13,7 +13,7 @@ torch.manual_seed(0)
 model = torch.nn.Linear(32, 32).to(dev)
 opt = torch.optim.SGD(model.parameters(), lr=0.01)
 skipped = 0
-for step in range(6):
+for _step in range(6):
     x = torch.randn(8, 32).to(dev)
     out = model(x)
     if out.sum() > 1e6:  # lazyscope-expect: sync

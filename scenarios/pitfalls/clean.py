@@ -10,7 +10,7 @@ dev = torch_xla.device()
 torch.manual_seed(0)
 model = torch.nn.Linear(32, 32).to(dev)
 opt = torch.optim.SGD(model.parameters(), lr=0.01)
-for step in range(6):
+for _step in range(6):
     x = torch.randn(8, 32).to(dev)
     loss = model(x).pow(2).mean()
     loss.backward()

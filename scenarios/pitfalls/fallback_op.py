@@ -12,7 +12,7 @@ dev = torch_xla.device()
 torch.manual_seed(0)
 model = torch.nn.Linear(32, 32).to(dev)
 opt = torch.optim.SGD(model.parameters(), lr=0.01)
-for step in range(6):
+for _step in range(6):
     x = torch.randn(8, 32).to(dev)
     hist = torch.histc(x, bins=8, min=-3, max=3)  # lazyscope-expect: fallback
     loss = model(x).pow(2).mean() + 0.0 * hist.sum()

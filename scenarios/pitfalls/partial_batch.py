@@ -14,7 +14,7 @@ data = TensorDataset(torch.randn(10, 32), torch.randn(10, 32))
 loader = DataLoader(data, batch_size=4)
 model = torch.nn.Linear(32, 32).to(dev)
 opt = torch.optim.SGD(model.parameters(), lr=0.01)
-for epoch in range(2):
+for _epoch in range(2):
     for x, y in loader:
         x, y = x.to(dev), y.to(dev)
         loss = (model(x) - y).pow(2).mean()

@@ -140,6 +140,8 @@ class GraphDumpReader:
             text = self._pending.get(path, "") + chunk
             records, consumed = parse_graph_dump(text, self.known)
             rest = text[consumed:]
+            if not rest.strip():
+                rest = ""
             if self.truncate and not rest:
                 try:
                     os.truncate(path, 0)

@@ -73,6 +73,7 @@ class SiteRecompiles:
     recompiles: list[Recompile] = field(default_factory=list)
     varying: list[Varying] = field(default_factory=list)
     kinds: dict[str, int] = field(default_factory=dict)
+    counted_kinds: dict[str, int] = field(default_factory=dict)
 
     @property
     def where(self) -> str:
@@ -83,11 +84,12 @@ class SiteRecompiles:
         text = f"{self.where} compiled {self.graphs} graph{'s' if self.graphs != 1 else ''}"
         if self.counted:
             text += f" ({self.counted} after warm-up)"
-        reasons = [v.text() for v in self.varying]
+        kinds = self.counted_kinds or self.kinds
+        reasons = [v.text() for v in self.varying] if kinds.get("shape") else []
         if not reasons:
-            other = {k: n for k, n in self.kinds.items() if k not in ("shape", "same_ir")}
+            other = {k: n for k, n in kinds.items() if k not in ("shape", "same_ir")}
             reasons = [_KIND_TEXT[k] for k in other if k in _KIND_TEXT]
-        if not reasons and self.kinds.get("same_ir"):
+        if not reasons and kinds.get("same_ir"):
             reasons = [_KIND_TEXT["same_ir"]]
         return text + ("; " + "; ".join(reasons) if reasons else "")
 
@@ -169,9 +171,12 @@ def _varying(events: list[Event]) -> list[Varying]:
     shaped = [s for s in (_shapes(e) for e in events) if s is not None]
     if len(shaped) < 2:
         return []
-    ref = shaped[0]
-    same = [s for s in shaped if len(s) == len(ref)
-            and all(len(a) == len(b) for a, b in zip(s, ref, strict=False))]
+    # the most common structure (input count and ranks): warm-up graphs often have fewer inputs
+    structures: dict[tuple[int, ...], list[list[list[int]]]] = {}
+    for s in shaped:
+        structures.setdefault(tuple(len(x) for x in s), []).append(s)
+    same = max(structures.values(), key=len)
+    ref = same[0]
     out = []
     for i, shape in enumerate(ref):
         for d in range(len(shape)):
@@ -221,6 +226,7 @@ def explain_recompiles(run: Run) -> list[SiteRecompiles]:
             ))
             entry.kinds[kind] = entry.kinds.get(kind, 0) + 1
             if counted:
+                entry.counted_kinds[kind] = entry.counted_kinds.get(kind, 0) + 1
                 entry.counted += 1
                 entry.counted_seconds += event.seconds
                 entry.counted_steps.append(event.step)
@@ -235,7 +241,8 @@ def recompile_fix(entry: SiteRecompiles) -> str:
     cause_read = any(r.cause_kind == "value_read" for r in entry.recompiles if r.counted)
     prefix = ("these compilations are forced by a tensor value read at this line; " if cause_read
               else "")
-    if entry.varying:
+    kinds = entry.counted_kinds or entry.kinds
+    if entry.varying and kinds.get("shape"):
         batch_only = all(v.dim == 0 and len(v.values) == 2 for v in entry.varying)
         if batch_only:
             return prefix + ("the last batch is smaller than the others: use "
@@ -244,11 +251,11 @@ def recompile_fix(entry: SiteRecompiles) -> str:
         dims = ", ".join(f"dim {v.dim} of input {v.input}" for v in entry.varying[:3])
         return prefix + (f"pad {dims} to a few fixed bucket sizes instead of each batch's own "
                          "size (see `lazyscope advise RUN`)")
-    if entry.kinds.get("input_count") or entry.kinds.get("dtype"):
+    if kinds.get("input_count") or kinds.get("dtype"):
         return prefix + ("the step's inputs change (a tensor enters the graph only in some "
                          "steps, or changes dtype): make the step consume the same tensors, "
                          "with the same dtypes, every step")
-    if entry.kinds.get("ir"):
+    if kinds.get("ir"):
         return prefix + ("the traced code path differs between steps: move Python branches on "
                          "step-dependent values out of the step, or use torch.where")
     return prefix + "compare the graphs' IR (XLA_SAVE_TENSORS_FILE) to see what changes"

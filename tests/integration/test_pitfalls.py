@@ -154,6 +154,7 @@ def test_steptrace_and_parallel_loader_are_step_barriers(tmp_path: Path) -> None
     proc = lazyscope_cmd("trace", str(script), "--out", str(out))
     assert proc.returncode == 0, proc.stderr
     report = report_json(out)
-    # 3 StepTrace exits + one loader barrier per batch (3) + the final sync
-    assert report["steps"] == 7, report["per_step"]
+    # 3 StepTrace exits; the loader syncs before each batch but the first (a StepTrace just
+    # marked the step), before the end-of-data fetch and at StopIteration (4); the final sync
+    assert report["steps"] == 8, report["per_step"]
     assert report["status"] == "ok"

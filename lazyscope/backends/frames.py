@@ -24,6 +24,8 @@ _LIBRARY_PARTS = (
     f"{os.sep}click{os.sep}",
     f"{os.sep}_pytest{os.sep}",
     f"{os.sep}pluggy{os.sep}",
+    # the @deprecated wrapper around xm.mark_step in torch_xla 2.9
+    f"{os.sep}typing_extensions.py",
 )
 
 

@@ -10,6 +10,14 @@ Collection, and why it does not change what it measures:
   (``metric_data``, ``counter_value``, ``executed_fallback_ops``); no report text is parsed.
 * Compilation causes, graph hashes and Python frames come from ``PT_XLA_DEBUG_LEVEL=1`` with
   ``PT_XLA_DEBUG_FILE`` in the run directory (read only at steps that compiled).
+* Each compiled graph's input dtypes/shapes and op counts come from torch_xla's IR dump
+  (``XLA_SAVE_TENSORS_FILE``, see ``xla_graphs.py`` for why and what it costs), joined on the
+  graph hash; ``analyze/recompiles.py`` diffs them.
+* Value reads by Python (``.item()``, ``if tensor:`` ...) are ``sync`` events from wrappers on
+  ``torch.Tensor`` installed for the trace only (``xla_reads.py``).
+* CPU fallbacks are counted per step from torch_xla's counters; their call sites come from a
+  dispatch-mode watcher that is on only in warm-up and for one step after an unsited fallback
+  (``xla_fallbacks.py``), emitted as ``fallback`` events.
 
 None of this compiles a graph, executes one, or moves data off the device. ``stop()`` waits for
 pending device work so the last step's executions are counted (``wait_device_ops`` moves no
@@ -33,10 +41,14 @@ from typing import Any
 from lazyscope.backends.base import Backend, Recorder
 from lazyscope.backends.frames import classify_barrier, user_site
 from lazyscope.backends.ptxla_debug import DebugFileReader
+from lazyscope.backends.xla_fallbacks import FallbackSites, op_base
+from lazyscope.backends.xla_graphs import GraphDumpReader
+from lazyscope.backends.xla_reads import ValueReadHooks
 from lazyscope.errors import MissingDependencyError
 from lazyscope.model import Event, Step
 
 DEBUG_FILE = "xla_debug.txt"
+GRAPHS_FILE = "xla_graphs.txt"
 INSTALL_HINT = (
     "torch_xla is not installed: pip install 'lazyscope[xla]' "
     "(torch==2.9.0 torch_xla==2.9.0), or use --backend eager"
@@ -121,6 +133,10 @@ class XlaBackend(Backend):
         self._t_last = 0.0
         self._debug: DebugFileReader | None = None
         self._in_barrier = False
+        self._graphs: GraphDumpReader | None = None
+        self._reads: ValueReadHooks | None = None
+        self._fallback_sites: FallbackSites | None = None
+        self._patched: list[tuple[Any, Any]] = []
 
     # -- availability and environment -------------------------------------------------
     def check_available(self) -> None:
@@ -136,6 +152,10 @@ class XlaBackend(Backend):
             os.environ["PT_XLA_DEBUG_LEVEL"] = "1"
         os.environ["PT_XLA_DEBUG_FILE"] = str(Path(run_dir).resolve() / DEBUG_FILE)
         os.environ.setdefault("PT_XLA_DEBUG_MAX_FRAME", "64")
+        if not os.environ.get("XLA_SAVE_TENSORS_FILE"):
+            os.environ["XLA_SAVE_TENSORS_FILE"] = str(Path(run_dir).resolve() / GRAPHS_FILE)
+            os.environ["XLA_SAVE_TENSORS_FMT"] = "text"
+            os.environ["LAZYSCOPE_OWNS_GRAPH_DUMP"] = "1"
 
     def describe(self) -> tuple[str, dict[str, str]]:
         import torch
@@ -185,6 +205,11 @@ class XlaBackend(Backend):
         self._debug = DebugFileReader(debug_file) if debug_file else None
         if self._debug is not None:
             self._debug.read_new()  # skip what an earlier trace in this process wrote
+        dump = os.environ.get("XLA_SAVE_TENSORS_FILE")
+        if dump and os.environ.get("XLA_SAVE_TENSORS_FMT", "text") == "text":
+            self._graphs = GraphDumpReader(
+                dump, truncate=os.environ.get("LAZYSCOPE_OWNS_GRAPH_DUMP") == "1")
+            self._graphs.skip_existing()
         self._last = _Snapshot(met)
         self._t_last = time.perf_counter()
         self._orig_sync = torch_xla.sync
@@ -196,14 +221,33 @@ class XlaBackend(Backend):
                 self._on_barrier()
             return result
 
-        torch_xla.sync = sync
+        # torch_xla.sync is what xm.mark_step, xp.StepTrace and the parallel loader call;
+        # torch_xla.torch_xla.sync is what torch_xla.step() calls.
+        import torch_xla.torch_xla as txla_module
+
+        for module in (torch_xla, txla_module):
+            self._patched.append((module, module.sync))
+            module.sync = sync
+        self._reads = ValueReadHooks(self._recorder.event, lambda: self._recorder.next_index
+                                     if self._recorder else -1, self._executions)
+        self._reads.install()
+        self._fallback_sites = FallbackSites()
+        self._fallback_sites.enable(None)  # warm-up: look for fallbacks everywhere
+
+    def _executions(self) -> int:
+        data = self._met.metric_data("ExecuteTime") if self._met is not None else None
+        return int(data[0]) if data else 0
 
     def stop(self) -> None:
-        import torch_xla
-
-        if self._orig_sync is not None:
-            torch_xla.sync = self._orig_sync
-            self._orig_sync = None
+        for module, original in reversed(self._patched):
+            module.sync = original
+        self._patched = []
+        self._orig_sync = None
+        if self._reads is not None:
+            self._reads.uninstall()
+            self._reads = None
+        if self._fallback_sites is not None:
+            self._fallback_sites.disable()
         if self._recorder is None or self._last is None:
             return
         try:
@@ -213,6 +257,9 @@ class XlaBackend(Backend):
         except Exception:  # noqa: BLE001 - best effort at shutdown
             pass
         step = self._collect_step()
+        if self._fallback_sites is not None:
+            self._fallback_sites.disable()
+            self._fallback_sites = None
         if _has_activity(step):
             self._recorder.finish_tail(step)
         self._recorder = None
@@ -230,6 +277,8 @@ class XlaBackend(Backend):
         assert self._recorder is not None and self._last is not None
         now = time.perf_counter()
         snap = _Snapshot(self._met)
+        if self._graphs is not None:
+            self._graphs.read_new()  # every step: the dump is truncated and stays small
         d = snap.delta(self._last)
         self._last = snap
         wall = now - self._t_last
@@ -237,6 +286,7 @@ class XlaBackend(Backend):
         index = self._recorder.next_index
         compile_events = self._compile_events(index, d["compile"], d["compile_samples_s"])
         fallbacks = {op: n for op, n in d["fallbacks"].items() if op not in NOT_FALLBACKS}
+        self._fallback_events(index, fallbacks)
         return Step(
             index=index,
             wall_s=wall,
@@ -263,6 +313,7 @@ class XlaBackend(Backend):
         events = []
         for i, rec in enumerate(records):
             cause_kind, cause = classify_barrier(rec.frames)
+            graph = self._graphs.lookup(rec.graph_hash) if self._graphs and rec.graph_hash else None
             event = Event(
                 kind="compile",
                 step=index,
@@ -277,6 +328,7 @@ class XlaBackend(Backend):
                     "num_inputs": rec.num_inputs,
                     "num_outputs": rec.num_outputs,
                     "sizes_gb": rec.sizes_gb,
+                    **(graph.to_json() if graph is not None else {}),
                 },
             )
             self._recorder.event(event)
@@ -300,6 +352,30 @@ class XlaBackend(Backend):
 
         xm.wait_device_ops()
         xp.stop_trace()
+
+
+    def _fallback_events(self, index: int, fallbacks: dict[str, int]) -> None:
+        """Emit call sites of this step's fallback ops; watch the next step if some lack one."""
+        sites = self._fallback_sites
+        if sites is None or self._recorder is None:
+            return
+        found = sites.take(set(fallbacks)) if sites.active else []
+        for op, site, calls, seconds in found:
+            self._recorder.event(Event(
+                kind="fallback", step=index, seconds=seconds, site=site,
+                data={"op": op, "calls": calls, "step_count": fallbacks.get(op, 0)},
+            ))
+        unsited = {op_base(op) for op in fallbacks} - sites.sited
+        warmup = index + 1 < self._warmup_steps()
+        sites.disable()
+        if warmup:
+            sites.enable(None)
+        elif unsited:
+            sites.enable(unsited)
+
+    def _warmup_steps(self) -> int:
+        writer = self._recorder.writer if self._recorder is not None else None
+        return int(writer.meta.warmup_steps) if writer is not None else 2
 
 
 def _has_activity(step: Step) -> bool:

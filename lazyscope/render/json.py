@@ -26,6 +26,10 @@ def report_dict(run: Run) -> dict[str, Any]:
         }
         for s in run.steps
     ]
+    # issue 4: ranked findings (recompile / sync / fallback), each with a fix
+    from lazyscope.analyze.findings import findings
+
+    summary["findings"] = findings(run)
     return summary
 
 

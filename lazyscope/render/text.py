@@ -93,6 +93,7 @@ def render_text(run: Run) -> str:
     if run.steps:
         lines += ["", *_step_rows(run.steps)]
     lines += _event_rows(run)
+    lines += render_findings_text(run)
     lines += ["", f"verdict: {verdict(summary)}"]
     return "\n".join(lines) + "\n"
 
@@ -112,3 +113,19 @@ def _event_rows(run: Run) -> list[str]:
     if len(groups) > MAX_TABLE_ROWS:
         rows.append(f"  ... {len(groups) - MAX_TABLE_ROWS} more groups in events.jsonl")
     return rows
+
+
+def render_findings_text(run: Run) -> list[str]:
+    """Findings ranked by estimated time, each with its fix (issue 4)."""
+    from lazyscope.analyze.findings import findings
+
+    found = findings(run)
+    if not found:
+        return ["", "findings: none after warm-up"]
+    lines = ["", f"findings ({len(found)}, most expensive first):"]
+    for i, f in enumerate(found, start=1):
+        where = f"{f['file']}:{f['line']}" if f["file"] else "unknown line"
+        lines.append(f"  {i}. [{f['kind']}] {where} x{f['count']}, ~{fmt_seconds(f['seconds'])}")
+        lines.append(f"     {f['detail']}")
+        lines.append(f"     fix: {f['fix']}")
+    return lines

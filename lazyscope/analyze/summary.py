@@ -24,6 +24,23 @@ def _merge_counts(dicts: list[dict[str, int]]) -> dict[str, int]:
     return dict(sorted(out.items(), key=lambda kv: (-kv[1], kv[0])))
 
 
+def _settling_steps(run: Run, warmup: int) -> list[int]:
+    """Steps after warm-up whose only compilations recompiled an identical graph (same IR, same
+    input shapes; torch_xla 2.9 does this once, when buffer donation settles)."""
+    from lazyscope.analyze.recompiles import explain_recompiles
+
+    settling: set[int] = set()
+    counted: set[int] = set()
+    for site in explain_recompiles(run):
+        for r in site.recompiles:
+            if r.step >= warmup:
+                (counted if r.counted else settling).add(r.step)
+    first = {e.step for e in run.events if e.kind == "compile" and e.step >= warmup}
+    explained = settling | counted
+    # a step is settling only if every compilation in it is an identical-graph repeat
+    return sorted(settling - counted - (first - explained))
+
+
 def summarize(run: Run) -> dict[str, Any]:
     """The numbers every renderer shares.
 
@@ -58,6 +75,7 @@ def summarize(run: Run) -> dict[str, Any]:
         "compiles": int(_sum(everything, "compile_count")),
         "compiles_after_warmup": int(_sum(after, "compile_count")),
         "recompile_steps": sum(1 for s in after if s.compile_count > 0),
+        "settling_recompiles": _settling_steps(run, warmup),
         "distinct_graphs": len(hashes),
         "compile_seconds": _sum(everything, "compile_s"),
         "executions": int(_sum(everything, "execute_count")),
@@ -90,6 +108,16 @@ def verdict(summary: dict[str, Any]) -> str:
         return prefix + (
             f"only {summary['steps']} warm-up step(s) ran: "
             "run more steps to see steady-state behaviour"
+        )
+    settling = summary.get("settling_recompiles") or []
+    if settling and recompiled == len(settling):
+        graphs = summary["compiles"] - len(settling)
+        steps = ", ".join(str(s) for s in settling)
+        return prefix + (
+            f"no shape or code change after warm-up: the graph is static ({graphs} "
+            f"compilation{'s' if graphs != 1 else ''} in warm-up, plus a one-off recompilation "
+            f"of an identical graph at step {steps}: same IR and input shapes, a torch_xla-internal "
+            "difference such as buffer donation)"
         )
     if recompiled == n_after:
         main = (

@@ -53,3 +53,41 @@ def test_timeline_png(data_run) -> None:
     run = load_run(data_run("dynamic20"))
     png = write_timeline(run)
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 5000
+
+
+def _compile_event(step: int, digest: str, shapes: list) -> dict:
+    return {"kind": "compile", "step": step, "seconds": 0.1,
+            "site": {"file": "train.py", "line": 9, "function": "<module>"},
+            "data": {"graph_hash": f"h{step}", "ir_digest": digest, "input_shapes": shapes,
+                     "input_dtypes": ["f32"] * len(shapes), "num_inputs": len(shapes),
+                     "cause_kind": "barrier"}}
+
+
+def _run_with_compiles(tmp_path, compiles: list[dict], steps: int = 6):
+    from lazyscope.model import Event, Meta, RunWriter, Step
+
+    writer = RunWriter(tmp_path / "r", Meta(target="train.py", target_kind="script"))
+    by_step = {}
+    for c in compiles:
+        by_step[c["step"]] = by_step.get(c["step"], 0) + 1
+        writer.write_event(Event.from_json(c))
+    for i in range(steps):
+        writer.write_step(Step(index=i, wall_s=0.01, compile_count=by_step.get(i, 0)))
+    writer.finish("ok")
+    return load_run(tmp_path / "r")
+
+
+def test_identical_graph_recompile_is_called_settling(tmp_path) -> None:
+    run = _run_with_compiles(tmp_path, [_compile_event(0, "d1", [[8, 32]]),
+                                        _compile_event(2, "d1", [[8, 32]])])
+    s = summarize(run)
+    assert s["compiles_after_warmup"] == 1 and s["settling_recompiles"] == [2]
+    assert verdict(s).startswith("no shape or code change after warm-up: the graph is static")
+
+
+def test_shape_change_after_warmup_is_not_settling(tmp_path) -> None:
+    run = _run_with_compiles(tmp_path, [_compile_event(0, "d1", [[8, 32]]),
+                                        _compile_event(2, "d2", [[8, 40]])])
+    s = summarize(run)
+    assert s["settling_recompiles"] == []
+    assert verdict(s).startswith("recompiled on 1 of 4 steps after warm-up")

@@ -221,9 +221,12 @@ def simulate_packing(lengths: list[int], rows: int, row_len: int) -> float:
 
 
 def _plan(name: str, hist: dict[int, int], bounds: list[int], model: CostModel, *,
-          items_per_step: float, rows_per_item: int, horizon: int, kind: str) -> dict[str, Any]:
-    """One candidate: predicted efficiency, graphs, execute/compile/total time over horizon."""
+          items_per_step: float, rows_per_item: int, horizon: int, kind: str,
+          real: int) -> dict[str, Any]:
+    """One candidate: predicted efficiency (``real`` tokens over padded ones), graphs,
+    execute/compile/total time over ``horizon`` steps."""
     n_items = sum(hist.values())
+    computed = rows_per_item * sum(c * bucket_of(v, bounds) for v, c in hist.items())
     used = sorted({bucket_of(v, bounds) for v in hist})
     units = plan_cost(hist, bounds, model) * rows_per_item
     steps_seen = n_items / items_per_step
@@ -236,7 +239,7 @@ def _plan(name: str, hist: dict[int, int], bounds: list[int], model: CostModel, 
         "boundaries": bounds,
         "buckets": len(bounds),
         "graphs": graphs,
-        "padding_efficiency": padding_efficiency(hist, bounds),
+        "padding_efficiency": real / computed if computed else 1.0,
         "predicted_execute": execute,
         "predicted_compile": compile_,
         "predicted_total": execute + compile_,
@@ -279,7 +282,9 @@ def advise(
         hist, per_step, rows_per_item, of = seq_hist, float(batch), 1, "sequence lengths"
     else:
         hist, per_step, rows_per_item, of = histogram(maxima), 1.0, batch, "batch maxima"
-    kw = {"items_per_step": per_step, "rows_per_item": rows_per_item, "horizon": horizon}
+    real = sum(lengths[: n_steps * batch])
+    kw = {"items_per_step": per_step, "rows_per_item": rows_per_item, "horizon": horizon,
+          "real": real}
     per_k = []
     for k in range(1, max_buckets + 1):
         bounds = optimal_buckets(hist, k, model, top=top)
@@ -294,7 +299,7 @@ def advise(
         kb = best["buckets"]
         gb = optimal_buckets(seq_hist, kb, model, top=top)
         g = _plan(f"grouped batching, K={len(gb)}", seq_hist, gb, model, kind="grouped",
-                  items_per_step=float(batch), rows_per_item=1, horizon=horizon)
+                  items_per_step=float(batch), rows_per_item=1, horizon=horizon, real=real)
         alternatives.append(g)
     eff = simulate_packing(lengths[: n_steps * batch], batch, top)
     real_per_step = sum(lengths[: n_steps * batch]) / n_steps

@@ -101,7 +101,7 @@ def optimal_buckets(
 
     ``top`` forces the last boundary (e.g. the model's max length, so unseen lengths still fit);
     it must be >= every length in ``hist``. Ties are broken towards fewer buckets, then smaller
-    boundaries. Raises ValueError for ``k < 1`` or an empty histogram.
+    previous boundaries. Raises ValueError for ``k < 1`` or an empty histogram.
     """
     if k < 1:
         raise ValueError(f"the number of buckets must be at least 1, got {k}")
@@ -133,12 +133,12 @@ def optimal_buckets(
             bestv, besti = inf, -1
             for i in range(kk - 2, j):
                 v = best[i] + rj * (pj - prefix[i + 1])
-                if v < bestv - 1e-9 * abs(bestv if bestv < inf else 0):
+                if v < bestv:  # strict: ties keep the smaller previous boundary
                     bestv, besti = v, i
             new[j], arg[j] = bestv, besti
         choice.append(arg)
         best = new
-        if best[n - 1] < result_cost * (1 - 1e-12):
+        if best[n - 1] < result_cost:  # strict: ties keep fewer buckets
             result_cost, result_k = best[n - 1], kk
     # backtrack result_k buckets ending at n-1
     bounds = []

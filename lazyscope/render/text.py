@@ -90,5 +90,29 @@ def render_text(run: Run) -> str:
     lines = render_summary_text(run, summary)
     if run.steps:
         lines += ["", *_step_rows(run.steps)]
+    lines += _bucket_advice_lines(run, summary)
     lines += ["", f"verdict: {verdict(summary)}"]
     return "\n".join(lines) + "\n"
+
+
+def _bucket_advice_lines(run: Run, summary: dict[str, Any]) -> list[str]:
+    """Bucket advice (issue 3) for runs that recompile on a varying sequence length."""
+    from lazyscope.analyze.buckets import advice_for_run
+
+    shapes = {s.extra.get("seq_len") for s in run.steps if "seq_len" in s.extra}
+    if summary["compiles_after_warmup"] == 0 or len(shapes) < 2:
+        return []
+    advice = advice_for_run(run)
+    if advice is None:
+        return []
+    best = advice["best"]
+    wins = [a["name"] for a in advice["alternatives"] if a.get("wins")]
+    return [
+        "",
+        f"bucket advice: the padded sequence length took {len(shapes)} values; "
+        f"{best['buckets']} bucket(s) {best['boundaries']} predict "
+        f"{fmt_seconds(best['predicted_total'])} over {advice['horizon']} steps "
+        f"(padding efficiency {best['padding_efficiency']:.2f})"
+        + (f"; better still: {', '.join(wins)}" if wins else "")
+        + f" (lazyscope advise {run.path} for the table)",
+    ]

@@ -129,6 +129,9 @@ def build_parser() -> argparse.ArgumentParser:
                         help="override the preset's max length (positions, pad-to-max)")
     parser.add_argument("--max-buckets", type=positive_int, default=8,
                         help="K limit for bucket:auto")
+    parser.add_argument("--horizon", type=positive_int, default=None,
+                        help="steps bucket:auto plans for (default --steps): a long horizon "
+                        "amortises more compilations, so it can pick more buckets")
     return parser
 
 
@@ -353,7 +356,7 @@ def main(argv: list[str] | None = None) -> int:
         prior = CostModel(crossover=base.crossover,
                           compile_s=COMPILE_PRIOR_STEPS * p.batch * base.row(p.max_len))
         advice = advise(flat, batch=p.batch, top=p.max_len, max_buckets=args.max_buckets,
-                        grouped=grouped, horizon=args.steps, model=prior)
+                        grouped=grouped, horizon=args.horizon or args.steps, model=prior)
         buckets = list(advice["best"]["boundaries"])
     elif args.padding.startswith("bucket:"):
         buckets = sorted({min(int(b), p.max_len) for b in args.padding[7:].split(",")} | {p.max_len})

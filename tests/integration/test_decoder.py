@@ -26,10 +26,12 @@ def _steps(run_dir: Path) -> list[dict]:
 def decoder_runs(tmp_path_factory) -> dict[str, Path]:
     base = tmp_path_factory.mktemp("decoder")
     runs = {}
-    for name, policy in (("longest", "longest"), ("bucket", "bucket:16")):
+    auto = ["--batching", "grouped", "--horizon", "100000", "--max-buckets", "3"]
+    for name, policy, more in (("longest", "longest", []), ("bucket", "bucket:16", []),
+                               ("auto", "bucket:auto", auto)):
         out = base / name
         proc = lazyscope_cmd("trace", "decoder", "--padding", policy, "--steps", "6", *SMALL,
-                             "--out", str(out))
+                             *more, "--out", str(out))
         assert proc.returncode == 0, proc.stdout + proc.stderr
         runs[name] = out
     return runs
@@ -99,3 +101,17 @@ def test_seed_preset_config_and_construction() -> None:
     assert len(model.blocks) == 24
     # 24 blocks of 12*d^2 + biases, embeddings, LM head: about 0.3 B parameters
     assert 300e6 < mod.n_params(model) < 310e6
+
+
+def test_bucket_auto_uses_the_advisors_buckets(decoder_runs) -> None:
+    run = decoder_runs["auto"]
+    meta = json.loads((run / "meta.json").read_text())
+    buckets = meta["info"]["buckets"]
+    # a long horizon amortises compilations: grouped batching gets several buckets, at most K
+    assert 2 <= len(buckets) <= 3 and buckets[-1] == 32 and meta["info"]["advice_k"] == len(buckets)
+    steps = _steps(run)
+    shapes = {s["extra"]["seq_len"] for s in steps}
+    assert shapes <= set(buckets)
+    for s in steps:
+        assert s["extra"]["seq_len"] == min(b for b in buckets if b >= s["extra"]["batch_max_len"])
+    assert report_json(run)["distinct_graphs"] == len(shapes)

@@ -422,8 +422,8 @@ def main(argv: list[str] | None = None) -> int:
                 with torch.no_grad(), backend.region("forward"):
                     logits = model(inputs, positions, mask, False)
                     loss = criterion(logits.view(-1, p.vocab), targets.view(-1))
+    final = float(loss.item()) if loss is not None else float("nan")  # waits for the device
     wall = time.perf_counter() - t0
-    final = float(loss.item()) if loss is not None else float("nan")
     print(
         f"decoder {args.preset} {args.mode} padding={args.padding} batching={args.batching} "
         f"attention={args.attention}: {args.steps} steps in {wall:.1f} s, "

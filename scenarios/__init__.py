@@ -32,5 +32,11 @@ SCENARIOS: dict[str, ScenarioInfo] = {
             "LazyTensor blog's dummy_step: a static graph vs a torch.cat-accumulated loss "
             "that changes the graph every step (--mode static|dynamic)",
         ),
+        ScenarioInfo(
+            "decoder",
+            "decoder.py",
+            "GPT-style decoder on variable-length sequences: padding policies max, longest, "
+            "pow2, bucket:B1,..|auto, packed (--padding), --mode train|eval, --preset tiny|seed",
+        ),
     ]
 }

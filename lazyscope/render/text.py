@@ -94,6 +94,7 @@ def render_text(run: Run) -> str:
         lines += ["", *_step_rows(run.steps)]
     lines += _event_rows(run)
     lines += render_findings_text(run)
+    lines += _bucket_advice_lines(run, summary)
     lines += ["", f"verdict: {verdict(summary)}"]
     return "\n".join(lines) + "\n"
 
@@ -129,3 +130,26 @@ def render_findings_text(run: Run) -> list[str]:
         lines.append(f"     {f['detail']}")
         lines.append(f"     fix: {f['fix']}")
     return lines
+
+
+def _bucket_advice_lines(run: Run, summary: dict[str, Any]) -> list[str]:
+    """Bucket advice (issue 3) for runs that recompile on a varying sequence length."""
+    from lazyscope.analyze.buckets import advice_for_run
+
+    shapes = {s.extra.get("seq_len") for s in run.steps if "seq_len" in s.extra}
+    if summary["compiles_after_warmup"] == 0 or len(shapes) < 2:
+        return []
+    advice = advice_for_run(run)
+    if advice is None:
+        return []
+    best = advice["best"]
+    wins = [a["name"] for a in advice["alternatives"] if a.get("wins")]
+    return [
+        "",
+        f"bucket advice: the padded sequence length took {len(shapes)} values; "
+        f"{best['buckets']} bucket(s) {best['boundaries']} predict "
+        f"{fmt_seconds(best['predicted_total'])} over {advice['horizon']} steps "
+        f"(padding efficiency {best['padding_efficiency']:.2f})"
+        + (f"; better still: {', '.join(wins)}" if wins else "")
+        + f" (lazyscope advise {run.path} for the table)",
+    ]

@@ -1,0 +1,52 @@
+"""`lazyscope compare` end to end on real torch_xla: two cheap policies, a few steps."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tests.conftest import lazyscope_cmd
+
+pytestmark = pytest.mark.xla
+
+
+@pytest.fixture(scope="session")
+def comparison(tmp_path_factory):
+    out = tmp_path_factory.mktemp("compare") / "cmp"
+    proc = lazyscope_cmd("compare", "decoder", "--policies", "max,packed", "--steps", "3",
+                         "--max-len", "32", "--batch", "4", "--mode", "train", "--out", str(out))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    return out, proc
+
+
+def test_compare_writes_runs_json_png_and_a_table(comparison) -> None:
+    out, proc = comparison
+    lines = proc.stdout.splitlines()
+    assert lines[0].startswith("[1/2] max ") and lines[1].startswith("[2/2] packed ")
+    assert "real tok/s" in proc.stdout and "packed / max" in proc.stdout
+    data = json.loads((out / "compare.json").read_text())
+    rows = {r["policy"]: r for r in data["rows"]}
+    assert set(rows) == {"max", "packed"} and data["failed"] == []
+    for name in ("max", "packed"):
+        r = rows[name]
+        assert (out / name / "meta.json").exists() and r["status"] == "ok" and r["steps"] == 3
+        # one static shape each: every compilation happens in the first step(s)
+        assert r["distinct_shapes"] == 1 and 1 <= r["distinct_graphs"] <= 2
+        assert r["compiles"] == r["distinct_graphs"]
+        assert len(r["cumulative_wall_s"]) == 3
+        assert r["tokens_per_s"] == pytest.approx(r["real_tokens"] / r["wall_s"])
+    assert rows["packed"]["padding_efficiency"] >= 0.9
+    assert rows["max"]["padding_efficiency"] <= 0.7
+    assert rows["packed"]["real_tokens"] > rows["max"]["real_tokens"]
+    png = (out / "compare.png").read_bytes()
+    assert png[:4] == b"\x89PNG" and len(png) > 10_000
+
+
+def test_compare_refuses_to_overwrite_without_force(comparison) -> None:
+    out, _ = comparison
+    proc = lazyscope_cmd("compare", "decoder", "--policies", "max", "--steps", "1",
+                         "--out", str(out))
+    assert proc.returncode == 3
+    assert proc.stderr.strip() == f"lazyscope: {out} already exists; use --force to replace it"
+    assert (out / "compare.json").exists()

@@ -394,3 +394,18 @@ def advice_for_run(run: Any, *, max_buckets: int = 8, horizon: int | None = None
                     horizon=horizon or len(run.steps), model=model)
     advice["run_policy"] = info.get("policy")
     return advice
+
+
+def advice_if_recompiling(run: Any) -> dict | None:
+    """:func:`advice_for_run` for a run that recompiled after warm-up while its padded sequence
+    length (the ``seq_len`` step annotation) took several values; ``None`` otherwise. This is the
+    advice the text, JSON and HTML reports show."""
+    warmup = max(0, int(run.meta.warmup_steps))
+    shapes = {s.extra.get("seq_len") for s in run.steps if "seq_len" in s.extra}
+    recompiled = any(s.compile_count for s in run.steps if s.index >= warmup)
+    if not recompiled or len(shapes) < 2:
+        return None
+    advice = advice_for_run(run)
+    if advice is not None:
+        advice["seq_len_values"] = len(shapes)
+    return advice

@@ -30,6 +30,12 @@ def report_dict(run: Run) -> dict[str, Any]:
     from lazyscope.analyze.findings import findings
 
     summary["findings"] = findings(run)
+    # issue 3: bucket advice for runs that recompile on a varying sequence length
+    from lazyscope.analyze.buckets import advice_if_recompiling
+
+    advice = advice_if_recompiling(run)
+    if advice is not None:
+        summary["advice"] = advice
     return summary
 
 

@@ -134,19 +134,17 @@ def render_findings_text(run: Run) -> list[str]:
 
 def _bucket_advice_lines(run: Run, summary: dict[str, Any]) -> list[str]:
     """Bucket advice (issue 3) for runs that recompile on a varying sequence length."""
-    from lazyscope.analyze.buckets import advice_for_run
+    from lazyscope.analyze.buckets import advice_if_recompiling
 
-    shapes = {s.extra.get("seq_len") for s in run.steps if "seq_len" in s.extra}
-    if summary["compiles_after_warmup"] == 0 or len(shapes) < 2:
-        return []
-    advice = advice_for_run(run)
+    advice = advice_if_recompiling(run)
     if advice is None:
         return []
+    n_shapes = advice["seq_len_values"]
     best = advice["best"]
     wins = [a["name"] for a in advice["alternatives"] if a.get("wins")]
     return [
         "",
-        f"bucket advice: the padded sequence length took {len(shapes)} values; "
+        f"bucket advice: the padded sequence length took {n_shapes} values; "
         f"{best['buckets']} bucket(s) {best['boundaries']} predict "
         f"{fmt_seconds(best['predicted_total'])} over {advice['horizon']} steps "
         f"(padding efficiency {best['padding_efficiency']:.2f})"

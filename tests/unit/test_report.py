@@ -91,3 +91,18 @@ def test_shape_change_after_warmup_is_not_settling(tmp_path) -> None:
     s = summarize(run)
     assert s["settling_recompiles"] == []
     assert verdict(s).startswith("recompiled on 1 of 4 steps after warm-up")
+
+
+def test_bucket_advice_in_every_report_of_a_recompiling_decoder_run(data_run) -> None:
+    """A decoder run padded to the longest sequence recompiles on seq_len: the JSON, text and
+    HTML reports carry the bucket advice; a static run carries none."""
+    from lazyscope.render.html import write_html
+
+    run = load_run(data_run("decoder_longest6"))
+    report = json.loads(RENDERERS["json"](run))
+    advice = report["advice"]
+    assert advice["seq_len_values"] == 5 and advice["best"]["boundaries"]
+    assert advice["best"]["boundaries"][-1] == advice["top"]
+    assert "bucket advice: the padded sequence length took 5 values" in RENDERERS["text"](run)
+    assert "Bucket advice" in write_html(run).read_text()
+    assert "advice" not in json.loads(RENDERERS["json"](load_run(data_run("static20"))))

@@ -98,11 +98,12 @@ def validate_scenario_args(target: Target) -> None:
     if target.kind != "scenario":
         return
     module = _load_module_from(target.path)
-    parser = module.build_parser()
+    # a scenario's parse_args() also cross-checks arguments; else its parser alone
+    parse = getattr(module, "parse_args", None) or module.build_parser().parse_args
     err = io.StringIO()
     try:
         with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
-            parser.parse_args(target.argv)
+            parse(target.argv)
     except SystemExit as exc:
         if exc.code in (0, None):
             return

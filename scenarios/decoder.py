@@ -323,13 +323,19 @@ def resolve(args: argparse.Namespace) -> Preset:
     return p
 
 
-def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    """Parse and cross-check the arguments (the CLI calls this before anything runs)."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
     p = resolve(args)
     if args.lengths and max(args.lengths) > p.max_len:
-        build_parser().error(
-            f"--lengths holds length {max(args.lengths)} > max length {p.max_len}"
-        )
+        parser.error(f"--lengths holds length {max(args.lengths)} > max length {p.max_len}")
+    return args
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    p = resolve(args)
     import torch
 
     from lazyscope.analyze.buckets import Packer, advise, cost_model_from_info

@@ -41,6 +41,29 @@ def test_bad_scenario_option_values(capsys, tmp_path, args, needle) -> None:
     assert not out.exists()  # validated before anything was written
 
 
+@pytest.mark.parametrize(
+    ("args", "needle"),
+    [
+        (["--padding", "bucket:64,abc"], "malformed bucket list 'bucket:64,abc'"),
+        (["--padding", "bucket:0,64"], "bucket sizes must be >= 1"),
+        (["--padding", "diagonal"], "unknown padding policy 'diagonal'"),
+        (["--max-buckets", "0"], "argument --max-buckets: must be at least 1, got 0"),
+        (["--lengths", "LONG"], "--lengths holds length 300 > max length 256"),
+        (["--lengths", "/no/such/lengths.txt"], "cannot read lengths file /no/such/lengths.txt"),
+    ],
+)
+def test_bad_decoder_option_values(capsys, tmp_path, args, needle) -> None:
+    """Bucket lists, K < 1 and lengths files are checked before anything runs or is written."""
+    long_file = tmp_path / "lengths.txt"
+    long_file.write_text("10\n300\n")
+    args = [str(long_file) if a == "LONG" else a for a in args]
+    out = tmp_path / "run"
+    assert main(["trace", "decoder", "--out", str(out), *args]) == EXIT_USAGE
+    line = one_line(capsys)
+    assert line.startswith("lazyscope: bad arguments for scenario decoder: ") and needle in line
+    assert not out.exists()
+
+
 def test_script_path_is_a_directory(capsys, tmp_path) -> None:
     d = tmp_path / "scripts.py"
     d.mkdir()

@@ -176,26 +176,9 @@ def load_compare(out: Path) -> dict[str, Any]:
 
 def read_lengths_file(path: Path) -> list[int]:
     """One positive integer per line (blank lines skipped); UsageError naming the bad line."""
+    from lazyscope.scenario_kit import read_lengths
+
     try:
-        raw = Path(path).read_text(encoding="utf-8")
-    except OSError as err:
-        raise UsageError(f"cannot read lengths file {path}: {err.strerror}") from None
-    except UnicodeDecodeError:
-        raise UsageError(f"lengths file {path} is not text") from None
-    values = []
-    for n, line in enumerate(raw.splitlines(), 1):
-        line = line.strip()
-        if not line:
-            continue
-        try:
-            v = int(line)
-        except ValueError:
-            raise UsageError(
-                f"lengths file {path} line {n}: {line[:30]!r} is not an integer"
-            ) from None
-        if v < 1:
-            raise UsageError(f"lengths file {path} line {n}: length {v} is below 1")
-        values.append(v)
-    if not values:
-        raise UsageError(f"lengths file {path} holds no lengths")
-    return values
+        return read_lengths(path)
+    except ValueError as err:
+        raise UsageError(str(err)) from None

@@ -8,6 +8,7 @@ This module imports no torch: the CLI validates a scenario's arguments before an
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 
 from lazyscope.backends import BACKENDS, Backend, get_backend
 
@@ -21,6 +22,33 @@ def positive_int(text: str) -> int:
     if value < 1:
         raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
     return value
+
+
+def read_lengths(path: str | Path) -> list[int]:
+    """A lengths file: one positive integer per line, blank lines skipped.
+
+    Raises ValueError with a message naming the file and the bad line."""
+    try:
+        raw = Path(path).read_text(encoding="utf-8")
+    except OSError as err:
+        raise ValueError(f"cannot read lengths file {path}: {err.strerror}") from None
+    except UnicodeDecodeError:
+        raise ValueError(f"lengths file {path} is not text") from None
+    values = []
+    for n, line in enumerate(raw.splitlines(), 1):
+        line = line.strip()
+        if not line:
+            continue
+        try:
+            v = int(line)
+        except ValueError:
+            raise ValueError(f"lengths file {path} line {n}: {line[:30]!r} is not an integer") from None
+        if v < 1:
+            raise ValueError(f"lengths file {path} line {n}: length {v} is below 1")
+        values.append(v)
+    if not values:
+        raise ValueError(f"lengths file {path} holds no lengths")
+    return values
 
 
 def base_parser(description: str, *, default_steps: int = 20, prog: str | None = None) -> argparse.ArgumentParser:

@@ -32,11 +32,10 @@ import random
 import sys
 import time
 from collections.abc import Callable, Iterator
-from pathlib import Path
 from typing import Any, NamedTuple
 
 # (NamedTuple, not dataclasses: the CLI loads this file without registering it as a module)
-from lazyscope.scenario_kit import backend_from_args, base_parser, positive_int
+from lazyscope.scenario_kit import backend_from_args, base_parser, positive_int, read_lengths
 
 
 class Preset(NamedTuple):
@@ -82,30 +81,10 @@ def padding_policy(text: str) -> str:
 
 def lengths_file(text: str) -> list[int]:
     """argparse type: a file with one positive integer length per line (blank lines skipped)."""
-    path = Path(text)
     try:
-        raw = path.read_text(encoding="utf-8")
-    except OSError as err:
-        raise argparse.ArgumentTypeError(f"cannot read lengths file {text}: {err.strerror}") from None
-    except UnicodeDecodeError:
-        raise argparse.ArgumentTypeError(f"lengths file {text} is not text") from None
-    values = []
-    for n, line in enumerate(raw.splitlines(), 1):
-        line = line.strip()
-        if not line:
-            continue
-        try:
-            v = int(line)
-        except ValueError:
-            raise argparse.ArgumentTypeError(
-                f"lengths file {text} line {n}: {line[:30]!r} is not an integer"
-            ) from None
-        if v < 1:
-            raise argparse.ArgumentTypeError(f"lengths file {text} line {n}: length {v} < 1")
-        values.append(v)
-    if not values:
-        raise argparse.ArgumentTypeError(f"lengths file {text} holds no lengths")
-    return values
+        return read_lengths(text)
+    except ValueError as err:
+        raise argparse.ArgumentTypeError(str(err)) from None
 
 
 def build_parser() -> argparse.ArgumentParser:

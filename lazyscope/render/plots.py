@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 from lazyscope.model import Run
 
@@ -18,13 +21,25 @@ def _pyplot():
     return plt
 
 
+@contextlib.contextmanager
+def figure(path: Path, *, ncols: int = 1, figsize: tuple[float, float] = (8, 4)
+           ) -> Iterator[tuple[Any, Any]]:
+    """A figure with ``ncols`` axes, saved to ``path`` as PNG on success and closed always."""
+    plt = _pyplot()
+    fig, axes = plt.subplots(1, ncols, figsize=figsize, dpi=100)
+    try:
+        yield fig, axes
+        fig.tight_layout()
+        fig.savefig(path)
+    finally:
+        plt.close(fig)
+
+
 def write_timeline(run: Run, path: Path | None = None) -> Path:
     """Step time per step, compilation steps marked: the LazyTensor blog's static vs dynamic
     picture. Returns the PNG's path (``RUN/timeline.png`` by default)."""
-    plt = _pyplot()
     path = Path(path) if path else run.path / TIMELINE_PNG
-    fig, ax = plt.subplots(figsize=(8, 4), dpi=100)
-    try:
+    with figure(path) as (fig, ax):
         xs = [s.index for s in run.steps]
         ys = [s.wall_s * 1e3 for s in run.steps]
         ax.plot(xs, ys, color="#1f77b4", marker=".", linewidth=1, label="step time")
@@ -43,10 +58,6 @@ def write_timeline(run: Run, path: Path | None = None) -> Path:
         ax.set_title(f"{title}\n{len(cx)} of {len(xs)} steps compiled", fontsize=9)
         ax.grid(alpha=0.3)
         ax.legend(fontsize=8)
-        fig.tight_layout()
-        fig.savefig(path)
-    finally:
-        plt.close(fig)
     return path
 
 
@@ -74,12 +85,10 @@ def step_time_split(run: Run) -> dict[str, list[float]]:
 def write_time_split(run: Run, path: Path | None = None) -> Path:
     """Stacked bars per step: compile / execute / transfer / host time (ms). Returns the PNG's
     path (``RUN/time_split.png`` by default)."""
-    plt = _pyplot()
     path = Path(path) if path else run.path / TIME_SPLIT_PNG
     split = step_time_split(run)
     xs = [s.index for s in run.steps]
-    fig, ax = plt.subplots(figsize=(8, 4), dpi=100)
-    try:
+    with figure(path) as (fig, ax):
         bottom = [0.0] * len(xs)
         for name, colour in SPLIT_PARTS:
             ys = [v * 1e3 for v in split[name]]
@@ -94,20 +103,14 @@ def write_time_split(run: Run, path: Path | None = None) -> Path:
         ax.set_title(f"where each step's time went ({parts})", fontsize=9)
         ax.grid(alpha=0.3, axis="y")
         ax.legend(fontsize=8)
-        fig.tight_layout()
-        fig.savefig(path)
-    finally:
-        plt.close(fig)
     return path
 
 
 def write_cumulative(run: Run, path: Path | None = None) -> Path:
     """Cumulative wall time against step, with the compilation time inside it; compilation steps
     marked. Returns the PNG's path (``RUN/cumulative.png`` by default)."""
-    plt = _pyplot()
     path = Path(path) if path else run.path / CUMULATIVE_PNG
-    fig, ax = plt.subplots(figsize=(8, 4), dpi=100)
-    try:
+    with figure(path) as (fig, ax):
         xs, wall, comp = [], [], []
         tw = tc = 0.0
         for s in run.steps:
@@ -127,8 +130,4 @@ def write_cumulative(run: Run, path: Path | None = None) -> Path:
         ax.set_title(f"{tw:.2f} s wall in {len(xs)} steps, {tc:.2f} s compiling", fontsize=9)
         ax.grid(alpha=0.3)
         ax.legend(fontsize=8)
-        fig.tight_layout()
-        fig.savefig(path)
-    finally:
-        plt.close(fig)
     return path

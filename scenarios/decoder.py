@@ -147,6 +147,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--autocast", choices=["none", "bf16"], default="none",
                         help="bf16: torch.autocast around forward and loss (the article's "
                         "setting on the GPU; eager/compile backends)")
+    parser.add_argument("--graph-break", action="store_true",
+                        help="plant torch._dynamo.graph_break() in the model's forward (a graph "
+                        "break under --backend compile, a no-op elsewhere)")
     parser.add_argument("--vocab", type=positive_int, default=None,
                         help="override the preset's vocabulary (e.g. GPT-2's 50257 against the "
                         "padded 50304)")
@@ -533,7 +536,7 @@ def layout_batch(batch: Batch, attention: str, dev: Any, train: bool, needs_mask
 # --------------------------------------------------------------------------------- model
 
 
-def build_model(p: Preset, attn_fn: Callable[..., Any]) -> Any:
+def build_model(p: Preset, attn_fn: Callable[..., Any], graph_break: bool = False) -> Any:
     import torch
     from torch import nn
 
@@ -571,6 +574,8 @@ def build_model(p: Preset, attn_fn: Callable[..., Any]) -> Any:
         def forward(self, inputs: torch.Tensor, positions: torch.Tensor, mask: Any,
                     causal: bool) -> torch.Tensor:
             x = self.embedding(inputs) + self.positional_embedding(positions)
+            if graph_break:
+                torch._dynamo.graph_break()  # planted graph break (--graph-break)
             for blk in self.blocks:
                 x = blk(x, mask, causal)
             return self.output(self.norm(x))
@@ -648,6 +653,7 @@ def main(argv: list[str] | None = None) -> int:
         scenario="decoder", preset=args.preset, policy=args.padding, batching=args.batching,
         mode=args.mode, attention=args.attention, layout=layout, sdpa_backend=args.sdpa_backend,
         autocast=args.autocast, optimizer=args.optimizer, buckets=buckets,
+        graph_break=args.graph_break,
         dim=p.dim, layers=p.layers, heads=p.heads, vocab=p.vocab, max_len=p.max_len,
         batch=p.batch, seed=args.seed, lengths_source="file" if args.lengths else "uniform",
         advice_k=advice["best"]["buckets"] if advice else None,
@@ -664,7 +670,7 @@ def main(argv: list[str] | None = None) -> int:
         add_note("flex: flex_attention outside torch.compile runs PyTorch's unfused reference "
                  "implementation (it materialises the full score matrix); --backend compile "
                  "generates the fused kernel")
-    model = build_model(p, attn_fn).to(dev)
+    model = build_model(p, attn_fn, args.graph_break).to(dev)
     model = backend.prepare_model(model)
     model.train(train)
     opt: Any = None

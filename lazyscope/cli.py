@@ -255,6 +255,8 @@ def tensorboard_cmd(run_dir: Path, port: int) -> None:
 @click.option("--policies", default="max,longest,pow2,bucket:auto,packed", show_default=True,
               help="comma-separated padding policies (bucket:B1,B2,... keeps its commas)")
 @click.option("--steps", type=click.IntRange(min=1), default=40, show_default=True)
+@click.option("--backends", default=None,
+              help="comma-separated backends (e.g. xla,compile): every backend x policy, one table")
 @click.option("--preset", default=None, help="the scenario's --preset (tiny|seed)")
 @click.option("--mode", default=None, help="the scenario's --mode (train|eval)")
 @click.option("--out", type=click.Path(path_type=Path), default=None,
@@ -263,16 +265,17 @@ def tensorboard_cmd(run_dir: Path, port: int) -> None:
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text",
               show_default=True)
 def compare_cmd(scenario: str, scenario_args: tuple[str, ...], policies: str, steps: int,
-                preset: str | None, mode: str | None, out: Path | None, force: bool,
-                fmt: str) -> int:
+                backends: str | None, preset: str | None, mode: str | None, out: Path | None,
+                force: bool, fmt: str) -> int:
     """Run SCENARIO once per padding policy (each in a fresh process) and compare them.
 
-    Writes OUT/<policy>/ (a run directory each), OUT/compare.json and OUT/compare.png.
+    Writes OUT/<policy>/ (a run directory each; OUT/<backend>/<policy>/ with --backends),
+    OUT/compare.json, OUT/compare.png and OUT/report.html.
     Arguments after SCENARIO go to the scenario (e.g. --batching grouped).
     """
     import json as _json
 
-    from lazyscope.compare import parse_policies, run_compare
+    from lazyscope.compare import parse_backends, parse_policies, run_compare
     from lazyscope.errors import EXIT_TARGET_FAILED
     from lazyscope.render.compare import COMPARE_PNG, render_compare_text, write_compare_png
 
@@ -285,17 +288,25 @@ def compare_cmd(scenario: str, scenario_args: tuple[str, ...], policies: str, st
         extra += ["--mode", mode]
     out = out or _default_out(f"compare-{scenario}")
     result = run_compare(scenario, parse_policies(policies), steps=steps, out=out, extra=extra,
-                         force=force, progress=lambda line: click.echo(line, err=fmt == "json"))
+                         force=force, progress=lambda line: click.echo(line, err=fmt == "json"),
+                         backends=parse_backends(backends))
     try:
         write_compare_png(result, out / COMPARE_PNG)
     except OSError as err:
         click.echo(f"lazyscope: warning: could not write {out / COMPARE_PNG}: {err}", err=True)
+    try:
+        from lazyscope.render.html import write_compare_html
+
+        write_compare_html(out, result)
+    except OSError as err:
+        click.echo(f"lazyscope: warning: could not write {out / 'report.html'}: {err}", err=True)
     if fmt == "json":
         click.echo(_json.dumps(result, indent=2))
     else:
         click.echo("")
         click.echo(render_compare_text(result), nl=False)
-        click.echo(f"comparison saved in {out} (compare.json, compare.png, one run per policy)")
+        click.echo(f"comparison saved in {out} (compare.json, compare.png, report.html, one run "
+                   f"per {'backend x policy' if backends else 'policy'})")
     return EXIT_TARGET_FAILED if result["failed"] else 0
 
 

@@ -9,6 +9,11 @@ Order: the policies and the scenario's arguments are validated (with the scenari
 before anything is written; ``OUT`` is never replaced without ``--force``, and then only when it
 holds a previous comparison. A policy whose run fails is reported in its row and the others
 still run; :func:`run_compare` returns the result and lets the CLI pick the exit code.
+
+``backends`` (``lazyscope compare --backends xla,compile``): every backend x policy runs in its
+own process (``trace --backend B``); runs are kept under ``OUT/<backend>/<policy>/``, each row is
+labelled ``backend/policy`` and carries ``backend``; the ratios add each backend's tokens/s over
+the first backend's for the same policy. One table, one picture.
 """
 
 from __future__ import annotations
@@ -50,6 +55,22 @@ def parse_policies(text: str) -> list[str]:
             out.append(part)
     if len(set(out)) != len(out):
         raise UsageError(f"a policy is repeated in --policies {text!r}")
+    return out
+
+
+def parse_backends(text: str | None) -> list[str]:
+    """``xla,compile`` -> ``["xla", "compile"]``; UsageError naming the choices."""
+    from lazyscope.backends import BACKENDS
+
+    if not text:
+        return []
+    out = [b.strip() for b in text.split(",")]
+    for b in out:
+        if b not in BACKENDS:
+            raise UsageError(f"unknown backend {b!r} in --backends; choose from: "
+                             f"{', '.join(sorted(BACKENDS))}")
+    if len(set(out)) != len(out):
+        raise UsageError(f"a backend is repeated in --backends {text!r}")
     return out
 
 
@@ -97,13 +118,17 @@ def run_compare(
     force: bool = False,
     progress: Callable[[str], None] | None = None,
     timeout: float | None = None,
+    backends: list[str] | None = None,
 ) -> dict[str, Any]:
-    """Trace ``scenario`` once per policy in fresh processes; return the comparison dict
-    (``scenario``, ``steps``, ``args``, ``rows``, ``ratios``, ``failed``) also written to
-    ``out/compare.json``."""
+    """Trace ``scenario`` once per policy (and per backend, when ``backends`` is given) in fresh
+    processes; return the comparison dict (``scenario``, ``steps``, ``args``, ``rows``,
+    ``ratios``, ``failed``, ``backends``) also written to ``out/compare.json``."""
     extra = list(extra or [])
+    backends = list(backends or [])
     if not policies:
         raise UsageError("no policies to compare")
+    if backends and "--backend" in extra:
+        raise UsageError("give the backends with --backends, not --backend")
     _validate(scenario, policies, steps, extra)
     _prepare_out(out, force)
     say = progress or (lambda _line: None)
@@ -112,14 +137,21 @@ def run_compare(
     env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
     named = []
     failures: dict[str, str] = {}
-    for n, policy in enumerate(policies, 1):
-        run_dir = out / policy_slug(policy)
+    cases = [(b, p) for b in backends for p in policies] if backends else \
+        [(None, p) for p in policies]
+    total = len(cases)
+    for n, (backend, policy_name) in enumerate(cases, 1):
+        policy = f"{backend}/{policy_name}" if backend else policy_name
+        slug = f"{backend}/{policy_slug(policy_name)}" if backend else policy_slug(policy_name)
+        run_dir = out / slug
+        run_dir.parent.mkdir(parents=True, exist_ok=True)
         cmd = [sys.executable, "-m", "lazyscope", "trace", scenario, "--steps", str(steps),
-               "--out", str(run_dir), "--padding", policy, *extra]
+               "--out", str(run_dir), "--padding", policy_name, *extra]
+        if backend:
+            cmd[4:4] = ["--backend", backend]
         try:
             proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout)
-            (out / f"{policy_slug(policy)}.log").write_text(proc.stdout + proc.stderr,
-                                                           encoding="utf-8")
+            (out / f"{slug}.log").write_text(proc.stdout + proc.stderr, encoding="utf-8")
             code, err = proc.returncode, _last_line(proc.stderr or proc.stdout)
         except subprocess.TimeoutExpired:
             code, err = -1, f"timed out after {timeout} s"
@@ -128,7 +160,7 @@ def run_compare(
         except LazyscopeError as exc:
             failures[policy] = err if code else str(exc)
             named.append((policy, None, str(run_dir)))
-            say(f"[{n}/{len(policies)}] {policy:<14} FAILED: {failures[policy]}")
+            say(f"[{n}/{total}] {policy:<14} FAILED: {failures[policy]}")
             continue
         if code != 0:
             failures[policy] = err
@@ -136,31 +168,54 @@ def run_compare(
         row = compare_rows([(policy, run)])[0]
         eff = row["padding_efficiency"]
         say(
-            f"[{n}/{len(policies)}] {policy:<14} {row['steps']} steps, {row['compiles']} compiles, "
+            f"[{n}/{total}] {policy:<14} {row['steps']} steps, {row['compiles']} compiles, "
             f"{row['wall_s']:.1f} s wall, {row['tokens_per_s']:.0f} real tokens/s, "
             f"padding efficiency {'-' if eff is None else f'{eff:.2f}'}"
             + (f"  FAILED: {err}" if code else "")
         )
     rows = []
-    for policy, run, path in named:
+    for (backend, _), (policy, run, path) in zip(cases, named, strict=True):
         if run is None:
-            rows.append(failed_row(policy, path, failures[policy]))
+            row = failed_row(policy, path, failures[policy])
         else:
             row = compare_rows([(policy, run)])[0]
             if policy in failures:
                 row["status"], row["error"] = "failed", failures[policy]
-            rows.append(row)
+        if backend:
+            row["backend"] = backend
+        rows.append(row)
     result = {
         "scenario": scenario,
         "steps": steps,
         "args": extra,
         "policies": policies,
+        "backends": backends,
         "rows": rows,
-        "ratios": ratios(rows),
+        "ratios": backend_ratios(rows, backends, policies) if backends else ratios(rows),
         "failed": sorted(failures),
     }
     (out / COMPARE_JSON).write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
     return result
+
+
+def backend_ratios(rows: list[dict[str, Any]], backends: list[str],
+                   policies: list[str]) -> dict[str, float]:
+    """Real tokens/s of each backend over the first backend's, policy by policy; then, inside
+    each backend, every policy over its ``longest`` and ``max`` (as :func:`ratios`)."""
+    by = {r["policy"]: r for r in rows if r["tokens_per_s"] > 0}
+    out: dict[str, float] = {}
+    first = backends[0]
+    for policy in policies:
+        base = by.get(f"{first}/{policy}")
+        for b in backends[1:]:
+            r = by.get(f"{b}/{policy}")
+            if base and r:
+                out[f"{b}/{policy} / {first}/{policy}"] = r["tokens_per_s"] / base["tokens_per_s"]
+    for b in backends:
+        mine = [{**r, "policy": r["policy"].split("/", 1)[1]} for r in rows
+                if r.get("backend") == b]
+        out.update({f"{b}: {k}": v for k, v in ratios(mine).items()})
+    return out
 
 
 def load_compare(out: Path) -> dict[str, Any]:

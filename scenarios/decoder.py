@@ -21,16 +21,34 @@ everything is seeded. Padding policies:
     lazyscope compare decoder --policies max,longest,pow2,bucket:auto,packed --steps 40
 
 Attention is a pluggable function ``attn(q, k, v, *, mask, causal) -> out`` looked up in
-``ATTENTION``; another backend can register more (nested/jagged, varlen, FlexAttention).
+``ATTENTION``. Besides ``sdpa`` / ``sdpa-causal`` / ``math`` (padded layouts, every backend), the
+article's padding-free variants run on the eager/compile backends (``LAYOUT`` says how a batch
+is laid out for each):
+
+* ``nested``   NestedTensor, jagged layout, with SDPA (one ragged sequence per document)
+* ``varlen``   all documents concatenated into one row, ``cu_seqlens``: PyTorch's own
+               ``torch.nn.attention.varlen.varlen_attn`` when the installed torch has it, else
+               ``flash_attn.flash_attn_varlen_func`` (CUDA)
+* ``flex``     FlexAttention with a document (and causal) ``BlockMask`` over the padded batch
+* ``xformers`` concatenated documents, ``xformers`` ``BlockDiagonalMask`` (CUDA)
+
+``--sdpa-backend math|flash|efficient|cudnn`` runs SDPA inside ``torch.nn.attention.sdpa_kernel``
+(the nanoGPT article's kernel choice); ``--vocab`` overrides the preset's vocabulary (GPT-2's
+50257 against the padded 50304). A variant the backend cannot lower (XLA: nested, varlen, flex,
+xformers) is refused (exit 2). A variant that is not installed or needs a GPU is *skipped*: the
+run ends ``ok`` with zero steps and the note ``skipped: <reason>`` that ``lazyscope report``
+shows; nothing is faked.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import math
 import random
 import sys
 import time
+import warnings
 from collections.abc import Callable, Iterator
 from typing import Any, NamedTuple
 
@@ -99,7 +117,21 @@ def build_parser() -> argparse.ArgumentParser:
                         help="random batches, or a length-grouped sampler (sorted pools)")
     parser.add_argument("--attention", choices=sorted(ATTENTION), default="sdpa",
                         help="sdpa: SDPA with the padding/document mask; sdpa-causal: "
-                        "is_causal=True (packed rows keep their document mask); math: explicit")
+                        "is_causal=True (packed rows keep their document mask); math: explicit; "
+                        "nested: jagged NestedTensor + SDPA; varlen: cu_seqlens varlen attention; "
+                        "flex: FlexAttention + document BlockMask; xformers: BlockDiagonalMask")
+    parser.add_argument("--sdpa-backend", choices=SDPA_BACKENDS, default="auto",
+                        help="SDPA kernel (torch.nn.attention.sdpa_kernel) for sdpa, sdpa-causal "
+                        "and nested on the eager/compile backends")
+    parser.add_argument("--autocast", choices=["none", "bf16"], default="none",
+                        help="bf16: torch.autocast around forward and loss (the article's "
+                        "setting on the GPU; eager/compile backends)")
+    parser.add_argument("--graph-break", action="store_true",
+                        help="plant torch._dynamo.graph_break() in the model's forward (a graph "
+                        "break under --backend compile, a no-op elsewhere)")
+    parser.add_argument("--vocab", type=positive_int, default=None,
+                        help="override the preset's vocabulary (e.g. GPT-2's 50257 against the "
+                        "padded 50304)")
     parser.add_argument("--optimizer", choices=["sgd", "adamw"], default="sgd")
     parser.add_argument("--lengths", type=lengths_file, default=None, metavar="FILE",
                         help="draw lengths from this file (one per line) instead of uniform")
@@ -221,12 +253,91 @@ def attn_math(q: Any, k: Any, v: Any, *, mask: Any, causal: bool) -> Any:
     return att.softmax(dim=-1) @ v
 
 
-#: name -> (function, needs_mask(packed) -> bool). Register CUDA-only variants here.
+def attn_nested(q: Any, k: Any, v: Any, *, mask: Any, causal: bool) -> Any:
+    """SDPA on jagged NestedTensors (B, H, j, D): no padding, no mask; causal in training.
+
+    Off CUDA the only jagged kernel is math, which wants each of q/k/v contiguous in
+    (B, j, H, D): the views ``chunk`` made are copied once there."""
+    import torch.nn.functional as F
+
+    if q.device.type != "cuda":
+        q, k, v = (t.transpose(1, 2).contiguous().transpose(1, 2) for t in (q, k, v))
+    return F.scaled_dot_product_attention(q, k, v, is_causal=causal)
+
+
+def _varlen_impl() -> tuple[str, Callable[..., Any]] | None:
+    """PyTorch's own varlen attention when this torch has it, else flash-attn's, else None."""
+    import importlib
+    import importlib.util
+
+    try:
+        mod = importlib.import_module("torch.nn.attention.varlen")
+        fn = getattr(mod, "varlen_attn", None)
+        if fn is not None:
+            return "torch.nn.attention.varlen.varlen_attn", fn
+    except ImportError:
+        pass
+    if importlib.util.find_spec("flash_attn") is not None:
+        from flash_attn import flash_attn_varlen_func
+
+        return "flash_attn.flash_attn_varlen_func", flash_attn_varlen_func
+    return None
+
+
+def attn_varlen(q: Any, k: Any, v: Any, *, mask: Any, causal: bool) -> Any:
+    """Varlen attention over one concatenated row: ``mask`` is ``(cu_seqlens, max_seqlen)``;
+    q/k/v (1, H, N, D) become (N, H, D) as the varlen APIs take them."""
+    cu, max_len = mask
+    impl = _varlen_impl()
+    assert impl is not None, "varlen attention is not available (checked before the run)"
+    name, fn = impl
+    q1, k1, v1 = (t[0].transpose(0, 1) for t in (q, k, v))
+    if name.startswith("torch"):
+        out = fn(q1, k1, v1, cu, cu, max_len, max_len, is_causal=causal)
+    else:
+        out = fn(q1, k1, v1, cu_seqlens_q=cu, cu_seqlens_k=cu, max_seqlen_q=max_len,
+                 max_seqlen_k=max_len, causal=causal)
+    return out.transpose(0, 1)[None]
+
+
+def attn_flex(q: Any, k: Any, v: Any, *, mask: Any, causal: bool) -> Any:
+    """FlexAttention with a document (and, in training, causal) ``BlockMask`` (``mask``)."""
+    from torch.nn.attention.flex_attention import flex_attention
+
+    return flex_attention(q, k, v, block_mask=mask)
+
+
+def attn_xformers(q: Any, k: Any, v: Any, *, mask: Any, causal: bool) -> Any:
+    """xFormers memory-efficient attention with a ``BlockDiagonalMask`` (``mask``) over one
+    concatenated row; xFormers takes (B, M, H, K)."""
+    from xformers.ops import memory_efficient_attention
+
+    bias = mask.make_causal() if causal else mask
+    q1, k1, v1 = (t.transpose(1, 2) for t in (q, k, v))
+    return memory_efficient_attention(q1, k1, v1, attn_bias=bias).transpose(1, 2)
+
+
+#: name -> (function, needs_mask(packed) -> bool): the boolean (B, 1, L, L) mask of the padded
+#: layouts. The padding-free variants build their own mask form (see ``LAYOUT``).
 ATTENTION: dict[str, tuple[Callable[..., Any], Callable[[bool], bool]]] = {
     "sdpa": (attn_sdpa, lambda packed: True),
     "sdpa-causal": (attn_sdpa_causal, lambda packed: packed),
     "math": (attn_math, lambda packed: True),
+    "nested": (attn_nested, lambda packed: False),
+    "varlen": (attn_varlen, lambda packed: False),
+    "flex": (attn_flex, lambda packed: False),
+    "xformers": (attn_xformers, lambda packed: False),
 }
+
+#: how a batch is laid out for each attention: padded (B, L) rows; jagged NestedTensor (one
+#: sequence per document); concat: every document in one (1, N) row; flex: padded + BlockMask
+LAYOUT: dict[str, str] = {"sdpa": "padded", "sdpa-causal": "padded", "math": "padded",
+                          "nested": "jagged", "varlen": "concat", "flex": "flex",
+                          "xformers": "concat"}
+
+SDPA_BACKENDS = ["auto", "math", "flash", "efficient", "cudnn"]
+_SDPA_ENUM = {"math": "MATH", "flash": "FLASH_ATTENTION", "efficient": "EFFICIENT_ATTENTION",
+              "cudnn": "CUDNN_ATTENTION"}
 
 
 def build_mask(doc_ids: Any, causal: bool) -> Any:
@@ -241,10 +352,170 @@ def build_mask(doc_ids: Any, causal: bool) -> Any:
     return mask[:, None]
 
 
+# ------------------------------------------------------- which variant runs where, and why not
+
+
+def refusal(attention: str, backend_name: str, sdpa_backend: str, autocast: str) -> str | None:
+    """Why this combination can never run (bad input, exit 2), or None."""
+    if backend_name == "xla":
+        if LAYOUT[attention] != "padded":
+            return (f"--attention {attention} is not lowered by torch_xla; on --backend xla use "
+                    "sdpa, sdpa-causal or math (--padding packed gives the document mask), or run "
+                    f"{attention} with --backend eager|compile")
+        if sdpa_backend != "auto":
+            return ("--sdpa-backend picks a PyTorch SDPA kernel (eager/compile backends); "
+                    "torch_xla lowers SDPA itself: leave it auto on --backend xla")
+        if autocast != "none":
+            return "--autocast is for the eager/compile backends"
+    if sdpa_backend != "auto" and attention not in ("sdpa", "sdpa-causal", "nested"):
+        return f"--sdpa-backend applies to sdpa, sdpa-causal and nested, not to {attention}"
+    return None
+
+
+def skip_reason(attention: str, device: str, train: bool, packed: bool, sdpa_backend: str,
+                dtype: Any) -> str | None:
+    """Why this variant cannot run on this machine (not installed, needs a GPU), or None."""
+    import importlib.util
+
+    import torch
+
+    where = f"this run is on {device}"
+    if attention == "nested" and train and device != "cuda":
+        return (f"nested: training needs causal jagged-NestedTensor SDPA, and torch "
+                f"{torch.__version__}'s only jagged SDPA kernel off CUDA (math) rejects "
+                "is_causal=True; --mode eval runs on the CPU, training needs a CUDA GPU")
+    if attention == "varlen":
+        impl = _varlen_impl()
+        if impl is None:
+            return (f"varlen: torch {torch.__version__} has no torch.nn.attention.varlen and "
+                    "flash-attn is not installed (pip install flash-attn; it needs a CUDA GPU)")
+        if device != "cuda":
+            return f"varlen: {impl[0]} needs a CUDA device ({where})"
+    if attention == "xformers":
+        if importlib.util.find_spec("xformers") is None:
+            return ("xformers: xformers is not installed (pip install xformers; its "
+                    "BlockDiagonalMask attention needs a CUDA GPU)")
+        if device != "cuda":
+            return f"xformers: memory_efficient_attention with BlockDiagonalMask needs CUDA ({where})"
+    if attention == "flex" and importlib.util.find_spec("torch.nn.attention.flex_attention") is None:
+        return f"flex: torch {torch.__version__} has no torch.nn.attention.flex_attention"
+    if sdpa_backend != "auto":
+        return _probe_sdpa_kernel(attention, device, train, packed, sdpa_backend, dtype)
+    return None
+
+
+def _probe_sdpa_kernel(attention: str, device: str, train: bool, packed: bool, name: str,
+                       dtype: Any) -> str | None:
+    """Run one tiny SDPA call of the same form (mask / is_causal / jagged) under the chosen
+    kernel: torch raises when that kernel cannot take these inputs on this device."""
+    import torch
+    import torch.nn.functional as F
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    enum = getattr(SDPBackend, _SDPA_ENUM[name], None)
+    if enum is None:
+        return f"--sdpa-backend {name}: torch {torch.__version__} has no SDPBackend.{_SDPA_ENUM[name]}"
+    q = torch.randn(2, 4, 8, 16, device=device, dtype=dtype)
+    try:
+        with warnings.catch_warnings(), sdpa_kernel([enum]):
+            warnings.simplefilter("ignore")
+            if attention == "nested":
+                nt = torch.nested.nested_tensor([q[0, :, :5].transpose(0, 1), q[1].transpose(0, 1)],
+                                                layout=torch.jagged).transpose(1, 2)
+                F.scaled_dot_product_attention(nt, nt, nt, is_causal=train)
+            elif attention == "sdpa-causal" and not packed:
+                F.scaled_dot_product_attention(q, q, q, is_causal=True)
+            else:
+                mask = torch.ones(2, 1, 8, 8, dtype=torch.bool, device=device).tril()
+                F.scaled_dot_product_attention(q, q, q, attn_mask=mask)
+    except RuntimeError as err:
+        first = next((ln.strip() for ln in str(err).splitlines() if ln.strip()), type(err).__name__)
+        return (f"--sdpa-backend {name}: no usable {name} SDPA kernel on {device} for "
+                f"{attention}'s inputs ({dtype}): torch says: {first[:200]}")
+    return None
+
+
+def sdpa_context(name: str) -> Any:
+    """``sdpa_kernel([SDPBackend.X])`` for a chosen kernel, else a no-op context."""
+    if name == "auto":
+        return contextlib.nullcontext()
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    return sdpa_kernel([getattr(SDPBackend, _SDPA_ENUM[name])])
+
+
+def add_note(text: str) -> None:
+    """Append a line to the run's ``meta.info["notes"]`` (``lazyscope report`` shows each)."""
+    from lazyscope.backends import active_recorder, set_run_info
+
+    rec = active_recorder()
+    notes = list((rec.writer.meta.info.get("notes") or []) if rec and rec.writer else [])
+    if text not in notes:
+        set_run_info(notes=[*notes, text])
+
+
+class Inputs(NamedTuple):
+    """One step's device tensors in the attention variant's layout."""
+
+    inputs: Any
+    positions: Any
+    targets: Any  # flat (N,) targets for the loss
+    mask: Any
+    seq_len: int  # the length the step computes over (padded length, or the concat row)
+    computed: int  # tokens computed
+
+
+def layout_batch(batch: Batch, attention: str, dev: Any, train: bool, needs_mask: bool) -> Inputs:
+    """Host batch -> device tensors: padded rows, a jagged NestedTensor, one concatenated row
+    with ``cu_seqlens``, or padded rows with a FlexAttention ``BlockMask``."""
+    import torch
+
+    layout = LAYOUT[attention]
+    if layout in ("padded", "flex"):
+        inputs, positions = batch.inputs.to(dev), batch.positions.to(dev)
+        targets = batch.targets.to(dev).reshape(-1)
+        mask = None
+        if layout == "flex":
+            from torch.nn.attention.flex_attention import create_block_mask
+
+            doc = batch.doc_ids.to(dev)
+
+            def document(b: Any, h: Any, q_idx: Any, kv_idx: Any) -> Any:
+                return doc[b, q_idx] == doc[b, kv_idx]
+
+            def causal_document(b: Any, h: Any, q_idx: Any, kv_idx: Any) -> Any:
+                return (doc[b, q_idx] == doc[b, kv_idx]) & (q_idx >= kv_idx)
+
+            n = batch.seq_len
+            mask = create_block_mask(causal_document if train else document, batch.rows, None,
+                                     n, n, device=str(dev))
+        elif needs_mask:
+            mask = build_mask(batch.doc_ids.to(dev), train)
+        return Inputs(inputs, positions, targets, mask, batch.seq_len, batch.rows * batch.seq_len)
+    real = batch.doc_ids >= 0  # row-major: the documents in make_batch's order
+    values, pos, tgt = batch.inputs[real], batch.positions[real], batch.targets[real]
+    lengths = torch.tensor(batch.lengths, dtype=torch.int32)
+    offsets = torch.nn.functional.pad(torch.cumsum(lengths, 0, dtype=torch.int32), (1, 0))
+    total = int(values.shape[0])
+    if layout == "jagged":
+        off = offsets.to(dev, torch.long)
+        inputs = torch.nested.nested_tensor_from_jagged(values.to(dev), off)
+        positions = torch.nested.nested_tensor_from_jagged(pos.to(dev), off)
+        return Inputs(inputs, positions, tgt.to(dev), None, max(batch.lengths), total)
+    mask: Any
+    if attention == "xformers":
+        from xformers.ops import fmha
+
+        mask = fmha.BlockDiagonalMask.from_seqlens(list(batch.lengths), device=dev)
+    else:
+        mask = (offsets.to(dev), max(batch.lengths))
+    return Inputs(values[None].to(dev), pos[None].to(dev), tgt.to(dev), mask, total, total)
+
+
 # --------------------------------------------------------------------------------- model
 
 
-def build_model(p: Preset, attn_fn: Callable[..., Any]) -> Any:
+def build_model(p: Preset, attn_fn: Callable[..., Any], graph_break: bool = False) -> Any:
     import torch
     from torch import nn
 
@@ -261,11 +532,13 @@ def build_model(p: Preset, attn_fn: Callable[..., Any]) -> Any:
             self.fc2 = nn.Linear(4 * p.dim, p.dim)
 
         def forward(self, x_in: torch.Tensor, mask: Any, causal: bool) -> torch.Tensor:
-            b, n, _ = x_in.shape
+            # (b, -1, ...) rather than (b, n, ...): a jagged NestedTensor's n is ragged
+            b = x_in.shape[0]
             q, k, v = self.qkv(self.norm1(x_in)).chunk(3, -1)
-            q, k, v = (t.view(b, n, self.heads, self.head_dim).transpose(1, 2) for t in (q, k, v))
+            q, k, v = (t.view(b, -1, self.heads, self.head_dim).transpose(1, 2)
+                       for t in (q, k, v))
             x = attn_fn(q, k, v, mask=mask, causal=causal)
-            x = x_in + self.proj(x.transpose(1, 2).reshape(b, n, p.dim))
+            x = x_in + self.proj(x.transpose(1, 2).reshape(b, -1, p.dim))
             return x + self.fc2(self.act(self.fc1(self.norm2(x))))
 
     class Decoder(nn.Module):
@@ -280,6 +553,8 @@ def build_model(p: Preset, attn_fn: Callable[..., Any]) -> Any:
         def forward(self, inputs: torch.Tensor, positions: torch.Tensor, mask: Any,
                     causal: bool) -> torch.Tensor:
             x = self.embedding(inputs) + self.positional_embedding(positions)
+            if graph_break:
+                torch._dynamo.graph_break()  # planted graph break (--graph-break)
             for blk in self.blocks:
                 x = blk(x, mask, causal)
             return self.output(self.norm(x))
@@ -296,8 +571,8 @@ def n_params(model: Any) -> int:
 
 def resolve(args: argparse.Namespace) -> Preset:
     p = PRESETS[args.preset]
-    if args.batch or args.max_len:
-        p = Preset(p.dim, p.layers, p.heads, p.vocab, args.max_len or p.max_len,
+    if args.batch or args.max_len or args.vocab:
+        p = Preset(p.dim, p.layers, p.heads, args.vocab or p.vocab, args.max_len or p.max_len,
                    args.batch or p.batch)
     return p
 
@@ -318,6 +593,11 @@ def main(argv: list[str] | None = None) -> int:
     import torch
 
     from lazyscope.analyze.buckets import Packer, advise, cost_model_from_info
+    from lazyscope.errors import UsageError
+
+    refused = refusal(args.attention, args.backend, args.sdpa_backend, args.autocast)
+    if refused is not None:
+        raise UsageError(refused)
     from lazyscope.backends import annotate_step, set_run_info
 
     backend = backend_from_args(args)
@@ -352,24 +632,47 @@ def main(argv: list[str] | None = None) -> int:
         buckets = [p.max_len]
 
     attn_fn, needs_mask = ATTENTION[args.attention]
-    model = build_model(p, attn_fn).to(dev)
-    model = backend.prepare_model(model)
     train = args.mode == "train"
+    layout = LAYOUT[args.attention]
+    info = dict(
+        scenario="decoder", preset=args.preset, policy=args.padding, batching=args.batching,
+        mode=args.mode, attention=args.attention, layout=layout, sdpa_backend=args.sdpa_backend,
+        autocast=args.autocast, optimizer=args.optimizer, buckets=buckets,
+        graph_break=args.graph_break,
+        dim=p.dim, layers=p.layers, heads=p.heads, vocab=p.vocab, max_len=p.max_len,
+        batch=p.batch, seed=args.seed, lengths_source="file" if args.lengths else "uniform",
+        advice_k=advice["best"]["buckets"] if advice else None,
+    )
+    dtype = torch.bfloat16 if args.autocast == "bf16" else torch.float32
+    reason = skip_reason(args.attention, dev.type, train, packed, args.sdpa_backend, dtype)
+    if reason is not None:
+        # not installed / needs a GPU: an ok run with zero steps and the reason, never faked
+        set_run_info(**info, skipped=reason)
+        add_note(f"skipped: {reason}")
+        print(f"decoder {args.preset} {args.mode} attention={args.attention}: skipped: {reason}")
+        return 0
+    if args.attention == "flex" and getattr(backend, "name", "") != "compile":
+        add_note("flex: flex_attention outside torch.compile runs PyTorch's unfused reference "
+                 "implementation (it materialises the full score matrix); --backend compile "
+                 "generates the fused kernel")
+    model = build_model(p, attn_fn, args.graph_break).to(dev)
+    model = backend.prepare_model(model)
     model.train(train)
     opt: Any = None
     if train:
         opt = (torch.optim.SGD(model.parameters(), lr=1e-3) if args.optimizer == "sgd"
                else torch.optim.AdamW(model.parameters(), lr=1e-4))
     criterion = torch.nn.CrossEntropyLoss(ignore_index=PAD_TARGET)
-    set_run_info(
-        scenario="decoder", preset=args.preset, policy=args.padding, batching=args.batching,
-        mode=args.mode, attention=args.attention, optimizer=args.optimizer, buckets=buckets,
-        dim=p.dim, layers=p.layers, heads=p.heads, vocab=p.vocab, max_len=p.max_len,
-        batch=p.batch, params=n_params(model), seed=args.seed,
-        lengths_source="file" if args.lengths else "uniform",
-        advice_k=advice["best"]["buckets"] if advice else None,
-    )
+    set_run_info(**info, params=n_params(model))
     packer = Packer(stream, p.batch, p.max_len) if packed else None
+
+    def forward_loss(x: Inputs, causal: bool) -> Any:
+        amp = (torch.autocast(dev.type, dtype=torch.bfloat16) if args.autocast == "bf16"
+               else contextlib.nullcontext())
+        with amp, sdpa_context(args.sdpa_backend):
+            logits = model(x.inputs, x.positions, x.mask, causal)
+            flat = logits.values() if logits.is_nested else logits.reshape(-1, p.vocab)
+            return criterion(flat.float(), x.targets)
 
     real_total = computed_total = 0
     loss = None
@@ -384,20 +687,17 @@ def main(argv: list[str] | None = None) -> int:
             seq_len = padded_length(args.padding, max(lens), p.max_len, buckets)
         batch = make_batch(rows, seq_len, p.vocab, gen)
         real = sum(batch.lengths)
-        computed = batch.rows * seq_len
+        computed = batch.rows * seq_len if layout in ("padded", "flex") else real
         real_total += real
         computed_total += computed
-        annotate_step(real_tokens=real, computed_tokens=computed, seq_len=seq_len,
+        annotate_step(real_tokens=real, computed_tokens=computed,
+                      seq_len=seq_len if layout in ("padded", "flex") else real,
                       batch_max_len=max(batch.lengths), rows=batch.rows, lengths=batch.lengths)
         with backend.step(i, "train_step" if train else "eval_step"):
-            inputs = batch.inputs.to(dev)
-            targets = batch.targets.to(dev)
-            positions = batch.positions.to(dev)
-            mask = build_mask(batch.doc_ids.to(dev), train) if needs_mask(packed) else None
+            x = layout_batch(batch, args.attention, dev, train, needs_mask(packed))
             if train:
                 with backend.region("forward"):
-                    logits = model(inputs, positions, mask, True)
-                    loss = criterion(logits.view(-1, p.vocab), targets.view(-1))
+                    loss = forward_loss(x, True)
                 with backend.region("backward"):
                     opt.zero_grad(set_to_none=True)
                     loss.backward()
@@ -405,8 +705,7 @@ def main(argv: list[str] | None = None) -> int:
                     opt.step()
             else:
                 with torch.no_grad(), backend.region("forward"):
-                    logits = model(inputs, positions, mask, False)
-                    loss = criterion(logits.view(-1, p.vocab), targets.view(-1))
+                    loss = forward_loss(x, False)
     final = float(loss.item()) if loss is not None else float("nan")  # waits for the device
     wall = time.perf_counter() - t0
     print(

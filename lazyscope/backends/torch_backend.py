@@ -101,6 +101,7 @@ class TorchBackend(Backend):
         self._pending_syncs: list[Event] = []
         self._sync_state: tuple[Any, Any] | None = None
         self._notes: list[str] = []
+        self._published: set[str] = set()
 
     # -- configuration (scenario_kit.backend_from_args) ----------------------------------
     def configure(self, device: str = "auto", dynamic: str | bool | None = None) -> None:
@@ -169,13 +170,24 @@ class TorchBackend(Backend):
             meta = self._recorder.writer.meta
             if not meta.device.startswith(device):
                 meta.device = device
-            self._recorder.set_info(notes=list(self._notes), torch_device=device)
+            self._recorder.set_info(notes=self._merged_notes(), torch_device=device)
+
+    def _merged_notes(self) -> list[str]:
+        """This backend's notes, then the notes the traced program added itself (a scenario's
+        ``skipped: ...`` for example), which the backend never drops."""
+        published = set(self._published)
+        theirs: list[str] = []
+        if self._recorder is not None and self._recorder.writer is not None:
+            theirs = [n for n in self._recorder.writer.meta.info.get("notes") or []
+                      if n not in published and n not in self._notes]
+        self._published.update(self._notes)
+        return [*self._notes, *theirs]
 
     def _add_note(self, note: str) -> None:
         if note not in self._notes:
             self._notes.append(note)
         if self._recorder is not None:
-            self._recorder.set_info(notes=list(self._notes))
+            self._recorder.set_info(notes=self._merged_notes())
 
     def _install_sync_debug(self) -> None:
         if self._sync_state is not None:
@@ -235,7 +247,9 @@ class TorchBackend(Backend):
         step = self._collect_step()
         if step.compile_count or step.from_device_count or step.extra.get("graph_breaks"):
             self._recorder.finish_tail(step)
-        if not self._recorder.steps:
+        skipped = (self._recorder.writer is not None
+                   and self._recorder.writer.meta.info.get("skipped"))
+        if not self._recorder.steps and not skipped:
             self._add_note("no step barrier was reached: a script traced with --backend "
                            "eager|compile ends each step with lazyscope.barrier()")
         if self._dynamo is not None:

@@ -3,6 +3,8 @@
 ``render_compare_text(result) -> str``: the table and the ratios.
 ``write_compare_png(result, path) -> Path``: bars (real tokens/s including compilation, with
 compiles and padding efficiency annotated) next to cumulative wall time against step.
+With ``result["backends"]`` (``compare --backends``) rows are ``backend/policy``: one table and
+one picture across backends.
 ``render_advice_text(advice) -> str``: the advisor's table.
 matplotlib is imported only inside the plotting function (Agg).
 """
@@ -22,17 +24,20 @@ def _eff(v: float | None) -> str:
 def render_compare_text(result: dict[str, Any]) -> str:
     rows = result["rows"]
     args = " ".join(result.get("args") or [])
+    backends = result.get("backends") or []
+    w = max([16, *(len(r["policy"]) + 1 for r in rows)])
+    what = "each backend x policy" if backends else "each policy"
     lines = [
-        f"lazyscope compare: {result['scenario']} {args} ({result['steps']} steps, each policy "
-        "in a fresh process)",
+        f"lazyscope compare: {result['scenario']} {args} ({result['steps']} steps, {what} "
+        "in a fresh process)" + (f"; backends {', '.join(backends)}" if backends else ""),
         "",
-        f"  {'policy':<16} {'compiles':>8} {'graphs':>6} {'compile s':>10} {'execute s':>10} "
+        f"  {'backend/policy' if backends else 'policy':<{w}} {'compiles':>8} {'graphs':>6} {'compile s':>10} {'execute s':>10} "
         f"{'wall s':>8} {'real tok/s':>11} {'pad eff':>8}  status",
     ]
     for r in rows:
         status = r["status"] + (f": {r['error']}" if r.get("error") else "")
         lines.append(
-            f"  {r['policy']:<16} {r['compiles']:>8} {r['distinct_graphs']:>6} "
+            f"  {r['policy']:<{w}} {r['compiles']:>8} {r['distinct_graphs']:>6} "
             f"{r['compile_s']:>10.2f} {r['execute_s']:>10.2f} {r['wall_s']:>8.2f} "
             f"{r['tokens_per_s']:>11.0f} {_eff(r['padding_efficiency']):>8}  {status}"
         )
@@ -41,7 +46,8 @@ def render_compare_text(result: dict[str, Any]) -> str:
         lines += ["", "  buckets: " + "; ".join(f"{p} {b}" for p, b in buckets)]
     if result.get("ratios"):
         lines += ["", "  real tokens/s including compilation, ratios:"]
-        lines += [f"    {k:<28} {v:6.2f}x" for k, v in result["ratios"].items()]
+        kw = max([28, *(len(k) for k in result["ratios"])])
+        lines += [f"    {k:<{kw}} {v:6.2f}x" for k, v in result["ratios"].items()]
     ok = [r for r in rows if r["status"] == "ok" and r["tokens_per_s"] > 0]
     if ok:
         best = max(ok, key=lambda r: r["tokens_per_s"])
@@ -82,8 +88,9 @@ def write_compare_png(result: dict[str, Any], path: Path) -> Path:
         ax2.set_ylabel("cumulative wall time (s)")
         ax2.grid(alpha=0.3)
         ax2.legend(fontsize=8)
+        per = "backend x policy" if result.get("backends") else "policy"
         fig.suptitle(f"{result['scenario']} {' '.join(result.get('args') or [])}: "
-                     f"{result['steps']} steps per policy", fontsize=9)
+                     f"{result['steps']} steps per {per}", fontsize=9)
         fig.tight_layout()
         fig.savefig(path)
     finally:

@@ -32,18 +32,25 @@ def trace(
     steps: int | None = None,
     force: bool = False,
     name: str = "",
+    graph_shapes: bool = True,
 ) -> Tracer:
     """A context manager that traces the code inside it into the run directory ``out``.
 
     Steps are the program's own barriers (``torch_xla.sync()``, ``xm.mark_step()``,
     ``xp.StepTrace``, the parallel loader). Enter it before the first barrier so compilation
     causes are captured. ``steps`` stops the loop after that many barriers.
+    ``graph_shapes=False`` skips torch_xla's per-barrier IR dump (cheaper; recompilations are
+    then not diffed by input shape).
     """
     import inspect
 
     caller = inspect.stack()[1].filename
-    return Tracer(out, backend=backend, max_steps=steps, force=force,
-                  target=name or caller, target_kind="api")
+    tracer = Tracer(out, backend=backend, max_steps=steps, force=force,
+                    target=name or caller, target_kind="api")
+    if hasattr(tracer.backend, "graph_shapes"):
+        tracer.backend.graph_shapes = graph_shapes
+        tracer.meta.info["graph_shapes"] = graph_shapes
+    return tracer
 
 
 def report(run: Run | str | os.PathLike[str], fmt: str = "text") -> Any:

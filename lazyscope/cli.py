@@ -78,8 +78,12 @@ def _write_artifacts(run_dir: Path) -> None:
               help="capture an XProf profile of a window of steps into RUN/tensorboard/")
 @click.option("--profile-steps", metavar="A:B", default=None,
               help="steps A..B-1 to profile (implies --profile; default 2:5)")
+@click.option("--graph-shapes/--no-graph-shapes", default=True, show_default=True,
+              help="XLA: record each compiled graph's input shapes to explain recompilations "
+              "(torch_xla dumps the IR at every barrier: a few ms per step on small graphs)")
 def trace_cmd(target: str, target_args: tuple[str, ...], steps: int | None, out: Path | None,
-              force: bool, backend: str, profile: bool, profile_steps: str | None) -> None:
+              force: bool, backend: str, profile: bool, profile_steps: str | None,
+              graph_shapes: bool) -> None:
     """Run a scenario or a script under instrumentation and print its report.
 
     TARGET is a scenario name (see `lazyscope scenarios`) or a path to a .py script; arguments
@@ -97,7 +101,7 @@ def trace_cmd(target: str, target_args: tuple[str, ...], steps: int | None, out:
     window = _profile_window(profile, profile_steps, steps, out)
     try:
         run = trace_target(resolved, out, backend=backend, steps=steps, force=force,
-                           profile=window)
+                           profile=window, graph_shapes=graph_shapes)
     except (TargetFailed, Interrupted):
         if (out / "meta.json").exists():
             _write_artifacts(out)

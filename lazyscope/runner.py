@@ -242,8 +242,12 @@ def trace_target(
     steps: int | None = None,
     force: bool = False,
     profile: ProfileWindow | None = None,
+    graph_shapes: bool = True,
 ) -> Run:
     """Run ``target`` under ``backend`` into ``out`` and return the loaded run.
+
+    ``graph_shapes=False`` (XLA) skips torch_xla's per-barrier IR dump: cheaper, but
+    recompilations are not diffed by input shape.
 
     A scenario gets ``--steps``/``--backend`` passed on; a script is stopped after ``steps``
     barriers. Raises TargetFailed (exit 5) or Interrupted (exit 130) after finalising the run.
@@ -268,6 +272,9 @@ def trace_target(
     )
     if target.kind == "scenario" and steps is not None:
         tracer.meta.steps_requested = steps
+    if hasattr(tracer.backend, "graph_shapes"):
+        tracer.backend.graph_shapes = graph_shapes
+        tracer.meta.info["graph_shapes"] = graph_shapes
     saved_argv, saved_path = sys.argv[:], sys.path[:]
     sys.argv = [str(target.path), *argv]
     sys.path.insert(0, str(target.path.parent))

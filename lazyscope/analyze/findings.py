@@ -44,7 +44,9 @@ def findings(run: Run) -> list[dict[str, Any]]:
             "detail": entry.summary() + (" (" + "; ".join(examples) + ")" if examples else ""),
             "varying": [{"input": v.input, "dim": v.dim, "values": v.values}
                         for v in entry.varying],
-            "fix": recompile_fix(entry),
+            "fix": recompile_fix(entry) if run.meta.info.get("graph_shapes", True) else (
+                "this run was traced with --no-graph-shapes: trace it again without that flag "
+                "to see which input or dimension changes between these graphs"),
         })
     for site in sync_sites(run):
         if not site.recurring:

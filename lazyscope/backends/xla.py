@@ -137,6 +137,11 @@ class XlaBackend(Backend):
         self._reads: ValueReadHooks | None = None
         self._fallback_sites: FallbackSites | None = None
         self._patched: list[tuple[Any, Any]] = []
+        #: record each compiled graph's input shapes from torch_xla's IR dump
+        #: (XLA_SAVE_TENSORS_FILE): it dumps the IR at *every* barrier, a few ms per step on a
+        #: small training graph (benchmarks/overhead.py measures it); off, compilations are still
+        #: counted, timed, placed and given a cause, but not diffed by input shape
+        self.graph_shapes = True
 
     # -- availability and environment -------------------------------------------------
     def check_available(self) -> None:
@@ -152,7 +157,7 @@ class XlaBackend(Backend):
             os.environ["PT_XLA_DEBUG_LEVEL"] = "1"
         os.environ["PT_XLA_DEBUG_FILE"] = str(Path(run_dir).resolve() / DEBUG_FILE)
         os.environ.setdefault("PT_XLA_DEBUG_MAX_FRAME", "64")
-        if not os.environ.get("XLA_SAVE_TENSORS_FILE"):
+        if self.graph_shapes and not os.environ.get("XLA_SAVE_TENSORS_FILE"):
             os.environ["XLA_SAVE_TENSORS_FILE"] = str(Path(run_dir).resolve() / GRAPHS_FILE)
             os.environ["XLA_SAVE_TENSORS_FMT"] = "text"
             os.environ["LAZYSCOPE_OWNS_GRAPH_DUMP"] = "1"

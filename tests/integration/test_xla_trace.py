@@ -168,3 +168,28 @@ def test_steps_limit_stops_a_script(tmp_path: Path) -> None:
     summary = report_json(out)
     assert summary["steps"] == 4 and summary["status"] == "ok"
     assert summary["compiles_after_warmup"] == 0
+
+
+def test_graph_shapes_on_by_default_and_off_on_request(lazytensor_runs, tmp_path: Path) -> None:
+    """Default: compile events carry each graph's input shapes (torch_xla's IR dump); with
+    --no-graph-shapes no dump is made, compilations are still counted and placed."""
+    events = [json.loads(line) for line in
+              (lazytensor_runs["dynamic"] / "events.jsonl").read_text().splitlines()]
+    shapes = [e["data"].get("input_shapes") for e in events if e["kind"] == "compile"]
+    assert all(shapes) and len({json.dumps(s) for s in shapes}) == len(shapes)  # loss grows
+
+    out = tmp_path / "light"
+    proc = lazyscope_cmd("trace", "lazytensor-dynamic", "--mode", "dynamic", "--steps", "6",
+                         "--no-graph-shapes", "--out", str(out))
+    assert proc.returncode == 0, proc.stderr
+    assert not list(out.glob("xla_graphs*"))
+    meta = json.loads((out / "meta.json").read_text())
+    assert meta["info"]["graph_shapes"] is False
+    summary = report_json(out)
+    assert summary["compiles_after_warmup"] == 4
+    compiles = [json.loads(line) for line in (out / "events.jsonl").read_text().splitlines()
+                if json.loads(line)["kind"] == "compile"]
+    assert len(compiles) == 6 and not any(e["data"].get("input_shapes") for e in compiles)
+    assert all(e["site"]["file"].endswith("lazytensor_dynamic.py") for e in compiles)
+    (finding,) = [f for f in summary["findings"] if f["kind"] == "recompile"]
+    assert "--no-graph-shapes" in finding["fix"]

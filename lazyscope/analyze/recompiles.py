@@ -48,6 +48,9 @@ class Varying:
     input: int
     dim: int
     values: list[int]
+    #: the size only ever grew from one compilation to the next (a tensor accumulated across
+    #: steps, e.g. torch.cat onto a running tensor), as opposed to sizes that come and go
+    growing: bool = False
 
     def text(self) -> str:
         vals = self.values
@@ -182,7 +185,10 @@ def _varying(events: list[Event]) -> list[Varying]:
         for d in range(len(shape)):
             values = sorted({s[i][d] for s in same})
             if len(values) > 1:
-                out.append(Varying(i, d, values))
+                in_order = [s[i][d] for s in same]  # events are in step order
+                growing = len(in_order) >= 3 and all(
+                    b > a for a, b in zip(in_order, in_order[1:], strict=False))
+                out.append(Varying(i, d, values, growing))
     return out
 
 
@@ -248,6 +254,12 @@ def recompile_fix(entry: SiteRecompiles) -> str:
             return prefix + ("the last batch is smaller than the others: use "
                              "DataLoader(..., drop_last=True) or pad the last batch to the "
                              "full batch size")
+        if all(v.growing for v in entry.varying):
+            dims = ", ".join(f"dim {v.dim} of input {v.input}" for v in entry.varying[:3])
+            return prefix + (f"{dims} grows at every compilation: a tensor is accumulated "
+                             "across steps (e.g. torch.cat onto a running tensor); keep it at a "
+                             "fixed size (preallocate and write by index, or keep a running sum)"
+                             " so each step sees the same shapes")
         dims = ", ".join(f"dim {v.dim} of input {v.input}" for v in entry.varying[:3])
         return prefix + (f"pad {dims} to a few fixed bucket sizes instead of each batch's own "
                          "size (see `lazyscope advise RUN`)")

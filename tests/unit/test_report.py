@@ -106,3 +106,15 @@ def test_bucket_advice_in_every_report_of_a_recompiling_decoder_run(data_run) ->
     assert "bucket advice: the padded sequence length took 5 values" in RENDERERS["text"](run)
     assert "Bucket advice" in write_html(run).read_text()
     assert "advice" not in json.loads(RENDERERS["json"](load_run(data_run("static20"))))
+
+
+def test_growing_dimension_gets_an_accumulation_fix(tmp_path, data_run) -> None:
+    from lazyscope.analyze.findings import findings
+
+    grows = _run_with_compiles(tmp_path, [_compile_event(i, f"d{i}", [[i + 1]]) for i in range(6)])
+    (finding,) = findings(grows)
+    assert "grows at every compilation" in finding["fix"] and "torch.cat" in finding["fix"]
+    # batch lengths that come and go get buckets, not the accumulation fix
+    (longest,) = [f for f in findings(load_run(data_run("decoder_longest6")))
+                  if f["kind"] == "recompile"]
+    assert "bucket sizes" in longest["fix"] and "grows" not in longest["fix"]

@@ -27,14 +27,21 @@ demo: venv
 test: venv chromium
 	$(PY) -m pytest -q
 
+SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 chromium:
-	command -v chromium >/dev/null || (apt-get update && apt-get install -y chromium)
+	command -v chromium >/dev/null || ($(SUDO) apt-get update && \
+	  DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y chromium)
 
 test-fast: venv
 	$(PY) -m pytest -q -m "not slow"
 
 lint: venv
 	$(VENV)/bin/ruff check lazyscope scenarios tests benchmarks
+
+# Measured comparisons (minutes of CPU; not part of the tests): padding policies, cost of tracing.
+bench: venv
+	$(PY) benchmarks/compare_policies.py --out runs/bench-compare
+	$(PY) benchmarks/overhead.py --reps 6 --steps 150
 
 clean:
 	rm -rf runs .pytest_cache

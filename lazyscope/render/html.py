@@ -140,6 +140,32 @@ def _value_html(value: Any) -> str:
     return fmt_cell("", value)[0]
 
 
+ADVICE_COLUMNS = ["name", "boundaries", "graphs", "padding_efficiency", "predicted_compile",
+                  "predicted_execute", "predicted_total"]
+
+
+def _advice(advice: Mapping[str, Any]) -> str:
+    """Bucket advice: the recommendation in one line, then every option the advisor priced
+    (each K of the exact DP, pow2, pad-to-max, and grouped batching or packing when they win);
+    anything else the advice holds, generically."""
+    options = list(advice.get("per_k") or [])
+    options += [advice[k] for k in ("pow2", "max") if isinstance(advice.get(k), Mapping)]
+    options += [a for a in advice.get("alternatives") or [] if a.get("wins")]
+    best = advice.get("best")
+    if not options or not isinstance(best, Mapping):
+        return _value_html(advice)
+    head = (f"<p><b>{esc(best.get('name', ''))}</b>: boundaries "
+            f"<code>{esc(best.get('boundaries'))}</code>, predicted "
+            f"{esc(fmt_seconds(float(best.get('predicted_total', 0.0))))} over "
+            f"{esc(advice.get('horizon'))} steps, padding efficiency "
+            f"{float(best.get('padding_efficiency', 0.0)):.2f} (histogram of "
+            f"{esc(advice.get('histogram_of', 'lengths'))}; "
+            f"<code>lazyscope advise RUN</code> for more)</p>")
+    rows = [{**o, "boundaries": ", ".join(str(b) for b in o.get("boundaries") or [])}
+            for o in options]
+    return head + table(rows, columns=ADVICE_COLUMNS)
+
+
 def _section(title: str, body: str, anchor: str) -> str:
     return f'<section id="{esc(anchor)}"><h2>{esc(title)}</h2>{body}</section>' if body else ""
 
@@ -237,7 +263,7 @@ def build_html(
     parts.append(_section("CPU fallbacks", fb_body, "fallbacks"))
     advice = report.get("advice")
     if advice:
-        parts.append(_section("Bucket advice", _value_html(advice), "advice"))
+        parts.append(_section("Bucket advice", _advice(advice), "advice"))
     compare = report.get("compare")
     if compare:
         parts.append(_section("Comparison", _value_html(compare), "compare"))

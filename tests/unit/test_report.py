@@ -104,7 +104,11 @@ def test_bucket_advice_in_every_report_of_a_recompiling_decoder_run(data_run) ->
     assert advice["seq_len_values"] == 5 and advice["best"]["boundaries"]
     assert advice["best"]["boundaries"][-1] == advice["top"]
     assert "bucket advice: the padded sequence length took 5 values" in RENDERERS["text"](run)
-    assert "Bucket advice" in write_html(run).read_text()
+    page = write_html(run).read_text()
+    assert "Bucket advice" in page
+    # every priced option is a row: each K of the DP, pow2, pad-to-max (and packing, which wins)
+    for name in ("dp K=1", "dp K=2", "pow2", "pad to max", "packed"):
+        assert f"<td>{name}</td>" in page, name
     assert "advice" not in json.loads(RENDERERS["json"](load_run(data_run("static20"))))
 
 

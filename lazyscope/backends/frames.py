@@ -5,6 +5,7 @@ Pure functions over :class:`~lazyscope.model.Site` lists; no torch import.
 
 from __future__ import annotations
 
+import functools
 import os
 import sysconfig
 from pathlib import Path
@@ -29,8 +30,12 @@ _LIBRARY_PARTS = (
 )
 
 
+@functools.lru_cache(maxsize=4096)
 def is_library_file(file: str) -> bool:
-    """True for frames of torch, torch_xla, lazyscope itself and the standard library."""
+    """True for frames of torch, torch_xla, lazyscope itself and the standard library.
+
+    Cached per file name: it resolves the path, and it runs for every frame walked at each
+    value read and fallback call during a trace."""
     if not file or file.startswith("<"):
         return True
     try:

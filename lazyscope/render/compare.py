@@ -60,14 +60,12 @@ def render_compare_text(result: dict[str, Any]) -> str:
 def write_compare_png(result: dict[str, Any], path: Path) -> Path:
     """Bars of real tokens/s (including compilation) per policy, and cumulative wall time
     against step for every policy. Returns ``path``."""
-    import matplotlib
-
-    matplotlib.use("Agg", force=True)
-    import matplotlib.pyplot as plt
+    from lazyscope.render.plots import figure
 
     rows = result["rows"]
-    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, 4.2), dpi=100)
-    try:
+    with figure(path, ncols=2, figsize=(11, 4.2)) as (fig, (ax1, ax2)):
+        import matplotlib.pyplot as plt
+
         names = [r["policy"] for r in rows]
         tps = [r["tokens_per_s"] for r in rows]
         colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
@@ -91,10 +89,6 @@ def write_compare_png(result: dict[str, Any], path: Path) -> Path:
         per = "backend x policy" if result.get("backends") else "policy"
         fig.suptitle(f"{result['scenario']} {' '.join(result.get('args') or [])}: "
                      f"{result['steps']} steps per {per}", fontsize=9)
-        fig.tight_layout()
-        fig.savefig(path)
-    finally:
-        plt.close(fig)
     return Path(path)
 
 

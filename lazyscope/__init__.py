@@ -39,8 +39,9 @@ def trace(
     Steps are the program's own barriers (``torch_xla.sync()``, ``xm.mark_step()``,
     ``xp.StepTrace``, the parallel loader). Enter it before the first barrier so compilation
     causes are captured. ``steps`` stops the loop after that many barriers.
-    ``graph_shapes=False`` skips torch_xla's per-barrier IR dump (cheaper; recompilations are
-    then not diffed by input shape).
+    ``graph_shapes=False`` skips XLA's HLO dump of each compiled graph (written at compile time
+    only; without it recompilations are not diffed by input shape). It takes effect only if
+    torch_xla has not compiled anything in this process yet (XLA reads ``XLA_FLAGS`` once).
     """
     import inspect
 

@@ -80,7 +80,8 @@ def _write_artifacts(run_dir: Path) -> None:
               help="steps A..B-1 to profile (implies --profile; default 2:5)")
 @click.option("--graph-shapes/--no-graph-shapes", default=True, show_default=True,
               help="XLA: record each compiled graph's input shapes to explain recompilations "
-              "(torch_xla dumps the IR at every barrier: a few ms per step on small graphs)")
+              "(XLA dumps each graph's HLO when it compiles it; steps that reuse a compiled "
+              "graph cost nothing extra)")
 def trace_cmd(target: str, target_args: tuple[str, ...], steps: int | None, out: Path | None,
               force: bool, backend: str, profile: bool, profile_steps: str | None,
               graph_shapes: bool) -> None:

@@ -246,8 +246,8 @@ def trace_target(
 ) -> Run:
     """Run ``target`` under ``backend`` into ``out`` and return the loaded run.
 
-    ``graph_shapes=False`` (XLA) skips torch_xla's per-barrier IR dump: cheaper, but
-    recompilations are not diffed by input shape.
+    ``graph_shapes=False`` (XLA) skips XLA's HLO dump of each compiled graph (compile time
+    only): recompilations are then not diffed by input shape.
 
     A scenario gets ``--steps``/``--backend`` passed on; a script is stopped after ``steps``
     barriers. Raises TargetFailed (exit 5) or Interrupted (exit 130) after finalising the run.

@@ -2,19 +2,19 @@
 the closest graph already compiled there.
 
 Input: ``compile`` events as the XLA collector writes them (``data``: ``graph_hash``,
-``num_inputs``, ``input_shapes``, ``input_dtypes``, ``ops``, ``ir_digest``, ``cause_kind``,
-``cause``). For each compilation after a site's first, the closest earlier graph at the same site
+``num_inputs``, ``input_shapes``, ``input_dtypes``, ``ops``, ``ir_digest``, ``buffer_donors``,
+``cause_kind``, ``cause``; shapes, ops and digest come from the graph's HLO). For each compilation after a site's first, the closest earlier graph at the same site
 is the one with the fewest differing inputs (same input count first, the latest on ties); the
 difference is stated as: the input count, an input's dtype, an input's shape (which dimension,
-old -> new), the IR's op counts when shapes agree, or "same IR and input shapes" when only what
-the IR dump omits changed (torch_xla 2.9 does this once, at the third step of a training loop:
-the graph hash changes, the IR text does not).
+old -> new), the graph's op counts when shapes agree, or "same graph and input shapes" when
+only what the graph text omits changed (e.g. which input buffers are donated to outputs, which
+is part of torch_xla's graph hash: the hash changes, the graph does not).
 
 Per site, the dimensions that vary over all its graphs are listed with their observed values:
-"input 4 varies in dim 1 over 8 values in 5..61".
+"input 2 varies in dim 1 over 8 values in 5..61".
 
 A compilation counts against the program (``counted``) when it happens after warm-up and is not
-the first repeat of an IR already compiled at the site (that one-off is torch_xla settling, not
+the first repeat of a graph already compiled at the site (that one-off is torch_xla settling, not
 the program). Pure functions: no I/O.
 """
 
@@ -101,8 +101,8 @@ _KIND_TEXT = {
     "input_count": "the number of graph inputs changes between graphs",
     "dtype": "an input's dtype changes between graphs",
     "ir": "the traced operations differ between graphs (Python control flow or code path)",
-    "same_ir": "same IR and input shapes as an earlier graph (torch_xla internal state, "
-               "such as input/output buffer aliasing)",
+    "same_ir": "same graph and input shapes as an earlier graph (torch_xla internal state, "
+               "such as which input buffers are donated)",
     "unknown": "no input shapes were recorded for these graphs",
 }
 
@@ -158,7 +158,11 @@ def diff_graphs(new: Event, old: Event) -> tuple[str, list[str]]:
     if out:
         return "shape", out
     if new.data.get("ir_digest") and new.data.get("ir_digest") == old.data.get("ir_digest"):
-        return "same_ir", ["same IR and input shapes"]
+        donors_new, donors_old = new.data.get("buffer_donors"), old.data.get("buffer_donors")
+        if donors_new is not None and donors_old is not None and donors_new != donors_old:
+            return "same_ir", [f"same graph and input shapes; donated input buffers "
+                               f"{{{donors_old or 'none'}}} -> {{{donors_new or 'none'}}}"]
+        return "same_ir", ["same graph and input shapes"]
     ops_new: dict[str, int] = new.data.get("ops") or {}
     ops_old: dict[str, int] = old.data.get("ops") or {}
     changes = []
@@ -166,7 +170,7 @@ def diff_graphs(new: Event, old: Event) -> tuple[str, list[str]]:
         delta = ops_new.get(op, 0) - ops_old.get(op, 0)
         if delta:
             changes.append(f"{'+' if delta > 0 else ''}{delta} {op}")
-    return "ir", ["IR differs: " + (", ".join(changes) if changes else "same op counts, "
+    return "ir", ["graph differs: " + (", ".join(changes) if changes else "same op counts, "
                                     "different structure or constants")]
 
 
@@ -270,4 +274,5 @@ def recompile_fix(entry: SiteRecompiles) -> str:
     if kinds.get("ir"):
         return prefix + ("the traced code path differs between steps: move Python branches on "
                          "step-dependent values out of the step, or use torch.where")
-    return prefix + "compare the graphs' IR (XLA_SAVE_TENSORS_FILE) to see what changes"
+    return prefix + ("compare the graphs' HLO (graphs/<graph hash>.hlo.txt in the run) to see "
+                     "what changes")

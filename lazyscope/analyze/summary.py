@@ -25,7 +25,7 @@ def _merge_counts(dicts: list[dict[str, int]]) -> dict[str, int]:
 
 
 def _settling_steps(run: Run, warmup: int) -> list[int]:
-    """Steps after warm-up whose only compilations recompiled an identical graph (same IR, same
+    """Steps after warm-up whose only compilations recompiled an identical graph (same graph, same
     input shapes; torch_xla 2.9 does this once, when buffer donation settles)."""
     from lazyscope.analyze.recompiles import explain_recompiles
 
@@ -116,7 +116,7 @@ def verdict(summary: dict[str, Any]) -> str:
         return prefix + (
             f"no shape or code change after warm-up: the graph is static ({graphs} "
             f"compilation{'s' if graphs != 1 else ''} in warm-up, plus a one-off recompilation "
-            f"of an identical graph at step {steps}: same IR and input shapes, a torch_xla-internal "
+            f"of an identical graph at step {steps}: same graph and input shapes, a torch_xla-internal "
             "difference such as buffer donation)"
         )
     if recompiled == n_after:

@@ -10,9 +10,9 @@ Collection, and why it does not change what it measures:
   (``metric_data``, ``counter_value``, ``executed_fallback_ops``); no report text is parsed.
 * Compilation causes, graph hashes and Python frames come from ``PT_XLA_DEBUG_LEVEL=1`` with
   ``PT_XLA_DEBUG_FILE`` in the run directory (read only at steps that compiled).
-* Each compiled graph's input dtypes/shapes and op counts come from torch_xla's IR dump
-  (``XLA_SAVE_TENSORS_FILE``, see ``xla_graphs.py`` for why and what it costs), joined on the
-  graph hash; ``analyze/recompiles.py`` diffs them.
+* Each compiled graph's input dtypes/shapes and op counts come from XLA's HLO dump
+  (``--xla_dump_to``, written at compile time only; see ``xla_hlo.py`` for why and how it is
+  paired with the compilation), and ``analyze/recompiles.py`` diffs them.
 * Value reads by Python (``.item()``, ``if tensor:`` ...) are ``sync`` events from wrappers on
   ``torch.Tensor`` installed for the trace only (``xla_reads.py``).
 * CPU fallbacks are counted per step from torch_xla's counters; their call sites come from a
@@ -28,11 +28,15 @@ torch_xla is imported lazily, in ``start()``/runtime calls, so lazyscope imports
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import functools
 import glob
 import importlib.util
 import os
+import shlex
+import shutil
+import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -42,13 +46,18 @@ from lazyscope.backends.base import Backend, Recorder
 from lazyscope.backends.frames import classify_barrier, user_site
 from lazyscope.backends.ptxla_debug import DebugFileReader
 from lazyscope.backends.xla_fallbacks import FallbackSites, op_base
-from lazyscope.backends.xla_graphs import GraphDumpReader
+from lazyscope.backends.xla_hlo import HloDumpReader, pair_modules
 from lazyscope.backends.xla_reads import ValueReadHooks
 from lazyscope.errors import MissingDependencyError
 from lazyscope.model import Event, Step
 
 DEBUG_FILE = "xla_debug.txt"
-GRAPHS_FILE = "xla_graphs.txt"
+GRAPHS_DIR = "graphs"
+#: XLA_METRICS_SAMPLES while tracing (unless set): see prepare_env
+METRICS_SAMPLES = 32
+DUMP_FLAG = "--xla_dump_to"
+#: the dump directory lazyscope chose for this process (XLA reads XLA_FLAGS once per process)
+OWN_DUMP_ENV = "LAZYSCOPE_XLA_DUMP_DIR"
 INSTALL_HINT = (
     "torch_xla is not installed: pip install 'lazyscope[xla]' "
     "(torch==2.9.0 torch_xla==2.9.0), or use --backend eager"
@@ -115,7 +124,10 @@ class _Snapshot:
         }
         new = d["compile"]
         samples = self.samples["compile"]
-        d["compile_samples_s"] = [v / 1e9 for _, v in samples[-new:]] if new > 0 else []
+        # torch_xla keeps the last XLA_METRICS_SAMPLES samples: if more compilations than that
+        # happened in one step, the earliest ones have no sample (None: their time is unknown)
+        kept = [v / 1e9 for _, v in samples[-new:]] if new > 0 else []
+        d["compile_samples_s"] = [None] * (max(new, 0) - len(kept)) + kept
         return d
 
 
@@ -133,14 +145,13 @@ class XlaBackend(Backend):
         self._t_last = 0.0
         self._debug: DebugFileReader | None = None
         self._in_barrier = False
-        self._graphs: GraphDumpReader | None = None
+        self._graphs: HloDumpReader | None = None
         self._reads: ValueReadHooks | None = None
         self._fallback_sites: FallbackSites | None = None
         self._patched: list[tuple[Any, Any]] = []
-        #: record each compiled graph's input shapes from torch_xla's IR dump
-        #: (XLA_SAVE_TENSORS_FILE): it dumps the IR at *every* barrier, a few ms per step on a
-        #: small training graph (benchmarks/overhead.py measures it); off, compilations are still
-        #: counted, timed, placed and given a cause, but not diffed by input shape
+        #: record each compiled graph's input shapes from XLA's HLO dump (written at compile
+        #: time only); off, compilations are still counted, timed, placed and given a cause,
+        #: but not diffed by input shape
         self.graph_shapes = True
 
     # -- availability and environment -------------------------------------------------
@@ -157,10 +168,18 @@ class XlaBackend(Backend):
             os.environ["PT_XLA_DEBUG_LEVEL"] = "1"
         os.environ["PT_XLA_DEBUG_FILE"] = str(Path(run_dir).resolve() / DEBUG_FILE)
         os.environ.setdefault("PT_XLA_DEBUG_MAX_FRAME", "64")
-        if self.graph_shapes and not os.environ.get("XLA_SAVE_TENSORS_FILE"):
-            os.environ["XLA_SAVE_TENSORS_FILE"] = str(Path(run_dir).resolve() / GRAPHS_FILE)
-            os.environ["XLA_SAVE_TENSORS_FMT"] = "text"
-            os.environ["LAZYSCOPE_OWNS_GRAPH_DUMP"] = "1"
+        # torch_xla's timing metrics keep their last N samples (default 1024) for the
+        # percentiles of metrics_report(), and metric_data() copies all of them into Python
+        # tuples at every call: ~80 us per barrier for ExecuteTime alone once 1024 executions
+        # ran, more than everything else lazyscope does at a barrier. Counts and totals do not
+        # depend on it; only the percentile window of torch_xla's own report does.
+        os.environ.setdefault("XLA_METRICS_SAMPLES", str(METRICS_SAMPLES))
+        if self.graph_shapes and dump_dir(os.environ.get("XLA_FLAGS", "")) is None:
+            own = tempfile.mkdtemp(prefix="lazyscope-hlo-")
+            atexit.register(shutil.rmtree, own, True)
+            os.environ[OWN_DUMP_ENV] = own
+            os.environ["XLA_FLAGS"] = " ".join(
+                filter(None, [os.environ.get("XLA_FLAGS", ""), f"{DUMP_FLAG}={own}"]))
 
     def describe(self) -> tuple[str, dict[str, str]]:
         import torch
@@ -210,10 +229,12 @@ class XlaBackend(Backend):
         self._debug = DebugFileReader(debug_file) if debug_file else None
         if self._debug is not None:
             self._debug.read_new()  # skip what an earlier trace in this process wrote
-        dump = os.environ.get("XLA_SAVE_TENSORS_FILE")
-        if dump and os.environ.get("XLA_SAVE_TENSORS_FMT", "text") == "text":
-            self._graphs = GraphDumpReader(
-                dump, truncate=os.environ.get("LAZYSCOPE_OWNS_GRAPH_DUMP") == "1")
+        dump = dump_dir(os.environ.get("XLA_FLAGS", ""))
+        if dump is not None and self.graph_shapes:
+            run_dir = recorder.writer.path if recorder.writer is not None else None
+            self._graphs = HloDumpReader(
+                dump, owned=dump == os.environ.get(OWN_DUMP_ENV),
+                keep_dir=run_dir / GRAPHS_DIR if run_dir is not None else None)
             self._graphs.skip_existing()
         self._last = _Snapshot(met)
         self._t_last = time.perf_counter()
@@ -282,8 +303,6 @@ class XlaBackend(Backend):
         assert self._recorder is not None and self._last is not None
         now = time.perf_counter()
         snap = _Snapshot(self._met)
-        if self._graphs is not None:
-            self._graphs.read_new()  # every step: the dump is truncated and stays small
         d = snap.delta(self._last)
         self._last = snap
         wall = now - self._t_last
@@ -310,19 +329,28 @@ class XlaBackend(Backend):
             fallback_ops=fallbacks,
         )
 
-    def _compile_events(self, index: int, count: int, seconds: list[float]) -> list[Event]:
+    def _compile_events(self, index: int, count: int, seconds: list[float | None]
+                        ) -> list[Event]:
         """Turn the new PT_XLA_DEBUG compilation blocks into events of this step."""
         if count <= 0 or self._debug is None or self._recorder is None:
             return []
         records = [r for r in self._debug.read_new() if r.kind == "compile"]
+        modules = self._graphs.take_new() if self._graphs is not None else []
+        paired = pair_modules([r.num_inputs for r in records], modules)
+        for module in modules:
+            if not any(module is p for p in paired) and self._graphs is not None:
+                self._graphs.discard(module)
         events = []
-        for i, rec in enumerate(records):
+        for i, (rec, graph) in enumerate(zip(records, paired, strict=True)):
             cause_kind, cause = classify_barrier(rec.frames)
-            graph = self._graphs.lookup(rec.graph_hash) if self._graphs and rec.graph_hash else None
+            hlo_file = (self._graphs.keep_text(graph, rec.graph_hash)
+                        if graph is not None and self._graphs is not None else None)
+            if graph is not None and hlo_file is None and self._graphs is not None:
+                self._graphs.discard(graph)
             event = Event(
                 kind="compile",
                 step=index,
-                seconds=seconds[i] if i < len(seconds) else 0.0,
+                seconds=(seconds[i] or 0.0) if i < len(seconds) else 0.0,
                 site=user_site(rec.frames),
                 frames=rec.frames,
                 data={
@@ -334,6 +362,7 @@ class XlaBackend(Backend):
                     "num_outputs": rec.num_outputs,
                     "sizes_gb": rec.sizes_gb,
                     **(graph.to_json() if graph is not None else {}),
+                    **({"hlo_file": hlo_file} if hlo_file else {}),
                 },
             )
             self._recorder.event(event)
@@ -381,6 +410,21 @@ class XlaBackend(Backend):
     def _warmup_steps(self) -> int:
         writer = self._recorder.writer if self._recorder is not None else None
         return int(writer.meta.warmup_steps) if writer is not None else 2
+
+
+def dump_dir(xla_flags: str) -> str | None:
+    """The ``--xla_dump_to`` directory in an ``XLA_FLAGS`` value, if any."""
+    try:
+        words = shlex.split(xla_flags)
+    except ValueError:
+        words = xla_flags.split()
+    found = None
+    for i, word in enumerate(words):
+        if word.startswith(DUMP_FLAG + "="):
+            found = word.split("=", 1)[1]
+        elif word == DUMP_FLAG and i + 1 < len(words):
+            found = words[i + 1]
+    return found or None
 
 
 def _has_activity(step: Step) -> bool:

@@ -171,18 +171,29 @@ def test_steps_limit_stops_a_script(tmp_path: Path) -> None:
 
 
 def test_graph_shapes_on_by_default_and_off_on_request(lazytensor_runs, tmp_path: Path) -> None:
-    """Default: compile events carry each graph's input shapes (torch_xla's IR dump); with
-    --no-graph-shapes no dump is made, compilations are still counted and placed."""
-    events = [json.loads(line) for line in
-              (lazytensor_runs["dynamic"] / "events.jsonl").read_text().splitlines()]
-    shapes = [e["data"].get("input_shapes") for e in events if e["kind"] == "compile"]
+    """Default: compile events carry each graph's input shapes (XLA's HLO dump, paired with the
+    compilation) and the run keeps each graph's HLO; with --no-graph-shapes no dump is made,
+    compilations are still counted and placed."""
+    run = lazytensor_runs["dynamic"]
+    events = [json.loads(line) for line in (run / "events.jsonl").read_text().splitlines()]
+    compiles = [e for e in events if e["kind"] == "compile"]
+    shapes = [e["data"].get("input_shapes") for e in compiles]
     assert all(shapes) and len({json.dumps(s) for s in shapes}) == len(shapes)  # loss grows
+    for event in compiles:
+        data = event["data"]
+        assert len(data["input_shapes"]) == data["num_inputs"]  # pairing checked on the count
+        hlo = (run / data["hlo_file"]).read_text()
+        assert data["hlo_file"] == f"graphs/{data['graph_hash']}.hlo.txt"
+        assert hlo.startswith("HloModule ") and "entry_computation_layout" in hlo
+    # the shapes name the graph that compiled: step k's loss input has one more element
+    grown = [s for s in shapes[-1] if s not in shapes[-2]]
+    assert grown, shapes[-2:]
 
     out = tmp_path / "light"
     proc = lazyscope_cmd("trace", "lazytensor-dynamic", "--mode", "dynamic", "--steps", "6",
                          "--no-graph-shapes", "--out", str(out))
     assert proc.returncode == 0, proc.stderr
-    assert not list(out.glob("xla_graphs*"))
+    assert not (out / "graphs").exists()
     meta = json.loads((out / "meta.json").read_text())
     assert meta["info"]["graph_shapes"] is False
     summary = report_json(out)
@@ -193,3 +204,42 @@ def test_graph_shapes_on_by_default_and_off_on_request(lazytensor_runs, tmp_path
     assert all(e["site"]["file"].endswith("lazytensor_dynamic.py") for e in compiles)
     (finding,) = [f for f in summary["findings"] if f["kind"] == "recompile"]
     assert "--no-graph-shapes" in finding["fix"]
+
+
+SHAPES_SCRIPT = (
+    "import torch, torch_xla\n"
+    "dev = torch_xla.device()\n"
+    "for n in (3, 5, 3, 7):\n"
+    "    x = torch.ones(n, 4).to(dev)\n"
+    "    y = (x * 2).sum()\n"
+    "    torch_xla.sync()\n"
+)
+
+
+def test_hlo_dump_directory_is_ours_and_temporary_or_the_users_and_kept(tmp_path: Path) -> None:
+    """lazyscope's own dump directory is a temp dir removed when the process ends; a user's
+    own --xla_dump_to is read (shapes recorded) and left as the user wants it."""
+    script = tmp_path / "shapes.py"
+    script.write_text(SHAPES_SCRIPT)
+    tmp = tmp_path / "tmpdir"
+    tmp.mkdir()
+    out = tmp_path / "own"
+    proc = lazyscope_cmd("trace", str(script), "--out", str(out), env={"TMPDIR": str(tmp)})
+    assert proc.returncode == 0, proc.stderr
+    compiles = [json.loads(line) for line in (out / "events.jsonl").read_text().splitlines()
+                if json.loads(line)["kind"] == "compile"]
+    assert [c["data"]["input_shapes"] for c in compiles] == [[[], [3, 4]], [[], [5, 4]], [[], [7, 4]]]  # the scalar 2, x
+    assert [c["step"] for c in compiles] == [0, 1, 3]  # n=3 again at step 2: cached
+    assert len(list((out / "graphs").iterdir())) == 3
+    assert list(tmp.iterdir()) == []  # the temp dump directory is gone with the process
+
+    mine = tmp_path / "my-dump"
+    out2 = tmp_path / "users"
+    proc = lazyscope_cmd("trace", str(script), "--out", str(out2),
+                         env={"TMPDIR": str(tmp), "XLA_FLAGS": f"--xla_dump_to={mine}"})
+    assert proc.returncode == 0, proc.stderr
+    compiles = [json.loads(line) for line in (out2 / "events.jsonl").read_text().splitlines()
+                if json.loads(line)["kind"] == "compile"]
+    assert [c["data"]["input_shapes"] for c in compiles] == [[[], [3, 4]], [[], [5, 4]], [[], [7, 4]]]  # the scalar 2, x
+    assert len(list(mine.glob("*.before_optimizations.txt"))) == 3  # left where XLA wrote them
+    assert list(tmp.iterdir()) == []

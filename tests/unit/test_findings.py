@@ -81,7 +81,16 @@ def test_input_count_dtype_and_ir_diffs() -> None:
     assert diff_graphs(compile_event(1, [[4]], dtypes=["bf16"]), a)[0] == "dtype"
     other = compile_event(1, [[4]], digest="other")
     other.data["ops"] = {"aten::mm": 1, "aten::add": 2}
-    assert diff_graphs(other, a) == ("ir", ["IR differs: +2 aten::add"])
+    assert diff_graphs(other, a) == ("ir", ["graph differs: +2 aten::add"])
+
+
+def test_same_graph_names_the_donated_buffers_when_they_differ() -> None:
+    a = compile_event(0, [[4]], digest="g")
+    b = compile_event(2, [[4]], digest="g")
+    assert diff_graphs(b, a) == ("same_ir", ["same graph and input shapes"])
+    a.data["buffer_donors"], b.data["buffer_donors"] = "", "(0, {})"
+    assert diff_graphs(b, a) == ("same_ir", [
+        "same graph and input shapes; donated input buffers {none} -> {(0, {})}"])
 
 
 def test_sync_sites_recurring_only_are_findings() -> None:

@@ -1,0 +1,116 @@
+"""The HLO dump reader (backends/xla_hlo.py) on modules captured from torch_xla 2.9 on XLA:CPU
+(``scenarios/pitfalls/varying_seq_len.py`` at sequence lengths 17 and 33)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from lazyscope.backends.xla import dump_dir
+from lazyscope.backends.xla_hlo import (
+    HloDumpReader,
+    HloModuleInfo,
+    pair_modules,
+    parse_entry_layout,
+    parse_module,
+)
+from tests.conftest import DATA
+
+SEQ17 = (DATA / "xla_hlo" / "seq17.hlo.txt").read_text()
+SEQ33 = (DATA / "xla_hlo" / "seq33.hlo.txt").read_text()
+
+
+def test_inputs_in_parameter_order_with_dtypes_ops_and_donors() -> None:
+    info = parse_module(SEQ17)
+    assert info is not None
+    assert info.num_params == 6
+    assert info.inputs == [("f32", [32]), ("f32", [32, 32]), ("f32", [4, 17, 32]),
+                           ("f32", []), ("f32", []), ("f32", [])]
+    assert info.ops["dot"] >= 1 and info.ops["parameter"] >= 6 and "ROOT" not in info.ops
+    assert info.donors == "(0, {}), (1, {})"
+    assert info.name == "SyncTensorsGraph.69"
+
+
+def test_digest_tells_graphs_apart_and_ignores_the_module_name() -> None:
+    a, b = parse_module(SEQ17), parse_module(SEQ33)
+    assert a is not None and b is not None
+    assert a.digest != b.digest
+    renamed = SEQ17.replace("SyncTensorsGraph.69", "SyncTensorsGraph.1234")
+    donated = SEQ17.replace("buffer_donor={ (0, {}), (1, {}) }, ", "")
+    assert parse_module(renamed).digest == a.digest  # type: ignore[union-attr]
+    assert parse_module(donated).digest == a.digest  # type: ignore[union-attr]
+    assert parse_module(donated).donors == ""  # type: ignore[union-attr]
+
+
+def test_layout_with_wrapped_tuple_parameter_bounded_dims_and_other_types() -> None:
+    header = ("HloModule m, entry_computation_layout={((f32[2,3]{1,0}, s64[<=8]{0}, pred[]), "
+              "/*index=1*/bf16[4]{0:T(256)})->(f32[])}")
+    assert parse_entry_layout(header) == (2, [("f32", [2, 3]), ("s64", [8]), ("pred", []),
+                                              ("bf16", [4])])
+    assert parse_entry_layout("HloModule m, is_scheduled=true") is None
+    assert parse_module("not hlo at all") is None
+
+
+def _info(number: int, params: int) -> HloModuleInfo:
+    return HloModuleInfo(number=number, name="m", num_params=params)
+
+
+def test_pairing_is_in_order_and_checked_on_the_input_count() -> None:
+    a, b, c = _info(0, 3), _info(1, 5), _info(2, 3)
+    assert pair_modules([3, 5, 3], [a, b, c]) == [a, b, c]
+    # a module compiled without a compilation block (count 7) is skipped, not paired
+    assert pair_modules([3, 5], [a, _info(1, 7), b]) == [a, b]
+    # no module for the second compilation: None, never a wrong module
+    assert pair_modules([3, 4], [a]) == [a, None]
+    assert pair_modules([None], [b]) == [b]
+
+
+def _dump(directory: Path, number: int, text: str, extra: bool = True) -> None:
+    name = f"module_{number:04d}.SyncTensorsGraph.69"
+    (directory / f"{name}.before_optimizations.txt").write_text(text)
+    if extra:
+        (directory / f"{name}.cpu_after_optimizations.txt").write_text("optimized")
+
+
+def test_reader_takes_each_module_once_keeps_its_text_and_cleans_up(tmp_path: Path) -> None:
+    dump, run = tmp_path / "dump", tmp_path / "run"
+    dump.mkdir()
+    run.mkdir()
+    _dump(dump, 0, SEQ17)
+    reader = HloDumpReader(str(dump), owned=True, keep_dir=run / "graphs", keep=1)
+    reader.skip_existing()  # left by an earlier trace in this process
+    assert reader.take_new() == []
+    _dump(dump, 1, SEQ33)
+    (first,) = reader.take_new()
+    assert first.number == 1 and first.inputs[2] == ("f32", [4, 33, 32])
+    assert reader.keep_text(first, "abc") == "graphs/abc.hlo.txt"
+    assert (run / "graphs" / "abc.hlo.txt").read_text() == SEQ33
+    _dump(dump, 2, SEQ17)
+    (second,) = reader.take_new()
+    assert reader.keep_text(second, "def") is None  # past keep=1
+    reader.discard(second)
+    assert reader.take_new() == []
+    assert sorted(p.name for p in dump.iterdir()) == []  # owned: everything read is removed
+
+
+def test_reader_leaves_a_users_dump_directory_alone(tmp_path: Path) -> None:
+    dump = tmp_path / "mine"
+    dump.mkdir()
+    _dump(dump, 0, SEQ17)
+    reader = HloDumpReader(str(dump), owned=False, keep_dir=tmp_path / "run" / "graphs")
+    (info,) = reader.take_new()
+    assert reader.keep_text(info, "h") == "graphs/h.hlo.txt"
+    reader.discard(info)
+    assert len(list(dump.iterdir())) == 2
+
+
+@pytest.mark.parametrize(("flags", "expected"), [
+    ("", None),
+    ("--xla_cpu_enable_fast_math=false", None),
+    ("--xla_dump_to=/tmp/d --xla_dump_hlo_as_text", "/tmp/d"),
+    ("--xla_dump_to /tmp/e", "/tmp/e"),
+    ("--xla_dump_to='/tmp/with space'", "/tmp/with space"),
+])
+def test_dump_dir_from_xla_flags(flags: str, expected: str | None) -> None:
+    assert dump_dir(flags) == expected

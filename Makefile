@@ -41,7 +41,8 @@ lint: venv
 # Measured comparisons (minutes of CPU; not part of the tests): padding policies, cost of tracing.
 bench: venv
 	$(PY) benchmarks/compare_policies.py --out runs/bench-compare
-	$(PY) benchmarks/overhead.py --reps 6 --steps 150
+	$(PY) benchmarks/overhead.py --reps 6 --steps 150 --ab-pairs 200
+	$(PY) benchmarks/hlo_dump_cost.py --reps 3 --steps 12
 
 clean:
 	rm -rf runs .pytest_cache

@@ -11,15 +11,28 @@ script measures itself the same way in both modes (``time.perf_counter()`` aroun
 at its end reads ``torch_xla.debug.metrics`` sample counts of CompileTime, ExecuteTime and
 TransferFromDeviceTime, so lazyscope's own records are not what is compared.
 
-Printed, for the default trace and for `--no-graph-shapes` (no per-barrier IR dump): extra
-compilations (must be 0), extra device-to-host transfers (must be 0), extra
-executions, and the wall-time overhead per step: the median over repetitions of each run's mean
-steady-state step time (steps after warm-up, up to a final ``wait_device_ops``), traced vs
-untraced (target <= 3%); the same for CPU time (all threads: less sensitive to other processes on
-a shared machine than wall time); and lazyscope's own work at one barrier (metrics snapshot, delta,
-one JSON line), timed in a separate process, as a share of the untraced step. Exit status 1 when the extra compilations or transfers are not 0.
+Printed, for the default trace (graph shapes from XLA's HLO dump, written at compile time only)
+and for `--no-graph-shapes` (no dump at all): extra compilations (must be 0), extra
+device-to-host transfers (must be 0), extra executions, and the wall-time overhead per step
+(target <= 3%). Each repetition runs every mode back to back, so the overhead is measured as the
+median over repetitions of the *paired* ratio of each run's mean steady-state step time (steps
+after warm-up, up to a final ``wait_device_ops``), traced / untraced of the same repetition: a
+machine that gets slower or faster between repetitions moves both sides of a pair. Also printed:
+the min..max of those ratios, the ratio of the pooled medians, CPU time (all threads), the
+compile time (the HLO dump is written while compiling), and lazyscope's own work at one barrier
+(metrics snapshot, delta, one JSON line), timed in a separate process, as a share of the
+untraced step. Exit status 1 when the extra compilations or transfers are not 0.
 
-    PJRT_DEVICE=CPU python benchmarks/overhead.py --reps 3 --steps 60
+Fresh processes are what a user runs, but on a shared 2-core machine two runs of the same process
+differ by +-10%, more than the effect measured. So the per-step overhead the target applies to is
+also measured *inside one process*: blocks of ``--ab-steps`` steps run untraced and inside
+``lazyscope.trace()``, alternating in ABBA order, ``--ab-pairs`` pairs; the overhead is the median
+of the paired ratios with a 95% bootstrap interval. The process starts under a trace (as
+``lazyscope trace`` runs a script) so torch_xla's environment is the traced one in both arms:
+that environment (``PT_XLA_DEBUG_LEVEL=1``, the HLO dump) only acts when a graph compiles, which
+the fresh-process rows cover.
+
+    PJRT_DEVICE=CPU python benchmarks/overhead.py --reps 6 --steps 150 --ab-pairs 200
 """
 
 from __future__ import annotations
@@ -27,6 +40,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import random
 import statistics
 import subprocess
 import sys
@@ -51,7 +65,18 @@ p.add_argument("--hidden", type=int, default=512)
 p.add_argument("--layers", type=int, default=3)
 p.add_argument("--batch", type=int, default=128)
 p.add_argument("--result", required=True)
+p.add_argument("--ab-pairs", type=int, default=0,
+               help="instead: interleave untraced and lazyscope.trace() blocks in this process")
+p.add_argument("--ab-steps", type=int, default=30)
+p.add_argument("--ab-dir", default="")
 args = p.parse_args()
+if args.ab_pairs:
+    # the first trace starts before torch_xla does, as `lazyscope trace` does (it sets
+    # torch_xla's environment), and covers set-up, warm-up and the compilation
+    import os
+    import lazyscope
+    first_trace = lazyscope.trace(os.path.join(args.ab_dir, "warmup"), force=True)
+    first_trace.__enter__()
 
 torch.manual_seed(0)
 dev = torch_xla.device()
@@ -65,6 +90,47 @@ batches = [(torch.randn(args.batch, args.hidden).to(dev), torch.randint(0, 10, (
 torch_xla.sync()
 xm.wait_device_ops()
 
+def train_step(i):
+    x, y = batches[i % len(batches)]
+    opt.zero_grad()
+    loss = torch.nn.functional.cross_entropy(model(x), y)
+    loss.backward()
+    opt.step()
+    torch_xla.sync()
+
+if args.ab_pairs:
+    # Interleaved A/B in one process: blocks of --ab-steps steps, untraced and inside
+    # lazyscope.trace(), in ABBA order (a drifting machine moves both sides of every pair).
+    # The first trace covers warm-up and the compilation, as a real trace does.
+    import contextlib
+    for i in range(args.warmup):
+        train_step(i)
+    first_trace.__exit__(None, None, None)
+    xm.wait_device_ops()
+    pairs = []
+    for k in range(args.ab_pairs):
+        order = (False, True) if k % 2 == 0 else (True, False)
+        block = {}
+        for traced in order:
+            ctx = (lazyscope.trace(os.path.join(args.ab_dir, f"block{k}"), force=True)
+                   if traced else contextlib.nullcontext())
+            with ctx:
+                # a trace's first steps are its warm-up (fallback call sites are watched there,
+                # see xla_fallbacks.py): a long job has one, not one per block, so they are
+                # run untimed here, in both arms alike
+                for i in range(3):
+                    train_step(i)
+                xm.wait_device_ops()
+                tic = time.perf_counter()
+                for i in range(args.ab_steps):
+                    train_step(i)
+                xm.wait_device_ops()
+                block[traced] = (time.perf_counter() - tic) / args.ab_steps
+        pairs.append({"untraced_s": block[False], "traced_s": block[True]})
+    with open(args.result, "w") as fh:
+        json.dump({"pairs": pairs}, fh)
+    raise SystemExit(0)
+
 times = []
 t_steady = None
 for i in range(args.steps):
@@ -73,12 +139,7 @@ for i in range(args.steps):
         t_steady = time.perf_counter()
         cpu_steady = time.process_time()
     tic = time.perf_counter()
-    x, y = batches[i % len(batches)]
-    opt.zero_grad()
-    loss = torch.nn.functional.cross_entropy(model(x), y)
-    loss.backward()
-    opt.step()
-    torch_xla.sync()
+    train_step(i)
     times.append(time.perf_counter() - tic)
 xm.wait_device_ops()
 steady = (time.perf_counter() - t_steady) / (args.steps - args.warmup)
@@ -89,7 +150,9 @@ def count(name):
     return int(data[0]) if data else 0
 
 with open(args.result, "w") as fh:
+    compile_data = met.metric_data("CompileTime")
     json.dump({"step_s": times, "steady_mean_s": steady, "steady_cpu_s": cpu,
+               "compile_s": compile_data[1] / 1e9 if compile_data else 0.0,
                "compiles": count("CompileTime"), "executions": count("ExecuteTime"),
                "from_device": count("TransferFromDeviceTime"),
                "to_device": count("TransferToDeviceTime")}, fh)
@@ -97,30 +160,36 @@ with open(args.result, "w") as fh:
 
 
 PROBE = r'''
-import json, sys, time
+import json, os, sys, tempfile, time
+from lazyscope.backends.xla import METRICS_SAMPLES, _Snapshot
+os.environ.setdefault("XLA_METRICS_SAMPLES", str(METRICS_SAMPLES))  # as a trace sets it
 import torch, torch_xla
+import torch_xla.core.xla_model as xm
 import torch_xla.debug.metrics as met
-from lazyscope.backends.xla import _Snapshot
-from lazyscope.model import Step
+from lazyscope.model import Meta, RunWriter, Step
 dev = torch_xla.device()
 x = torch.ones(64, 64, device=dev)
-for _ in range(5):
+for _ in range(1100):  # torch_xla's metrics hold as many samples as they will in a long run
     x = x @ x * 0.01
     torch_xla.sync()
-n = 300
+xm.wait_device_ops()
+writer = RunWriter(tempfile.mkdtemp(), Meta(target="probe"))
+n = 500
 last = _Snapshot(met)
 t0 = time.perf_counter()
-for _ in range(n):
+for i in range(n):
     snap = _Snapshot(met)
     d = snap.delta(last)
     last = snap
-    json.dumps(Step(0, compile_count=d["compile"], fallback_ops=d["fallbacks"]).to_json())
+    writer.write_step(Step(i, compile_count=d["compile"], execute_count=d["execute"],
+                           execute_s=d["execute_sum"] / 1e9, fallback_ops=d["fallbacks"]))
 print(json.dumps({"per_barrier_s": (time.perf_counter() - t0) / n}))
 '''
 
 
 def probe_cost(env: dict[str, str]) -> float:
-    """Seconds of lazyscope's own work at one barrier (metrics snapshot, delta, a JSON line)."""
+    """Seconds of lazyscope's own work at one barrier (metrics snapshot, delta, one steps.jsonl
+    line written and flushed), on an idle device (nothing executing beside it)."""
     proc = subprocess.run([sys.executable, "-c", PROBE], env=env, capture_output=True, text=True)
     if proc.returncode != 0:
         sys.exit(f"overhead: probe failed:\n{proc.stderr}")
@@ -153,6 +222,25 @@ def run_once(mode: str, workdir: Path, rep: int, script_args: list[str]) -> dict
     return data
 
 
+def run_interleaved(workdir: Path, script_args: list[str], pairs: int, steps: int) -> list[float]:
+    """One process, untraced and ``lazyscope.trace()`` blocks in ABBA order: paired ratios."""
+    result = workdir / "interleaved.json"
+    cmd = [sys.executable, str(workdir / "train_mlp.py"), *script_args, "--result", str(result),
+           "--ab-pairs", str(pairs), "--ab-steps", str(steps), "--ab-dir", str(workdir / "ab")]
+    proc = subprocess.run(cmd, env=_env(), capture_output=True, text=True, cwd=workdir)
+    if proc.returncode != 0:
+        sys.exit(f"overhead: interleaved run failed ({proc.returncode}):\n{proc.stderr}")
+    data = json.loads(result.read_text())["pairs"]
+    return [p["traced_s"] / p["untraced_s"] - 1 for p in data]
+
+
+def bootstrap_ci(values: list[float], n: int = 4000, seed: int = 0) -> tuple[float, float]:
+    """95% bootstrap interval of the median."""
+    rng = random.Random(seed)
+    medians = sorted(statistics.median(rng.choices(values, k=len(values))) for _ in range(n))
+    return medians[int(0.025 * n)], medians[int(0.975 * n) - 1]
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.strip().splitlines()[0])
     parser.add_argument("--reps", type=int, default=3, help="repetitions of each mode")
@@ -161,6 +249,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--hidden", type=int, default=512)
     parser.add_argument("--layers", type=int, default=3)
     parser.add_argument("--batch", type=int, default=128)
+    parser.add_argument("--ab-pairs", type=int, default=200,
+                        help="interleaved A/B: pairs of blocks in one process (0: skip)")
+    parser.add_argument("--ab-steps", type=int, default=20, help="steps per interleaved block")
     parser.add_argument("--keep", type=Path, default=None, help="keep the runs in this directory")
     args = parser.parse_args(argv)
     script_args = ["--steps", str(args.steps), "--warmup", str(args.warmup),
@@ -187,6 +278,8 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"{rep:>3} {mode:<12} {median * 1e3:>9.2f} ms {r['steady_mean_s'] * 1e3:>9.2f} ms "
                       f"{r['compiles']:>8} {r['executions']:>10} {r['from_device']:>4} "
                       f"{r['to_device']:>4} {r['process_s']:>7.1f}s", flush=True)
+        ab = run_interleaved(workdir, script_args, args.ab_pairs, args.ab_steps) \
+            if args.ab_pairs else []
 
     def uniq(mode: str, key: str) -> list[int]:
         return sorted({r[key] for r in results[mode]})
@@ -197,7 +290,12 @@ def main(argv: list[str] | None = None) -> int:
     cpu = {m: statistics.median(r["steady_cpu_s"] for r in results[m]) for m in results}
     probe = probe_cost(_env())
     ok = True
-    for mode, label in (("traced", "traced (default: graph shapes from torch_xla's IR dump)"),
+    def paired(mode: str, key: str) -> list[float]:
+        return [t[key] / u[key] - 1 for t, u in zip(results[mode], results["untraced"],
+                                                    strict=True)]
+
+    for mode, label in (("traced", "traced (default: graph shapes from XLA's HLO dump at "
+                                   "compile time)"),
                         ("traced-light", "traced --no-graph-shapes")):
         extra = {}
         for key in ("compiles", "from_device", "executions"):
@@ -208,24 +306,43 @@ def main(argv: list[str] | None = None) -> int:
             return (str(extra[key]) if extra[key] is not None else
                     f"varies: untraced {uniq('untraced', key)}, traced {uniq(mode, key)}")
 
-        overhead = steady[mode] / steady["untraced"] - 1
+        ratios = paired(mode, "steady_mean_s")
+        overhead = statistics.median(ratios)
+        pooled = steady[mode] / steady["untraced"] - 1
         overhead_median = medians[mode] / medians["untraced"] - 1
+        compile_s = {m: statistics.median(r["compile_s"] for r in results[m])
+                     for m in (mode, "untraced")}
         print()
         print(f"{label}:")
         print(f"  extra compilations (traced - untraced):      {show('compiles')}   (must be 0)")
         print(f"  extra device-to-host transfers:              {show('from_device')}   (must be 0)")
         print(f"  extra executions:                            {show('executions')}")
-        print(f"  wall-time overhead per step (steady mean):   {overhead * 100:+.2f}%  "
+        print(f"  wall-time overhead per step (paired):        {overhead * 100:+.2f}%  "
+              f"(median of {len(ratios)} paired steady-mean ratios, range "
+              f"{min(ratios) * 100:+.2f}%..{max(ratios) * 100:+.2f}%; target <= 3%: "
+              f"{'met' if overhead <= 0.03 else 'NOT met'})")
+        print(f"  wall-time overhead per step (pooled mean):   {pooled * 100:+.2f}%  "
               f"({steady[mode] * 1e3:.2f} ms traced vs {steady['untraced'] * 1e3:.2f} ms "
-              f"untraced; target <= 3%: {'met' if overhead <= 0.03 else 'NOT met'})")
+              "untraced)")
         print(f"  wall-time overhead per step (median step):   {overhead_median * 100:+.2f}%  "
               f"({medians[mode] * 1e3:.2f} ms vs {medians['untraced'] * 1e3:.2f} ms)")
         print(f"  CPU time per step (all threads, steady):     "
               f"{(cpu[mode] / cpu['untraced'] - 1) * 100:+.2f}%  "
               f"({cpu[mode] * 1e3:.2f} ms traced vs {cpu['untraced'] * 1e3:.2f} ms untraced)")
+        print(f"  compile time (median of runs):               {compile_s[mode]:.3f} s traced vs "
+              f"{compile_s['untraced']:.3f} s untraced")
         ok = ok and extra["compiles"] == 0 and extra["from_device"] == 0
+    if ab:
+        overhead = statistics.median(ab)
+        low, high = bootstrap_ci(ab)
+        print()
+        print(f"interleaved in one process (untraced and lazyscope.trace() blocks of "
+              f"{args.ab_steps} steps, ABBA, {len(ab)} pairs; each trace's 3 first steps untimed):")
+        print(f"  wall-time overhead per step:                 {overhead * 100:+.2f}%  (median of "
+              f"paired ratios, 95% bootstrap CI {low * 100:+.2f}%..{high * 100:+.2f}%; "
+              f"target <= 3%: {'met' if overhead <= 0.03 else 'NOT met'})")
     print()
-    print(f"lazyscope's own work per barrier (measured):   {probe * 1e6:.0f} us = "
+    print(f"lazyscope's own work per barrier (idle device): {probe * 1e6:.0f} us = "
           f"{probe / medians['untraced'] * 100:.2f}% of the untraced median step")
     return 0 if ok else 1
 

@@ -3,7 +3,7 @@
 A run is a directory::
 
     meta.json      what ran, where, with which versions, when, and how it ended (status)
-    steps.jsonl    one JSON object per finished step, appended and flushed as the step ends
+    steps.jsonl    one JSON object per finished step, appended as the step ends
     events.jsonl   one JSON object per event (a compilation, a host sync, a fallback ...)
 
 ``steps.jsonl`` and ``events.jsonl`` are append-only, so a run killed at any moment keeps every
@@ -400,7 +400,7 @@ class MappedLog:
 
 
 class RunWriter:
-    """Writes a run directory as it happens: steps and events are flushed line by line."""
+    """Writes a run directory as it happens: steps and events are appended line by line."""
 
     def __init__(self, path: Path, meta: Meta):
         self.path = Path(path)

@@ -114,3 +114,16 @@ def test_reader_leaves_a_users_dump_directory_alone(tmp_path: Path) -> None:
 ])
 def test_dump_dir_from_xla_flags(flags: str, expected: str | None) -> None:
     assert dump_dir(flags) == expected
+
+
+def test_dump_goes_to_ram_backed_dir_only_when_it_has_room(tmp_path: Path, monkeypatch) -> None:
+    import lazyscope.backends.xla as xla
+
+    monkeypatch.setattr(xla, "SHM_DIR", str(tmp_path))
+    monkeypatch.setattr(xla, "SHM_MIN_FREE", 0)
+    assert xla._fast_tmp() == str(tmp_path)
+    monkeypatch.setattr(xla, "SHM_MIN_FREE", 1 << 60)  # more room than any disk has
+    assert xla._fast_tmp() is None
+    monkeypatch.setattr(xla, "SHM_DIR", str(tmp_path / "missing"))
+    monkeypatch.setattr(xla, "SHM_MIN_FREE", 0)
+    assert xla._fast_tmp() is None

@@ -21,6 +21,9 @@ Why this source (torch_xla 2.9, measured in ``benchmarks/overhead.py``):
   the whole IR at every barrier: +30% per step on a 12 ms training step. That cost is why it is
   not used.
 
+XLA's CPU backend also dumps LLVM IR and object files for every kernel (~800 files per compiled
+training step of the tiny decoder): on disk that added ~30% to compile time, so lazyscope's own
+dump directory is in ``/dev/shm`` when it has room (1.02x, ``benchmarks/hlo_dump_cost.py``).
 The collector lists the dump directory only at steps that compiled, keeps each module's
 ``before_optimizations`` text as ``graphs/<graph hash>.hlo.txt`` in the run (the first
 ``KEEP_GRAPHS``), and deletes the module's other files when lazyscope chose the directory.

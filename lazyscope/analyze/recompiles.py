@@ -274,5 +274,10 @@ def recompile_fix(entry: SiteRecompiles) -> str:
     if kinds.get("ir"):
         return prefix + ("the traced code path differs between steps: move Python branches on "
                          "step-dependent values out of the step, or use torch.where")
+    if kinds.get("unknown"):
+        return prefix + ("no input shapes were recorded for these graphs (XLA wrote no HLO dump "
+                         "for them: torch_xla was started before the trace, or XLA_FLAGS has "
+                         "its own --xla_dump_to filters); trace the script with `lazyscope "
+                         "trace` to see which input or dimension changes")
     return prefix + ("compare the graphs' HLO (graphs/<graph hash>.hlo.txt in the run) to see "
                      "what changes")

@@ -6,7 +6,7 @@ from pathlib import Path
 
 from lazyscope.analyze.fallbacks import fallback_ops
 from lazyscope.analyze.findings import findings
-from lazyscope.analyze.recompiles import diff_graphs, explain_recompiles
+from lazyscope.analyze.recompiles import diff_graphs, explain_recompiles, recompile_fix
 from lazyscope.analyze.syncs import sync_sites
 from lazyscope.model import Event, Meta, Run, Site, Step
 from lazyscope.render.json import report_dict
@@ -130,3 +130,13 @@ def test_findings_ranked_and_rendered() -> None:
     assert "findings (2, most expensive first):" in text
     assert text.rstrip("\n").splitlines()[-1].startswith("verdict: ")
     assert "findings: none after warm-up" in render_text(make_run([]))
+
+
+def test_recompiles_without_recorded_shapes_say_so_in_the_fix() -> None:
+    events = [compile_event(i, [[4]]) for i in range(5)]
+    for event in events:
+        for key in ("input_shapes", "input_dtypes", "ir_digest", "ops"):
+            del event.data[key]
+    [site] = explain_recompiles(make_run(events))
+    assert site.counted_kinds == {"unknown": 3}
+    assert "no input shapes were recorded" in recompile_fix(site)

@@ -175,7 +175,9 @@ class XlaBackend(Backend):
         # depend on it; only the percentile window of torch_xla's own report does.
         os.environ.setdefault("XLA_METRICS_SAMPLES", str(METRICS_SAMPLES))
         if self.graph_shapes and dump_dir(os.environ.get("XLA_FLAGS", "")) is None:
-            own = tempfile.mkdtemp(prefix="lazyscope-hlo-", dir=_fast_tmp())
+            base = _fast_tmp()
+            sweep_stale_dump_dirs(base or tempfile.gettempdir())
+            own = tempfile.mkdtemp(prefix=f"{DUMP_PREFIX}{os.getpid()}-", dir=base)
             atexit.register(shutil.rmtree, own, True)
             os.environ[OWN_DUMP_ENV] = own
             os.environ["XLA_FLAGS"] = " ".join(
@@ -427,6 +429,24 @@ def _fast_tmp() -> str | None:
     except OSError:
         pass
     return None
+
+
+DUMP_PREFIX = "lazyscope-hlo-"
+
+
+def sweep_stale_dump_dirs(base: str) -> None:
+    """Remove dump directories of lazyscope processes that no longer run (a SIGKILLed trace
+    cannot remove its own; the name carries the pid that made it)."""
+    for path in glob.glob(os.path.join(glob.escape(base), DUMP_PREFIX + "*")):
+        pid = os.path.basename(path)[len(DUMP_PREFIX):].split("-", 1)[0]
+        if not pid.isdigit():
+            continue
+        try:
+            os.kill(int(pid), 0)
+        except ProcessLookupError:
+            shutil.rmtree(path, ignore_errors=True)
+        except OSError:  # exists but not ours to signal: alive
+            continue
 
 
 def dump_dir(xla_flags: str) -> str | None:

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -127,3 +128,21 @@ def test_dump_goes_to_ram_backed_dir_only_when_it_has_room(tmp_path: Path, monke
     monkeypatch.setattr(xla, "SHM_DIR", str(tmp_path / "missing"))
     monkeypatch.setattr(xla, "SHM_MIN_FREE", 0)
     assert xla._fast_tmp() is None
+
+
+def test_stale_dump_dirs_of_dead_processes_are_swept(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    from lazyscope.backends.xla import DUMP_PREFIX, sweep_stale_dump_dirs
+
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                          capture_output=True, text=True, check=True).stdout.strip()
+    stale = tmp_path / f"{DUMP_PREFIX}{dead}-abc"
+    alive = tmp_path / f"{DUMP_PREFIX}{os.getpid()}-def"
+    other = tmp_path / f"{DUMP_PREFIX}notapid"
+    for d in (stale, alive, other):
+        d.mkdir()
+    (stale / "module_0000.x.before_optimizations.txt").write_text("x")
+    sweep_stale_dump_dirs(str(tmp_path))
+    assert not stale.exists() and alive.exists() and other.exists()

@@ -16,19 +16,17 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
+from overhead import _env  # the sibling benchmark's environment (run as a script, like it)
 
 
 def run_case(mode: str, rep: int, args: argparse.Namespace, tmp: Path) -> dict:
-    env = {**os.environ, "PJRT_DEVICE": os.environ.get("PJRT_DEVICE", "CPU"),
-           "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))}
+    env = _env()
     out = tmp / f"{mode}-{rep}"
     flags = ["--no-graph-shapes"] if mode == "no-shapes" else []
     cmd = [sys.executable, "-m", "lazyscope", "trace", "decoder", *flags, "--out", str(out),

@@ -337,18 +337,14 @@ class XlaBackend(Backend):
         if count <= 0 or self._debug is None or self._recorder is None:
             return []
         records = [r for r in self._debug.read_new() if r.kind == "compile"]
-        modules = self._graphs.take_new() if self._graphs is not None else []
+        graphs = self._graphs
+        modules = graphs.take_new() if graphs is not None else []
         paired = pair_modules([r.num_inputs for r in records], modules)
-        for module in modules:
-            if not any(module is p for p in paired) and self._graphs is not None:
-                self._graphs.discard(module)
         events = []
         for i, (rec, graph) in enumerate(zip(records, paired, strict=True)):
             cause_kind, cause = classify_barrier(rec.frames)
-            hlo_file = (self._graphs.keep_text(graph, rec.graph_hash)
-                        if graph is not None and self._graphs is not None else None)
-            if graph is not None and hlo_file is None and self._graphs is not None:
-                self._graphs.discard(graph)
+            hlo_file = (graphs.keep_text(graph, rec.graph_hash)
+                        if graphs is not None and graph is not None else None)
             event = Event(
                 kind="compile",
                 step=index,
@@ -369,6 +365,9 @@ class XlaBackend(Backend):
             )
             self._recorder.event(event)
             events.append(event)
+        for module in modules:  # the kept ones were moved into the run: the rest go
+            assert graphs is not None
+            graphs.discard(module)
         return events
 
     # -- profiler window (lazyscope trace --profile) -----------------------------------

@@ -256,6 +256,7 @@ class HloDumpReader:
         return f"{self.keep_dir.name}/{name}"
 
     def discard(self, info: HloModuleInfo) -> None:
+        """Remove a module's text unless it was kept (moved) or the directory is the user's."""
         if self.owned and info.path:
             _remove(info.path)
 

@@ -248,3 +248,29 @@ def test_hlo_dump_directory_is_ours_and_temporary_or_the_users_and_kept(tmp_path
     assert [c["data"]["input_shapes"] for c in compiles] == [[[], [3, 4]], [[], [5, 4]], [[], [7, 4]]]  # the scalar 2, x
     assert len(list(mine.glob("*.before_optimizations.txt"))) == 3  # left where XLA wrote them
     assert dump_dirs() <= before
+
+
+SAMPLES_SCRIPT = (
+    "import sys, torch, torch_xla\n"
+    "import torch_xla.debug.metrics as met\n"
+    "x = torch.ones(4, device=torch_xla.device())\n"
+    "for _ in range(40):\n"
+    "    x = x + 1\n"
+    "    torch_xla.sync()\n"
+    "torch_xla._XLAC._xla_wait_device_ops([])\n"
+    "open(sys.argv[1], 'w').write(str(len(met.metric_data('ExecuteTime')[2])))\n"
+)
+
+
+def test_trace_keeps_few_metric_samples_unless_the_user_chose(tmp_path: Path) -> None:
+    """A trace sets XLA_METRICS_SAMPLES=32 (metric_data copies every kept sample at each
+    barrier); a value the user set is left alone. Counts are not affected."""
+    script = tmp_path / "samples.py"
+    script.write_text(SAMPLES_SCRIPT)
+    for name, env, expected in (("ours", {}, 32), ("users", {"XLA_METRICS_SAMPLES": "64"}, 40)):
+        kept = tmp_path / f"{name}.txt"
+        out = tmp_path / name
+        proc = lazyscope_cmd("trace", str(script), "--out", str(out), "--", str(kept), env=env)
+        assert proc.returncode == 0, proc.stderr
+        assert int(kept.read_text()) == expected
+        assert report_json(out)["executions"] == 40

@@ -1,55 +1,433 @@
-"""The run format: what a traced run is, on disk and in memory.
+"""The run model: what a traced run is in memory, the same for every backend (schema 2).
 
-A run is a directory::
+A run is its metadata (:class:`Meta`), its steps (:class:`StepTable`: one row per step barrier,
+columnar) and its events (:class:`EventTable`: compilations, host syncs, CPU fallbacks, graph
+breaks ..., columnar, with their stacks and payloads interned). ``lazyscope.store`` reads and
+writes it; the analyzers read only this module's types, never a backend's raw keys.
 
-    meta.json      what ran, where, with which versions, when, and how it ended (status)
-    steps.jsonl    one JSON object per finished step, appended as the step ends
-    events.jsonl   one JSON object per event (a compilation, a host sync, a fallback ...)
+Backend-neutral by construction:
 
-``steps.jsonl`` and ``events.jsonl`` are append-only, so a run killed at any moment keeps every
-finished step. They are written through a shared memory map (see :class:`MappedLog`): a line is in
-the kernel's page cache, visible to readers and safe from a kill, the moment it is copied, with
-no system call per step; until the writer closes a file it is padded with NUL bytes to the mapped
-size, which the loader ignores. ``meta.json`` is replaced atomically; a run whose status is still ``running``
-when loaded was killed (``Run.complete`` is False).
+* A step field a backend does not measure is absent: its column is ``None`` and
+  :class:`Step` shows ``None``, never 0. ``Meta.capabilities`` says which fields and event kinds
+  the backend measures.
+* Each event kind has a typed payload (:class:`Compile`, :class:`Sync`, :class:`Fallback`,
+  :class:`FallbackExec`, :class:`GraphBreak`, :class:`EagerFallback`); each backend maps its
+  own sources into them (XLA: HLO dump + PT_XLA_DEBUG; dynamo: guard failures, compile
+  metrics, graph-break records).
+* A stack is a tuple of :class:`Frame`, innermost first; every frame says whether it is library
+  code (torch, torch_xla, site-packages, the standard library, lazyscope itself) or the user's.
+  The user's line of an event is its innermost user frame.
 
-Loading is tolerant: missing keys take defaults, a truncated last line (a kill mid-write) is
-dropped with a warning. A run written by a newer schema, a missing or unreadable ``meta.json``,
-or a corrupt line in the middle of a file raise :class:`~lazyscope.errors.RunDirError`.
-
-This module imports nothing but the standard library.
+Columnar because runs get long: a million steps and as many events load as a few numpy arrays
+(see ``benchmarks/scale.py``); a payload or stack is decoded once per distinct value. This module
+imports numpy and the standard library only.
 """
 
 from __future__ import annotations
 
 import datetime as _dt
-import json
-import mmap
-import os
-import shutil
-from collections.abc import Iterable, Iterator
-from dataclasses import asdict, dataclass, field
+import functools
+import types
+import typing
+from collections.abc import Callable, Iterator
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
-from typing import IO, Any
+from typing import Any, Protocol
 
-from lazyscope.errors import RunDirError
+import numpy as np
 
-SCHEMA_VERSION = 1
-META_FILE = "meta.json"
-STEPS_FILE = "steps.jsonl"
-EVENTS_FILE = "events.jsonl"
-WARMUP_STEPS = 2
+SCHEMA_VERSION = 2
 
 STATUS_RUNNING = "running"
 STATUS_OK = "ok"
 STATUS_FAILED = "failed"
 STATUS_INTERRUPTED = "interrupted"
-STATUSES = (STATUS_RUNNING, STATUS_OK, STATUS_FAILED, STATUS_INTERRUPTED)
+#: the disk filled while the run was written: what was recorded before is kept
+STATUS_NO_SPACE = "no_space"
+STATUSES = (STATUS_RUNNING, STATUS_OK, STATUS_FAILED, STATUS_INTERRUPTED, STATUS_NO_SPACE)
 
 
 def now_iso() -> str:
     """The current UTC time as an ISO 8601 string."""
     return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="milliseconds")
+
+
+# --------------------------------------------------------------------------- frames
+
+
+@dataclass(frozen=True)
+class Frame:
+    """A place in Python source. ``library`` is True for frames that are not the user's code
+    (torch, torch_xla, third-party packages, the standard library, lazyscope itself)."""
+
+    file: str
+    line: int
+    function: str = ""
+    library: bool = False
+
+    def __str__(self) -> str:
+        where = f"{self.file}:{self.line}"
+        return f"{where} ({self.function})" if self.function else where
+
+    def to_json(self) -> dict[str, Any]:
+        return {"file": self.file, "line": self.line, "function": self.function}
+
+
+#: a Python stack, innermost frame first
+Stack = tuple[Frame, ...]
+
+
+def user_frames(stack: Stack) -> list[Frame]:
+    """The user's frames of a stack, innermost first."""
+    return [f for f in stack if not f.library]
+
+
+def user_site(stack: Stack) -> Frame | None:
+    """The innermost user frame: the line an event is reported at."""
+    for frame in stack:
+        if not frame.library:
+            return frame
+    return None
+
+
+# --------------------------------------------------------------------------- payloads
+
+
+def _from_dict(cls: type, data: Any) -> Any:
+    """A dataclass from a JSON object, ignoring unknown keys (newer writers add fields)."""
+    if not isinstance(data, dict):
+        raise ValueError(f"{cls.__name__} payload is not an object")
+    names = {f.name for f in fields(cls)}
+    return cls(**{k: v for k, v in data.items() if k in names})
+
+
+def _checker(hint: Any) -> Callable[[Any], bool]:
+    """A function telling whether a decoded JSON value has the shape of a type hint (str, int,
+    float, bool, None, lists and dicts of them, unions, dataclasses); built once per hint."""
+    if hint is Any:
+        return lambda v: True
+    origin, args = typing.get_origin(hint), typing.get_args(hint)
+    if origin in (typing.Union, types.UnionType):
+        options = [_checker(a) for a in args]
+        return lambda v: any(c(v) for c in options)
+    if hint is type(None):
+        return lambda v: v is None
+    if origin is list or hint is list:
+        item = _checker(args[0]) if args else None
+        return lambda v: isinstance(v, list) and (item is None or all(item(x) for x in v))
+    if origin is dict or hint is dict:
+        if not args:
+            return lambda v: isinstance(v, dict)
+        kc, vc = _checker(args[0]), _checker(args[1])
+        return lambda v: isinstance(v, dict) and all(kc(k) and vc(x) for k, x in v.items())
+    if hint is float:
+        return lambda v: isinstance(v, (int, float)) and not isinstance(v, bool)
+    if hint is int:
+        return lambda v: isinstance(v, int) and not isinstance(v, bool)
+    return lambda v: isinstance(v, hint)
+
+
+@functools.cache
+def _checkers(cls: type) -> list[tuple[str, Callable[[Any], bool]]]:
+    hints = typing.get_type_hints(cls)
+    return [(f.name, _checker(hints[f.name])) for f in fields(cls)]
+
+
+def validate(obj: Any) -> Any:
+    """``obj`` if every field of the dataclass holds a value of its declared type; ValueError
+    naming the field otherwise (a corrupt or hostile run file)."""
+    for name, check in _checkers(type(obj)):
+        if not check(getattr(obj, name)):
+            raise ValueError(f"{type(obj).__name__}.{name} has the wrong type")
+    return obj
+
+
+def _frame(value: Any) -> Frame | None:
+    if isinstance(value, dict) and "file" in value:
+        return Frame(str(value["file"]), int(value.get("line") or 0), str(value.get("function", "")))
+    return None
+
+
+@dataclass
+class GraphInput:
+    """One input of a compiled graph: dtype and shape, and what it is in the user's terms where
+    the backend knows (``name``: a parameter's module path such as ``net.0.weight``, a guarded
+    argument such as ``x``; ``origin``: the user line that created it or moved it to the
+    device)."""
+
+    dtype: str
+    shape: list[int]
+    name: str = ""
+    origin: Frame | None = None
+    #: a Python scalar argument's value (dynamo guards on it): dtype "int" / "float" / "bool"
+    value: int | float | bool | str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"dtype": self.dtype, "shape": list(self.shape)}
+        if self.name:
+            out["name"] = self.name
+        if self.origin is not None:
+            out["origin"] = self.origin.to_json()
+        if self.value is not None:
+            out["value"] = self.value
+        return out
+
+    @classmethod
+    def from_json(cls, data: Any) -> GraphInput:
+        if not isinstance(data, dict):
+            raise ValueError("a graph input is not an object")
+        return validate(cls(str(data.get("dtype", "")),
+                            [int(d) for d in data.get("shape") or []],
+                            str(data.get("name", "")), _frame(data.get("origin")),
+                            data.get("value")))
+
+    def signature(self) -> tuple[str, tuple[int, ...]]:
+        return self.dtype, tuple(self.shape)
+
+
+@dataclass
+class Change:
+    """One difference between a compiled graph and the closest graph compiled before it at the
+    same site: ``what`` is ``dim``, ``rank``, ``dtype``, ``value`` (a guarded Python value),
+    ``count`` (number of inputs), ``constant`` (a value baked into the graph), ``ops`` or
+    ``guard`` (a backend guard the parser could not split); ``input`` names the input,
+    ``index`` the dimension. ``text`` is the backend's own words (dynamo's guard failure)."""
+
+    input: str
+    what: str
+    index: int | None = None
+    before: Any = None
+    after: Any = None
+    text: str = ""
+    #: the user line where the changed input was created or moved to the device, when known
+    origin: Frame | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        out = {"input": self.input, "what": self.what, "index": self.index,
+               "before": self.before, "after": self.after}
+        if self.text:
+            out["text"] = self.text
+        if self.origin is not None:
+            out["origin"] = self.origin.to_json()
+        return out
+
+    @classmethod
+    def from_json(cls, data: Any) -> Change:
+        if not isinstance(data, dict):
+            raise ValueError("a change is not an object")
+        return validate(cls(str(data.get("input", "")), str(data.get("what", "")),
+                            data.get("index"), data.get("before"), data.get("after"),
+                            str(data.get("text", "")), _frame(data.get("origin"))))
+
+
+#: who made a graph or a sync: the user's program, or torch_xla for its own bookkeeping
+OWNER_USER = "user"
+OWNER_LIBRARY = "library"
+
+
+@dataclass
+class Compile:
+    """A graph compiled by the backend.
+
+    ``phase``: ``graph`` (an XLA graph), ``forward`` / ``backward`` (dynamo + AOTAutograd).
+    ``cause_kind``: ``barrier`` (a step barrier), ``value_read`` (Python needed a value),
+    ``dynamo`` (torch.compile), ``first`` / ``recompile`` (dynamo), ``internal``.
+    ``owner``: ``library`` for graphs a library compiles for its own bookkeeping.
+    ``inputs``: the graph's inputs where the backend knows them (XLA: from the HLO dump).
+    ``changes``: what changed against the closest cached graph, where the *backend* found it
+    (dynamo's failing guards); for XLA the analysis diffs ``inputs``.
+    ``dynamic``: dimensions the backend switched to dynamic at this compile (dynamo's automatic
+    dynamic shapes), e.g. ``"L['x'] dim 1"``.
+    ``lines``: for XLA, ``[file, line, digest]`` of each user line that emitted instructions
+    (from the HLO's source metadata), so the first line whose instructions differ between two
+    graphs is the line to change. ``constants``: special scalars baked into the graph
+    (``"f32:0"``).
+    """
+
+    phase: str = "graph"
+    cause: str = ""
+    cause_kind: str = ""
+    owner: str = OWNER_USER
+    function: str = ""
+    inputs: list[GraphInput] | None = None
+    num_inputs: int | None = None
+    num_outputs: int | None = None
+    ops: dict[str, int] | None = None
+    digest: str | None = None
+    donors: str | None = None
+    changes: list[Change] | None = None
+    dynamic: list[str] | None = None
+    constants: list[str] | None = None
+    lines: list[list] | None = None
+    hlo_file: str | None = None
+    #: forward compile this backward compile belongs to (dynamo: the frame's compile id)
+    forward_of: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if value is None or value == "" or (f.name == "owner" and value == OWNER_USER):
+                continue
+            if f.name == "inputs":
+                value = [i.to_json() for i in value]
+            elif f.name == "changes":
+                value = [c.to_json() for c in value]
+            out[f.name] = value
+        return out
+
+    @classmethod
+    def from_json(cls, data: Any) -> Compile:
+        obj = _from_dict(cls, data)
+        if not isinstance(obj.inputs, (list, type(None))) or not isinstance(
+                obj.changes, (list, type(None))) or not isinstance(obj.lines, (list, type(None))):
+            raise ValueError("Compile payload has a field of the wrong type")
+        if obj.inputs is not None:
+            obj.inputs = [GraphInput.from_json(i) for i in obj.inputs]
+        if obj.changes is not None:
+            obj.changes = [Change.from_json(c) for c in obj.changes]
+        if obj.lines is not None:
+            obj.lines = [[str(f), int(n), str(d)] for f, n, d in obj.lines]
+        return validate(obj)
+
+
+@dataclass
+class Sync:
+    """The host waited for a value from the device (``.item()``, ``if tensor:``, ``.cpu()``,
+    a torch op that checks a value on the host ...). The event's ``value`` is the number of
+    executions the read forced. ``closure``: ``""`` (in the step), ``"sync"`` (inside a step
+    closure, after the barrier, blocking) or ``"async"`` (an async step closure)."""
+
+    read: str = ""
+    shape: list[int] | None = None
+    closure: str = ""
+    owner: str = OWNER_USER
+    message: str = ""
+
+    def to_json(self) -> dict[str, Any]:
+        return {k: v for k, v in asdict(self).items()
+                if v not in (None, "") and not (k == "owner" and v == OWNER_USER)}
+
+    @classmethod
+    def from_json(cls, data: Any) -> Sync:
+        return validate(_from_dict(cls, data))
+
+
+@dataclass
+class Fallback:
+    """Calls of an op that ran on the CPU, seen at a call site (the event's stack); the event's
+    ``value`` is the number of calls, ``seconds`` their wall time. ``via``: the Python call
+    during which the op ran (``torch.stft``, ``Tensor.__getitem__``) when it is not the op."""
+
+    op: str = ""
+    via: str = ""
+    backward: bool = False
+
+    def to_json(self) -> dict[str, Any]:
+        return {k: v for k, v in asdict(self).items() if v not in (None, "", False)}
+
+    @classmethod
+    def from_json(cls, data: Any) -> Fallback:
+        return validate(_from_dict(cls, data))
+
+
+@dataclass
+class FallbackExec:
+    """Executions of a CPU-fallback op in one step (exact, from the backend's counters); the
+    event's ``value`` is the count."""
+
+    op: str = ""
+
+    def to_json(self) -> dict[str, Any]:
+        return {"op": self.op}
+
+    @classmethod
+    def from_json(cls, data: Any) -> FallbackExec:
+        return validate(_from_dict(cls, data))
+
+
+@dataclass
+class GraphBreak:
+    """torch.compile stopped tracing: ``reason`` in full, dynamo's ``hints``, its type."""
+
+    reason: str = ""
+    hints: list[str] = field(default_factory=list)
+    kind: str = ""
+    function: str = ""
+
+    def to_json(self) -> dict[str, Any]:
+        return {k: v for k, v in asdict(self).items() if v not in (None, "", [])}
+
+    @classmethod
+    def from_json(cls, data: Any) -> GraphBreak:
+        obj = _from_dict(cls, data)
+        if not isinstance(obj.hints, list):
+            raise ValueError("GraphBreak.hints is not a list")
+        return validate(obj)
+
+
+@dataclass
+class EagerFallback:
+    """A compiled function hit the backend's recompile limit: from this call on it runs eagerly
+    (uncompiled). ``limit`` is the limit, ``last_reason`` the guard failure that hit it."""
+
+    function: str = ""
+    limit: int | None = None
+    last_reason: str = ""
+
+    def to_json(self) -> dict[str, Any]:
+        return {k: v for k, v in asdict(self).items() if v not in (None, "")}
+
+    @classmethod
+    def from_json(cls, data: Any) -> EagerFallback:
+        return validate(_from_dict(cls, data))
+
+
+#: event kind -> payload type. The order is the on-disk code (index + 1): append only.
+PAYLOADS: dict[str, type] = {
+    "compile": Compile,
+    "sync": Sync,
+    "fallback": Fallback,
+    "fallback_exec": FallbackExec,
+    "graph_break": GraphBreak,
+    "eager_fallback": EagerFallback,
+}
+EVENT_KINDS = tuple(PAYLOADS)
+KIND_CODE = {k: i + 1 for i, k in enumerate(EVENT_KINDS)}
+
+Payload = Compile | Sync | Fallback | FallbackExec | GraphBreak | EagerFallback
+
+
+# --------------------------------------------------------------------------- metadata
+
+
+#: every numeric step field, in the on-disk column order
+STEP_FIELDS = (
+    "wall_s", "t_end_s", "compile_count", "compile_s", "execute_count", "execute_s",
+    "to_device_count", "to_device_bytes", "to_device_s",
+    "from_device_count", "from_device_bytes", "from_device_s", "fallback_count",
+)
+
+
+@dataclass
+class Capabilities:
+    """What a backend measures: the step fields it fills and the event kinds it can emit, with
+    a sentence for each thing it cannot see (shown in reports)."""
+
+    step_fields: list[str] = field(default_factory=lambda: list(STEP_FIELDS))
+    events: list[str] = field(default_factory=lambda: list(EVENT_KINDS))
+    notes: list[str] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, data: Any) -> Capabilities:
+        if not isinstance(data, dict):
+            return cls()
+        return cls([str(f) for f in data.get("step_fields", STEP_FIELDS) if f in STEP_FIELDS],
+                   [str(e) for e in data.get("events", EVENT_KINDS)],
+                   [str(n) for n in data.get("notes", [])])
 
 
 @dataclass
@@ -67,17 +445,26 @@ class Meta:
     status: str = STATUS_RUNNING
     error: str | None = None
     steps_requested: int | None = None
-    warmup_steps: int = WARMUP_STEPS
+    #: a fixed warm-up given by the user (``--warmup-steps``); None: warm-up is found by the
+    #: analysis (a graph's first compile at a new site or phase is never a recompile)
+    warmup_steps: int | None = None
+    capabilities: Capabilities = field(default_factory=Capabilities)
+    #: this process's rank in a multi-process run, and how many ranks there are
+    rank: int | None = None
+    world_size: int | None = None
     info: dict[str, Any] = field(default_factory=dict)
     schema_version: int = SCHEMA_VERSION
 
     def to_json(self) -> dict[str, Any]:
-        return asdict(self)
+        out = asdict(self)
+        out["capabilities"] = self.capabilities.to_json()
+        return out
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> Meta:
-        known = {f for f in cls.__dataclass_fields__}
+        known = {f.name for f in fields(cls)}
         kwargs = {k: v for k, v in data.items() if k in known}
+        kwargs["capabilities"] = Capabilities.from_json(data.get("capabilities"))
         meta = cls(**kwargs)
         if not isinstance(meta.args, list):
             meta.args = [str(meta.args)]
@@ -94,170 +481,250 @@ class Meta:
         for name in ("ended_at", "error"):
             if getattr(meta, name) is not None and not isinstance(getattr(meta, name), str):
                 raise TypeError(f"'{name}' is not a string")
-        for name in ("warmup_steps", "steps_requested"):
+        for name in ("warmup_steps", "steps_requested", "rank", "world_size"):
             value = getattr(meta, name)
-            if (value is not None or name == "warmup_steps") and (
-                not isinstance(value, int) or isinstance(value, bool)
-            ):
+            if value is not None and (not isinstance(value, int) or isinstance(value, bool)):
                 raise TypeError(f"'{name}' is not an integer")
         return meta
+
+    @property
+    def notes(self) -> list[str]:
+        """Lines the backend and the program noted about the run (``info["notes"]``)."""
+        notes = self.info.get("notes") or []
+        return [str(n) for n in notes] if isinstance(notes, list) else [str(notes)]
+
+
+# --------------------------------------------------------------------------- steps
 
 
 @dataclass
 class Step:
-    """One step: the work between two step barriers, as deltas of the backend's counters.
-
-    ``kind`` is ``"step"`` for a step that ended at a barrier and ``"tail"`` for work done after
-    the last barrier (counted in totals, not in per-step statistics).
-    """
+    """One step: the work between two step barriers. ``None`` marks a field the backend does
+    not measure. ``kind`` is ``step`` or ``tail`` (work after the last barrier)."""
 
     index: int
-    wall_s: float = 0.0
-    t_end_s: float = 0.0  # seconds since the run started, when the step ended
-    compile_count: int = 0
-    compile_s: float = 0.0
-    graph_hashes: list[str] = field(default_factory=list)
-    execute_count: int = 0
-    execute_s: float = 0.0
-    to_device_count: int = 0
-    to_device_bytes: int = 0
-    to_device_s: float = 0.0
-    from_device_count: int = 0
-    from_device_bytes: int = 0
-    from_device_s: float = 0.0
-    fallback_ops: dict[str, int] = field(default_factory=dict)
-    extra: dict[str, Any] = field(default_factory=dict)
     kind: str = "step"
+    wall_s: float | None = None
+    t_end_s: float | None = None
+    compile_count: int | None = None
+    compile_s: float | None = None
+    execute_count: int | None = None
+    execute_s: float | None = None
+    to_device_count: int | None = None
+    to_device_bytes: int | None = None
+    to_device_s: float | None = None
+    from_device_count: int | None = None
+    from_device_bytes: int | None = None
+    from_device_s: float | None = None
+    fallback_count: int | None = None
+    annotations: dict[str, Any] = field(default_factory=dict)
 
-    def to_json(self) -> dict[str, Any]:
-        """The on-disk shape: grouped by what was measured."""
-        return {
-            "step": self.index,
-            "kind": self.kind,
-            "wall_s": self.wall_s,
-            "t_end_s": self.t_end_s,
-            "compile": {
-                "count": self.compile_count,
-                "seconds": self.compile_s,
-                "hashes": self.graph_hashes,
-            },
-            "execute": {"count": self.execute_count, "seconds": self.execute_s},
-            "to_device": {
-                "count": self.to_device_count,
-                "bytes": self.to_device_bytes,
-                "seconds": self.to_device_s,
-            },
-            "from_device": {
-                "count": self.from_device_count,
-                "bytes": self.from_device_bytes,
-                "seconds": self.from_device_s,
-            },
-            "fallback_ops": self.fallback_ops,
-            "extra": self.extra,
-        }
+
+_INT_FIELDS = frozenset(f for f in STEP_FIELDS if f.endswith(("_count", "_bytes")))
+
+
+class StepTable:
+    """The steps of a run as columns: ``table.col("wall_s")`` is a float64 array over the barrier
+    steps (the tail excluded), or None when the backend does not measure the field.
+    ``table[i]`` is a :class:`Step`; ``table.tail`` the work after the last barrier."""
+
+    def __init__(self, columns: dict[str, np.ndarray], measured: list[str],
+                 tail: dict[str, float] | None = None,
+                 annotations: dict[int, dict[str, Any]] | None = None):
+        self._cols = columns
+        self.measured = [f for f in STEP_FIELDS if f in measured]
+        n = {len(c) for c in columns.values()}
+        if len(n) > 1:
+            raise ValueError("step columns differ in length")
+        self._n = n.pop() if n else 0
+        self._tail = tail
+        self.annotations = annotations or {}
 
     @classmethod
-    def from_json(cls, data: dict[str, Any]) -> Step:
-        def group(name: str) -> dict[str, Any]:
-            value = data.get(name) or {}
-            if not isinstance(value, dict):
-                raise ValueError(f"'{name}' is not an object")
-            return value
+    def empty(cls, measured: list[str]) -> StepTable:
+        return cls({f: np.zeros(0) for f in STEP_FIELDS}, measured)
 
-        comp, exe = group("compile"), group("execute")
-        to_dev, from_dev = group("to_device"), group("from_device")
-        fallback = data.get("fallback_ops") or {}
-        extra = data.get("extra") or {}
-        if not isinstance(fallback, dict) or not isinstance(extra, dict):
-            raise ValueError("'fallback_ops' and 'extra' must be objects")
-        return cls(
-            index=int(data["step"]),
-            kind=str(data.get("kind", "step")),
-            wall_s=float(data.get("wall_s", 0.0)),
-            t_end_s=float(data.get("t_end_s", 0.0)),
-            compile_count=int(comp.get("count", 0)),
-            compile_s=float(comp.get("seconds", 0.0)),
-            graph_hashes=[str(h) for h in comp.get("hashes", []) or []],
-            execute_count=int(exe.get("count", 0)),
-            execute_s=float(exe.get("seconds", 0.0)),
-            to_device_count=int(to_dev.get("count", 0)),
-            to_device_bytes=int(to_dev.get("bytes", 0)),
-            to_device_s=float(to_dev.get("seconds", 0.0)),
-            from_device_count=int(from_dev.get("count", 0)),
-            from_device_bytes=int(from_dev.get("bytes", 0)),
-            from_device_s=float(from_dev.get("seconds", 0.0)),
-            fallback_ops={str(k): int(v) for k, v in fallback.items()},
-            extra=extra,
-        )
+    def __len__(self) -> int:
+        return self._n
+
+    def col(self, name: str) -> np.ndarray | None:
+        """A measured field over the barrier steps; None when not measured."""
+        if name not in self.measured:
+            return None
+        return self._cols[name]
+
+    def values(self, name: str) -> np.ndarray:
+        """A field over the barrier steps, zeros when not measured (for totals and plots only:
+        say it is unmeasured where it matters)."""
+        col = self.col(name)
+        return col if col is not None else np.zeros(self._n)
+
+    def total(self, name: str, *, with_tail: bool = True) -> float | None:
+        """Sum over the steps (and the tail); None when not measured."""
+        col = self.col(name)
+        if col is None:
+            return None
+        total = float(col.sum())
+        if with_tail and self._tail is not None:
+            total += float(self._tail.get(name, 0.0) or 0.0)
+        return total
+
+    def _step(self, values: dict[str, float], index: int, kind: str) -> Step:
+        step = Step(index=index, kind=kind, annotations=self.annotations.get(index, {}))
+        for name in self.measured:
+            value = values.get(name)
+            if value is None or value != value:  # NaN: not measured in this record
+                continue
+            setattr(step, name, int(value) if name in _INT_FIELDS else float(value))
+        return step
+
+    def __getitem__(self, i: int) -> Step:
+        if not -self._n <= i < self._n:
+            raise IndexError(i)
+        i %= self._n
+        return self._step({k: float(c[i]) for k, c in self._cols.items()}, i, "step")
+
+    def __iter__(self) -> Iterator[Step]:
+        for i in range(self._n):
+            yield self[i]
+
+    @property
+    def tail(self) -> Step | None:
+        if self._tail is None:
+            return None
+        return self._step(self._tail, self._n, "tail")
+
+    def annotation(self, key: str) -> dict[int, Any]:
+        """``{step: value}`` for the steps annotated with ``key``."""
+        return {i: a[key] for i, a in self.annotations.items() if key in a}
 
 
-@dataclass
-class Site:
-    """A place in the user's source: where a compilation, sync or fallback was triggered."""
-
-    file: str
-    line: int
-    function: str = ""
-
-    def __str__(self) -> str:
-        where = f"{self.file}:{self.line}"
-        return f"{where} ({self.function})" if self.function else where
+# --------------------------------------------------------------------------- events
 
 
 @dataclass
 class Event:
-    """Something that happened inside a step (``events.jsonl``).
-
-    ``kind`` is one of ``compile``, ``sync``, ``fallback``, ``graph_break`` ...; ``data`` holds
-    the kind's own fields (a graph hash, a cause, input shapes, an op name ...).
-    """
+    """One event, decoded: its kind, step, seconds, stack, typed payload, key (a graph id for
+    compilations) and value (executions forced by a sync, calls of a fallback, a count)."""
 
     kind: str
     step: int
-    seconds: float = 0.0
-    site: Site | None = None
-    frames: list[Site] = field(default_factory=list)
-    data: dict[str, Any] = field(default_factory=dict)
+    seconds: float
+    stack: Stack
+    data: Any
+    key: str = ""
+    value: float = 0.0
 
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "kind": self.kind,
-            "step": self.step,
-            "seconds": self.seconds,
-            "site": asdict(self.site) if self.site else None,
-            "frames": [asdict(f) for f in self.frames],
-            "data": self.data,
-        }
+    @property
+    def site(self) -> Frame | None:
+        return user_site(self.stack)
+
+
+class Interned:
+    """Values stored once and referenced by id (1-based; 0 is "none"): stacks, payloads,
+    strings held in memory (the store reads them from disk lazily with the same interface)."""
+
+    def __init__(self, values: list[Any]):
+        self._values = values
+
+    def __len__(self) -> int:
+        return len(self._values)
+
+    def __getitem__(self, i: int) -> Any:
+        i = int(i)
+        return None if i == 0 else self._values[i - 1]
+
+
+class Lookup(Protocol):
+    """Anything that maps an id to its value (``lookup[i]``; ``lookup[0]`` is None)."""
+
+    def __getitem__(self, i: int) -> Any: ...
+
+
+class EventTable:
+    """The events of a run as columns (numpy arrays of equal length): ``kind`` (codes, see
+    :data:`KIND_CODE`), ``step``, ``seconds``, ``stack`` / ``payload`` / ``key`` (ids into
+    :meth:`stack_of`, :meth:`payload_of`, :meth:`key_of`) and ``value``.
+
+    Analyses aggregate the columns (one pass, vectorised) and decode a stack or payload once
+    per distinct id; :meth:`iter` yields decoded :class:`Event` objects for small selections.
+    """
+
+    COLUMNS = ("kind", "step", "seconds", "stack", "payload", "key", "value")
+
+    def __init__(self, columns: dict[str, np.ndarray], stacks: Lookup, payloads: Lookup,
+                 keys: Lookup):
+        self.kind = columns["kind"]
+        self.step = columns["step"]
+        self.seconds = columns["seconds"]
+        self.stack = columns["stack"]
+        self.payload = columns["payload"]
+        self.key = columns["key"]
+        self.value = columns["value"]
+        self._stacks, self._payloads, self._keys = stacks, payloads, keys
 
     @classmethod
-    def from_json(cls, data: dict[str, Any]) -> Event:
-        def site(value: Any) -> Site | None:
-            if not isinstance(value, dict) or "file" not in value:
-                return None
-            return Site(str(value["file"]), int(value.get("line", 0)), str(value.get("function", "")))
+    def empty(cls) -> EventTable:
+        cols = {"kind": np.zeros(0, np.uint8), "step": np.zeros(0, np.int64),
+                "seconds": np.zeros(0), "stack": np.zeros(0, np.uint32),
+                "payload": np.zeros(0, np.uint32), "key": np.zeros(0, np.uint32),
+                "value": np.zeros(0)}
+        none = Interned([])
+        return cls(cols, none, none, none)
 
-        payload = data.get("data") or {}
-        if not isinstance(payload, dict):
-            raise ValueError("'data' must be an object")
-        return cls(
-            kind=str(data["kind"]),
-            step=int(data.get("step", -1)),
-            seconds=float(data.get("seconds", 0.0)),
-            site=site(data.get("site")),
-            frames=[s for s in (site(f) for f in data.get("frames") or []) if s is not None],
-            data=payload,
-        )
+    def __len__(self) -> int:
+        return len(self.kind)
+
+    def mask(self, kind: str) -> np.ndarray:
+        """Boolean mask of the events of one kind."""
+        return self.kind == KIND_CODE[kind]
+
+    def indices(self, kind: str) -> np.ndarray:
+        return np.flatnonzero(self.mask(kind))
+
+    def count(self, kind: str) -> int:
+        return int(np.count_nonzero(self.mask(kind)))
+
+    def stack_of(self, sid: int) -> Stack:
+        value = self._stacks[sid]
+        return value if value is not None else ()
+
+    def payload_of(self, pid: int) -> Any:
+        return self._payloads[pid]
+
+    def key_of(self, kid: int) -> str:
+        value = self._keys[kid]
+        return value if value is not None else ""
+
+    def site_of(self, sid: int) -> Frame | None:
+        return user_site(self.stack_of(sid))
+
+    def event(self, i: int) -> Event:
+        i = int(i)
+        code = int(self.kind[i])
+        kind = EVENT_KINDS[code - 1]
+        return Event(kind, int(self.step[i]), float(self.seconds[i]),
+                     self.stack_of(int(self.stack[i])), self.payload_of(int(self.payload[i])),
+                     self.key_of(int(self.key[i])), float(self.value[i]))
+
+    def iter(self, kind: str | None = None) -> Iterator[Event]:
+        """Decoded events (of one kind), in recorded order."""
+        idx = range(len(self)) if kind is None else self.indices(kind)
+        for i in idx:
+            yield self.event(int(i))
+
+
+# --------------------------------------------------------------------------- the run
 
 
 @dataclass
 class Run:
-    """A loaded run: its metadata, its steps (barrier steps only), its tail and its events."""
+    """A loaded run."""
 
     path: Path
     meta: Meta
-    steps: list[Step]
-    events: list[Event] = field(default_factory=list)
-    tail: Step | None = None
+    steps: StepTable
+    events: EventTable
     warnings: list[str] = field(default_factory=list)
 
     @property
@@ -269,263 +736,10 @@ class Run:
     def status(self) -> str:
         return self.meta.status if self.complete else "incomplete"
 
-    def all_steps(self) -> list[Step]:
-        """Barrier steps plus the tail, for totals."""
-        return self.steps + ([self.tail] if self.tail else [])
 
+def load_run(path: Any) -> Run:
+    """Load the run directory at ``path`` (any schema this lazyscope reads); see
+    :mod:`lazyscope.store`. Raises RunDirError for anything that is not a readable run."""
+    from lazyscope.store import load_run as _load
 
-# --------------------------------------------------------------------------- writing
-
-
-def _atomic_write_json(path: Path, data: dict[str, Any]) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "w", encoding="utf-8") as fh:
-        json.dump(data, fh, indent=2, sort_keys=True, default=str)
-        fh.write("\n")
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)
-
-
-def is_run_dir(path: Path) -> bool:
-    """True when ``path`` holds a lazyscope run (it has a ``meta.json``)."""
-    return (Path(path) / META_FILE).is_file()
-
-
-def prepare_run_dir(path: Path, force: bool) -> None:
-    """Make ``path`` an empty directory for a new run, or refuse.
-
-    An existing non-empty directory is refused without ``force``; with ``force`` it is removed
-    only if it is a lazyscope run (never an arbitrary directory), so nothing is half-overwritten.
-    """
-    path = Path(path)
-    if path.exists() and not path.is_dir():
-        raise RunDirError(f"{path} exists and is not a directory")
-    if path.is_dir() and any(path.iterdir()):
-        if not force:
-            raise RunDirError(f"{path} already exists; pass --force to replace it")
-        if not is_run_dir(path):
-            raise RunDirError(
-                f"{path} is not empty and is not a lazyscope run; refusing to replace it"
-            )
-        shutil.rmtree(path)
-    path.mkdir(parents=True, exist_ok=True)
-
-
-#: the encoder of steps.jsonl/events.jsonl lines (json.dumps(..., default=str) would build a
-#: new encoder for every line: this runs at every step barrier)
-_LINE_ENCODER = json.JSONEncoder(default=str)
-
-
-class MappedLog:
-    """An append-only text file written through a shared memory map.
-
-    ``append`` copies the line into the mapping: no system call, yet the bytes are in the page
-    cache at once, so another process reading the file sees them and a SIGKILL loses none of
-    them (the kernel writes the dirty pages back; only a machine crash could lose them, as with
-    an un-fsynced ``write``). A ``write`` + ``flush`` per step costs a system call per step,
-    which on a loaded 2-core VM was most of lazyscope's per-step overhead (see
-    ``benchmarks/overhead.py``). The mapping grows by doubling; blocks are reserved with
-    ``posix_fallocate`` first so a full disk is an ``OSError`` here (and a fallback to plain
-    writes), never a SIGBUS on a page write. ``close`` truncates the NUL padding away.
-    """
-
-    INITIAL = 1 << 16
-
-    def __init__(self, path: Path):
-        self.path = Path(path)
-        self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
-        self._pos = os.fstat(self._fd).st_size
-        self._map: mmap.mmap | None = None
-        self._size = 0
-        self._fallback: IO[bytes] | None = None
-        try:
-            self._grow(max(self.INITIAL, self._pos + 1))
-        except (OSError, ValueError):
-            self._to_fallback()
-
-    @property
-    def closed(self) -> bool:
-        return self._fd < 0
-
-    def _grow(self, need: int) -> None:
-        size = max(self._size * 2, self.INITIAL)
-        while size < need:
-            size *= 2
-        if hasattr(os, "posix_fallocate"):
-            os.posix_fallocate(self._fd, self._size, size - self._size)
-        else:  # pragma: no cover - not Linux
-            os.ftruncate(self._fd, size)
-        if self._map is not None:
-            self._map.close()
-        self._map = mmap.mmap(self._fd, size)
-        self._size = size
-
-    def _to_fallback(self) -> None:
-        if self._map is not None:
-            self._map.close()
-            self._map = None
-        os.ftruncate(self._fd, self._pos)
-        self._fallback = os.fdopen(os.dup(self._fd), "ab")
-
-    def append(self, line: str) -> None:
-        data = line.encode("utf-8")
-        if self._fallback is None:
-            end = self._pos + len(data)
-            try:
-                if end > self._size:
-                    self._grow(end)
-                assert self._map is not None
-                self._map[self._pos:end] = data
-                self._pos = end
-                return
-            except (OSError, ValueError):
-                self._to_fallback()
-        assert self._fallback is not None
-        self._fallback.write(data)
-        self._fallback.flush()
-        self._pos += len(data)
-
-    def close(self) -> None:
-        if self._fd < 0:
-            return
-        if self._map is not None:
-            self._map.close()
-            self._map = None
-        if self._fallback is not None:
-            self._fallback.close()
-        os.ftruncate(self._fd, self._pos)
-        os.close(self._fd)
-        self._fd = -1
-
-
-class RunWriter:
-    """Writes a run directory as it happens: steps and events are appended line by line."""
-
-    def __init__(self, path: Path, meta: Meta):
-        self.path = Path(path)
-        self.meta = meta
-        self.path.mkdir(parents=True, exist_ok=True)
-        if not meta.started_at:
-            meta.started_at = now_iso()
-        self._steps = MappedLog(self.path / STEPS_FILE)
-        self._events = MappedLog(self.path / EVENTS_FILE)
-        self.write_meta()
-
-    def write_meta(self) -> None:
-        _atomic_write_json(self.path / META_FILE, self.meta.to_json())
-
-    def write_step(self, step: Step) -> None:
-        self._steps.append(_LINE_ENCODER.encode(step.to_json()) + "\n")
-
-    def write_event(self, event: Event) -> None:
-        self._events.append(_LINE_ENCODER.encode(event.to_json()) + "\n")
-
-    def finish(self, status: str, error: str | None = None) -> None:
-        """Close the files and record how the run ended."""
-        if status not in STATUSES:
-            raise ValueError(f"unknown status {status!r}")
-        for fh in (self._steps, self._events):
-            if not fh.closed:
-                fh.close()
-        self.meta.status = status
-        self.meta.error = error
-        self.meta.ended_at = now_iso()
-        self.write_meta()
-
-
-# --------------------------------------------------------------------------- reading
-
-
-def _read_jsonl(path: Path, warnings: list[str]) -> Iterator[tuple[int, dict[str, Any]]]:
-    """Yield ``(line_number, object)``; a bad last line is a warning, a bad middle line an error."""
-    if not path.exists():
-        return
-    try:
-        raw = path.read_bytes()
-    except OSError as err:
-        raise RunDirError(f"cannot read {path}: {err.strerror}") from None
-    raw = raw.rstrip(b"\x00")  # a file still being written (or killed) is NUL-padded
-    lines = raw.split(b"\n")
-    complete_end = raw.endswith(b"\n")
-    last = len(lines) - 1
-    while last >= 0 and not lines[last].strip():
-        last -= 1
-    for number, line in enumerate(lines[: last + 1], start=1):
-        if not line.strip():
-            continue
-        try:
-            obj = json.loads(line.decode("utf-8"))
-            if not isinstance(obj, dict):
-                raise ValueError("not an object")
-        except (ValueError, UnicodeDecodeError):
-            if number - 1 == last and not complete_end:
-                warnings.append(
-                    f"{path.name}: line {number} was cut off mid-write (the run was killed); "
-                    "it was skipped"
-                )
-                return
-            raise RunDirError(
-                f"{path} line {number} is not a valid JSON object: the run file is corrupt"
-            ) from None
-        yield number, obj
-
-
-def load_run(path: str | os.PathLike[str]) -> Run:
-    """Load the run at ``path``; see the module docstring for what is tolerated."""
-    path = Path(path)
-    if not path.is_dir():
-        raise RunDirError(f"{path} is not a directory (expected a lazyscope run directory)")
-    meta_path = path / META_FILE
-    if not meta_path.is_file():
-        raise RunDirError(f"{path} is not a lazyscope run: it has no {META_FILE}")
-    try:
-        meta_raw = json.loads(meta_path.read_text(encoding="utf-8"))
-        if not isinstance(meta_raw, dict):
-            raise ValueError("not an object")
-    except (ValueError, UnicodeDecodeError, OSError):
-        raise RunDirError(f"{meta_path} is not valid JSON: the run file is corrupt") from None
-    version = meta_raw.get("schema_version", 1)
-    if not isinstance(version, int) or version > SCHEMA_VERSION:
-        raise RunDirError(
-            f"{path} was written with run schema {version}, newer than this lazyscope "
-            f"understands ({SCHEMA_VERSION}); upgrade lazyscope to read it"
-        )
-    try:
-        meta = Meta.from_json(meta_raw)
-    except TypeError as err:
-        raise RunDirError(f"{meta_path} has unexpected content: {err}") from None
-
-    warnings: list[str] = []
-    steps: list[Step] = []
-    tail: Step | None = None
-    for number, obj in _read_jsonl(path / STEPS_FILE, warnings):
-        try:
-            step = Step.from_json(obj)
-        except (KeyError, TypeError, ValueError, OverflowError) as err:
-            raise RunDirError(
-                f"{path / STEPS_FILE} line {number} is not a valid step ({err}): "
-                "the run file is corrupt"
-            ) from None
-        if step.kind == "tail":
-            tail = step
-        else:
-            steps.append(step)
-    steps.sort(key=lambda s: s.index)
-
-    events: list[Event] = []
-    for number, obj in _read_jsonl(path / EVENTS_FILE, warnings):
-        try:
-            events.append(Event.from_json(obj))
-        except (KeyError, TypeError, ValueError, OverflowError) as err:
-            raise RunDirError(
-                f"{path / EVENTS_FILE} line {number} is not a valid event ({err}): "
-                "the run file is corrupt"
-            ) from None
-    return Run(path=path, meta=meta, steps=steps, events=events, tail=tail, warnings=warnings)
-
-
-def iter_runs(paths: Iterable[str | os.PathLike[str]]) -> Iterator[Run]:
-    """Load several runs in order."""
-    for p in paths:
-        yield load_run(p)
+    return _load(path)

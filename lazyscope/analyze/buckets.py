@@ -18,17 +18,19 @@ Contract (pure: no I/O, no printing, standard library only):
 * :func:`advice_for_run` does the same for a traced run whose steps carry ``seq_len`` and
   ``batch_max_len`` annotations (the ``decoder`` scenario), calibrated on its measurements;
   ``None`` for runs without them.
-* :class:`Packer` is the best-fit-decreasing sequence packer the decoder's ``packed`` policy
-  uses; the advisor simulates it to predict packing's padding efficiency.
+* Packing is predicted by simulating :class:`lazyscope.padding.Packer`, the packer the
+  scenarios' ``packed`` policy uses (the policies themselves live in :mod:`lazyscope.padding`).
 """
 
 from __future__ import annotations
 
 import math
 from collections import Counter
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
+
+from lazyscope.padding import bucket_of, pow2_buckets, simulate_packing
 
 #: without a measured run, one compile is priced as this many executions of a full-length batch
 #: (measured on XLA:CPU with the tiny decoder: ~4.2 s per compile, ~0.22 s per step at max length)
@@ -72,14 +74,6 @@ def cost_model_from_info(info: dict[str, Any]) -> CostModel:
 def histogram(values: Iterable[int]) -> dict[int, int]:
     """``{length: count}``, sorted by length."""
     return dict(sorted(Counter(int(v) for v in values).items()))
-
-
-def bucket_of(length: int, boundaries: list[int]) -> int:
-    """The smallest boundary >= length (the last one if none is)."""
-    for b in boundaries:
-        if b >= length:
-            return b
-    return boundaries[-1]
 
 
 def plan_cost(hist: dict[int, int], boundaries: list[int], model: CostModel) -> float:
@@ -147,77 +141,6 @@ def optimal_buckets(
         bounds.append(values[j])
         j = choice[kk - 1][j] if kk > 1 else -1
     return sorted(bounds)
-
-
-def pow2_buckets(top: int, low: int = 16) -> list[int]:
-    """Powers of two from ``low`` up to ``top`` (``top`` itself is the last boundary)."""
-    out = []
-    b = low
-    while b < top:
-        out.append(b)
-        b *= 2
-    out.append(top)
-    return out
-
-
-class Packer:
-    """Best-fit-decreasing packing of a length stream into ``rows`` rows of ``row_len`` tokens.
-
-    Each :meth:`next_rows` call tops a look-ahead buffer up from the stream, places the buffer's
-    longest sequences first, each into the fullest row it still fits, and keeps what does not
-    fit for the next call (so the longest pending sequences always go first: nothing starves).
-    Returns, per row, the list of sequence ids (indices into the stream) and their lengths.
-    """
-
-    def __init__(self, stream: Iterator[int], rows: int, row_len: int, lookahead: int | None = None):
-        self.stream = stream
-        self.rows = rows
-        self.row_len = row_len
-        self.lookahead = lookahead or 4 * rows
-        self.pending: list[tuple[int, int]] = []  # (seq id, length)
-        self.taken = 0
-
-    def next_rows(self) -> list[list[tuple[int, int]]]:
-        while len(self.pending) < self.lookahead:
-            length = next(self.stream)
-            if not 1 <= length <= self.row_len:
-                raise ValueError(f"length {length} does not fit a row of {self.row_len}")
-            self.pending.append((self.taken, length))
-            self.taken += 1
-        order = sorted(self.pending, key=lambda p: (-p[1], p[0]))
-        free = [self.row_len] * self.rows
-        rows: list[list[tuple[int, int]]] = [[] for _ in range(self.rows)]
-        left = []
-        for sid, length in order:
-            fits = [r for r in range(self.rows) if free[r] >= length]
-            if not fits:
-                left.append((sid, length))
-                continue
-            r = min(fits, key=lambda r: (free[r], r))
-            rows[r].append((sid, length))
-            free[r] -= length
-        self.pending = sorted(left)
-        return rows
-
-
-def simulate_packing(lengths: list[int], rows: int, row_len: int) -> float:
-    """Padding efficiency of :class:`Packer` over ``lengths`` (cycled as a stream)."""
-    if not lengths:
-        return 1.0
-
-    def cycle() -> Iterator[int]:
-        while True:
-            yield from lengths
-
-    packer = Packer(cycle(), rows, row_len)
-    real = 0
-    steps = max(1, math.ceil(sum(lengths) / (rows * row_len)))
-    for _ in range(steps):
-        real += sum(n for row in packer.next_rows() for _, n in row)
-    return real / (steps * rows * row_len)
-
-
-# ---------------------------------------------------------------------------- the advice
 
 
 def _plan(name: str, hist: dict[int, int], bounds: list[int], model: CostModel, *,
@@ -339,51 +262,64 @@ def advise(
     }
 
 
+def _annotated(run: Any) -> list[tuple[int, dict[str, Any]]]:
+    """``(step, annotations)`` of the barrier steps annotated with ``seq_len`` and
+    ``batch_max_len``, in step order."""
+    n = len(run.steps)
+    return sorted((i, a) for i, a in run.steps.annotations.items()
+                  if 0 <= i < n and "seq_len" in a and "batch_max_len" in a)
+
+
 def calibrate(run: Any, base: CostModel) -> CostModel:
     """Seconds per unit and per compiled graph from a run's steps (annotated ``seq_len``,
     ``rows``): unit_s from (wall - compile) over units, compile_s from compile seconds over
-    compilations, graphs_per_shape from distinct graph hashes over distinct shapes."""
-    units = 0.0
-    exec_s = 0.0
-    compile_s = 0.0
+    compilations, graphs_per_shape from distinct graph ids over distinct shapes."""
+    steps = run.steps
+    walls, comp_s = steps.values("wall_s"), steps.values("compile_s")
+    comp_n = steps.values("compile_count")
+    ev = run.events
+    sel = ev.indices("compile")
+    graphs_by_step: dict[int, set[int]] = {}
+    for step, key in zip(ev.step[sel].tolist(), ev.key[sel].tolist(), strict=True):
+        graphs_by_step.setdefault(step, set()).add(key)
+    units = exec_s = compile_s = 0.0
     compiles = 0
-    hashes: set[str] = set()
+    graphs: set[int] = set()
     shapes: set[int] = set()
-    for s in run.steps:
-        seq_len = s.extra.get("seq_len")
-        rows = s.extra.get("rows")
+    for i, a in _annotated(run):
+        seq_len, rows = a.get("seq_len"), a.get("rows")
         if not isinstance(seq_len, int) or not isinstance(rows, int):
             continue
         units += rows * base.row(seq_len)
-        exec_s += max(0.0, s.wall_s - s.compile_s)
-        compile_s += s.compile_s
-        compiles += s.compile_count
-        hashes.update(s.graph_hashes)
+        exec_s += max(0.0, float(walls[i] - comp_s[i]))
+        compile_s += float(comp_s[i])
+        compiles += int(comp_n[i])
+        graphs |= graphs_by_step.get(i, set())
         shapes.add(seq_len)
     if units <= 0:
         return base
     per_graph = compile_s / compiles if compiles else 0.0
-    gps = max(1.0, len(hashes) / len(shapes)) if shapes and hashes else 1.0
+    gps = max(1.0, len(graphs) / len(shapes)) if shapes and graphs else 1.0
     return CostModel(crossover=base.crossover, unit_s=exec_s / units, compile_s=per_graph,
                      graphs_per_shape=gps, calibrated=True)
 
 
 def advice_for_run(run: Any, *, max_buckets: int = 8, horizon: int | None = None) -> dict | None:
     """Bucket advice for a run whose steps carry ``seq_len`` and ``batch_max_len`` (and
-    ``lengths``); ``None`` when they do not. Calibrated on the run's own compile and step times;
-    ``horizon`` defaults to the run's steps."""
-    steps = [s for s in run.steps if "seq_len" in s.extra and "batch_max_len" in s.extra]
+    ``lengths``) annotations; ``None`` when they do not. Calibrated on the run's own compile and
+    step times; ``horizon`` defaults to the run's steps."""
+    steps = _annotated(run)
     if not steps:
         return None
     info = run.meta.info or {}
     lengths: list[int] = []
-    for s in steps:
-        ls = s.extra.get("lengths")
+    for _i, a in steps:
+        ls = a.get("lengths")
         if isinstance(ls, list) and ls:
             lengths += [int(v) for v in ls]
         else:
-            lengths += [int(s.extra["batch_max_len"])] * int(s.extra.get("rows", 1))
-    batch = int(info.get("batch") or steps[0].extra.get("rows") or 1)
+            lengths += [int(a["batch_max_len"])] * int(a.get("rows", 1))
+    batch = int(info.get("batch") or steps[0][1].get("rows") or 1)
     top = int(info.get("max_len") or max(lengths))
     model = calibrate(run, cost_model_from_info(info))
     if not model.calibrated:
@@ -396,14 +332,19 @@ def advice_for_run(run: Any, *, max_buckets: int = 8, horizon: int | None = None
     return advice
 
 
-def advice_if_recompiling(run: Any) -> dict | None:
-    """:func:`advice_for_run` for a run that recompiled after warm-up while its padded sequence
-    length (the ``seq_len`` step annotation) took several values; ``None`` otherwise. This is the
-    advice the text, JSON and HTML reports show."""
-    warmup = max(0, int(run.meta.warmup_steps))
-    shapes = {s.extra.get("seq_len") for s in run.steps if "seq_len" in s.extra}
-    recompiled = any(s.compile_count for s in run.steps if s.index >= warmup)
-    if not recompiled or len(shapes) < 2:
+def advice_if_recompiling(run: Any, sites: list | None = None) -> dict | None:
+    """:func:`advice_for_run` for a run that keeps recompiling (a recompile finding: a site with
+    two or more recompilations, see ``recompiles.py``) while its padded sequence length (the
+    ``seq_len`` step annotation) took several values; ``None`` otherwise. This is the advice the
+    text, JSON and HTML reports show. ``sites`` is the recompile analysis when already made."""
+    shapes = {a["seq_len"] for _i, a in _annotated(run)}
+    if len(shapes) < 2:
+        return None
+    if sites is None:
+        from lazyscope.analyze.recompiles import explain_recompiles
+
+        sites = explain_recompiles(run)
+    if not any(s.counted_count >= 2 for s in sites):
         return None
     advice = advice_for_run(run)
     if advice is not None:

@@ -13,32 +13,31 @@ from __future__ import annotations
 
 from typing import Any
 
-from lazyscope.analyze.summary import summarize
+import numpy as np
+
+from lazyscope.analyze.report import build_report
 from lazyscope.model import Run
 
 
 def compare_row(policy: str, run: Run) -> dict[str, Any]:
     """The comparison numbers of one run."""
-    s = summarize(run)
-    real = sum(int(st.extra.get("real_tokens", 0)) for st in run.steps)
-    computed = sum(int(st.extra.get("computed_tokens", 0)) for st in run.steps)
-    cumulative = []
-    total = 0.0
-    for st in run.steps:
-        total += st.wall_s
-        cumulative.append(round(total, 6))
-    wall = s["wall_seconds"]
-    shapes = {st.extra["seq_len"] for st in run.steps if "seq_len" in st.extra}
+    s = build_report(run).summary
+    steps = run.steps
+    real = sum(int(v) for v in steps.annotation("real_tokens").values())
+    computed = sum(int(v) for v in steps.annotation("computed_tokens").values())
+    cumulative = [round(float(t), 6) for t in np.cumsum(steps.values("wall_s"))]
+    wall = s.wall_seconds
+    shapes = set(steps.annotation("seq_len").values())
     return {
         "policy": policy,
         "path": str(run.path),
-        "status": s["status"],
-        "steps": s["steps"],
-        "compiles": s["compiles"],
-        "distinct_graphs": s["distinct_graphs"],
+        "status": s.status,
+        "steps": s.steps,
+        "compiles": s.compiles or 0,
+        "distinct_graphs": s.distinct_graphs,
         "distinct_shapes": len(shapes),
-        "compile_s": s["compile_seconds"],
-        "execute_s": s["execute_seconds"],
+        "compile_s": s.compile_seconds or 0.0,
+        "execute_s": s.execute_seconds or 0.0,
         "wall_s": wall,
         "real_tokens": real,
         "computed_tokens": computed,

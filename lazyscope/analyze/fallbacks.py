@@ -1,14 +1,18 @@
-"""What ran on the CPU? Per ``aten::`` op without an XLA lowering: executions (from the per-step
-counters, exact), the steps it ran in, and its user call sites (from ``fallback`` events, which
-the collector samples in warm-up and after an unsited fallback). The time is estimated from the
-sampled calls' wall time times the executions. Pure functions: no I/O.
+"""What ran on the CPU? Per ``aten::`` op without a lowering: its executions (exact, from the
+backend's per-step counts: ``fallback_exec`` events), the steps it ran in, and its user call
+sites (``fallback`` events: calls seen by the collector's watcher, with the Python call during
+which the op ran). The time is estimated from the fastest sampled call times the executions.
+Pure functions: no I/O.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from lazyscope.model import Run, Site
+import numpy as np
+
+from lazyscope.analyze.events import distinct, group_events
+from lazyscope.model import Fallback, FallbackExec, Frame, Run, Stack, user_frames, user_site
 
 #: op base name -> a concrete replacement
 REPLACEMENTS = {
@@ -20,70 +24,102 @@ REPLACEMENTS = {
     "median": "use torch.sort or torch.kthvalue (lowered) instead of median",
     "nanmedian": "mask NaNs and use torch.kthvalue (lowered)",
     "_unique2": "avoid torch.unique in the step (data-dependent size); use a fixed-size mask",
+    "unique_dim": "avoid torch.unique in the step (data-dependent size); use a fixed-size mask",
     "mode": "compute the mode outside the step or with one-hot counts and argmax",
+    "nonzero": "boolean indexing (x[mask]) has a data-dependent size: use torch.where(mask, x, "
+               "0) or multiply by the mask, keeping the shape fixed",
+    "masked_select": "x[mask] has a data-dependent size: use torch.where(mask, x, 0) and keep "
+                     "the shape fixed",
+    "_fft_r2c": "FFTs are not lowered by torch_xla: compute the spectrogram outside the step, "
+                "or express it as a matmul with a precomputed DFT matrix",
+    "_fft_c2r": "FFTs are not lowered by torch_xla: compute it outside the step, or as a matmul "
+                "with a precomputed DFT matrix",
+    "_fft_c2c": "FFTs are not lowered by torch_xla: compute it outside the step, or as a matmul "
+                "with a precomputed DFT matrix",
+    "linalg_eig": "eigendecomposition of general matrices is not lowered: use torch.linalg.eigh "
+                  "for symmetric matrices, or compute it outside the step",
+    "_adaptive_avg_pool2d": "use nn.AvgPool2d with a fixed kernel (input size / output size), "
+                            "or an output size that divides the input size",
+    "_adaptive_avg_pool2d_backward": "use nn.AvgPool2d with a fixed kernel (input size / output "
+                                     "size), or an output size that divides the input size",
 }
+
+
+def op_base(op: str) -> str:
+    """``aten::median.dim_values`` -> ``median``; ``aten::add_`` -> ``add``."""
+    base = op.split("::", 1)[-1].split(".", 1)[0]
+    return base.rstrip("_") or base
+
+
+@dataclass
+class FallbackSite:
+    site: Frame | None
+    stack: Stack
+    calls: int
+    seconds: float
+    via: str
+    backward: bool
 
 
 @dataclass
 class FallbackOp:
     op: str
     count: int = 0
-    steps: list[int] = field(default_factory=list)
-    sites: dict[tuple[str, int, str], int] = field(default_factory=dict)
-    sampled_calls: int = 0
-    sampled_seconds: float = 0.0
-    fastest_call_s: float | None = None  # the cheapest sampled step's mean call time
+    steps: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    sites: list[FallbackSite] = field(default_factory=list)
+    fastest_call_s: float | None = None
 
     @property
     def base(self) -> str:
-        return self.op.split("::", 1)[-1].split(".", 1)[0]
+        return op_base(self.op)
 
     @property
-    def site(self) -> Site | None:
-        if not self.sites:
-            return None
-        (file, line, function), _ = max(self.sites.items(), key=lambda kv: kv[1])
-        return Site(file, line, function)
+    def site(self) -> FallbackSite | None:
+        return max(self.sites, key=lambda s: s.calls) if self.sites else None
 
     @property
     def seconds(self) -> float:
-        """Estimated CPU time: the fastest sampled step's mean call time x executions (the
-        first call of an op also pays one-off costs, so the mean of all samples overstates)."""
-        if self.fastest_call_s is None:
-            return 0.0
-        return self.fastest_call_s * self.count
+        """Estimated CPU time: the fastest sampled mean call time x executions (an op's first
+        call also pays one-off costs, so the mean of all samples overstates)."""
+        return (self.fastest_call_s or 0.0) * self.count
 
-    def detail(self) -> str:
-        return (f"{self.op} ran on the CPU {self.count} time(s) in {len(self.steps)} step(s): "
-                "its inputs go to the host and its result back every time")
-
-    def fix(self) -> str:
-        return (f"replace {self.op} with ops torch_xla lowers: "
-                + REPLACEMENTS.get(self.base.rstrip("_"), "see torch_xla's lowered op list, or "
-                                   "move the computation out of the step"))
+    def replacement(self) -> str | None:
+        return REPLACEMENTS.get(self.base) or REPLACEMENTS.get(self.op.split("::", 1)[-1]
+                                                                .split(".", 1)[0])
 
 
 def fallback_ops(run: Run) -> list[FallbackOp]:
     """One entry per fallback op, the most executed first."""
+    ev = run.events
     ops: dict[str, FallbackOp] = {}
-    for step in run.all_steps():
-        for op, n in step.fallback_ops.items():
-            entry = ops.setdefault(op, FallbackOp(op))
-            entry.count += n
-            if step.index not in entry.steps:
-                entry.steps.append(step.index)
-    for event in run.events:
-        if event.kind != "fallback":
-            continue
-        op = str(event.data.get("op", ""))
-        entry = ops.setdefault(op, FallbackOp(op))
-        calls = int(event.data.get("calls", 1) or 1)
-        if event.site is not None:
-            key = (event.site.file, event.site.line, event.site.function)
-            entry.sites[key] = entry.sites.get(key, 0) + calls
-        entry.sampled_calls += calls
-        entry.sampled_seconds += event.seconds
-        mean = event.seconds / calls
-        if entry.fastest_call_s is None or mean < entry.fastest_call_s:
-            entry.fastest_call_s = mean
+
+    def by_op(_stack: Stack, data: FallbackExec | None) -> str | None:
+        return data.op if data is not None else None
+
+    for op, sel in group_events(ev, "fallback_exec", by_op):
+        entry = ops.setdefault(str(op), FallbackOp(str(op)))
+        entry.count += int(ev.value[sel].sum())
+        entry.steps = distinct(np.concatenate((entry.steps, ev.step[sel])))
+
+    def by_site(stack: Stack, data: Fallback | None) -> tuple | None:
+        if data is None:
+            return None
+        site = user_site(stack)
+        return data.op, (site.file, site.line, site.function) if site else None, data.via, \
+            data.backward
+
+    for (op, where, via, backward), sel in group_events(ev, "fallback", by_site):
+        entry = ops.setdefault(str(op), FallbackOp(str(op)))
+        calls = ev.value[sel]
+        seconds = ev.seconds[sel]
+        stack = ev.stack_of(int(ev.stack[sel[0]]))
+        entry.sites.append(FallbackSite(
+            Frame(*where) if where else None, tuple(user_frames(stack)),
+            int(calls.sum()), float(seconds.sum()), str(via), bool(backward)))
+        with np.errstate(divide="ignore", invalid="ignore"):
+            per_call = np.where(calls > 0, seconds / np.maximum(calls, 1), np.inf)
+        fastest = float(per_call.min()) if len(per_call) else None
+        if fastest is not None and np.isfinite(fastest) and (
+                entry.fastest_call_s is None or fastest < entry.fastest_call_s):
+            entry.fastest_call_s = fastest
     return sorted(ops.values(), key=lambda o: (-o.count, o.op))

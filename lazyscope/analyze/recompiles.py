@@ -1,29 +1,63 @@
-"""Why did it recompile? Group compilations by the user's call site and diff each one against
-the closest graph already compiled there.
+"""Why did it recompile? Group compilations by site and diff each graph against the closest
+graph compiled before it there, by content.
 
-Input: ``compile`` events as the XLA collector writes them (``data``: ``graph_hash``,
-``num_inputs``, ``input_shapes``, ``input_dtypes``, ``ops``, ``ir_digest``, ``buffer_donors``,
-``cause_kind``, ``cause``; shapes, ops and digest come from the graph's HLO). For each compilation after a site's first, the closest earlier graph at the same site
-is the one with the fewest differing inputs (same input count first, the latest on ties); the
-difference is stated as: the input count, an input's dtype, an input's shape (which dimension,
-old -> new), the graph's op counts when shapes agree, or "same graph and input shapes" when
-only what the graph text omits changed (e.g. which input buffers are donated to outputs, which
-is part of torch_xla's graph hash: the hash changes, the graph does not).
+A *site* is where graphs are compiled: for XLA the user line where the graph was cut (the step
+barrier, or a value read), for torch.compile the compiled function. Library-owned graphs
+(torch_xla's own bookkeeping) are not analysed as the program's.
 
-Per site, the dimensions that vary over all its graphs are listed with their observed values:
-"input 2 varies in dim 1 over 8 values in 5..61".
+Each compilation gets a class:
 
-A compilation counts against the program (``counted``) when it happens after warm-up and is not
-the first repeat of a graph already compiled at the site (that one-off is torch_xla settling, not
-the program). Pure functions: no I/O.
+* ``first``: the site's first graph;
+* ``structure``: the graph differs from every earlier one at the site in its number of inputs or
+  the kinds of ops it runs: a new phase or new state (the first optimizer step that creates
+  momentum/Adam state, an eval pass, gradient accumulation's optimizer step);
+* ``variant``: the same structure with other shapes, dtypes, constants or guarded values: the
+  kind of recompilation that repeats as the data changes;
+* ``identical``: same graph, same inputs (torch_xla re-compiled an identical graph, e.g. when
+  buffer donation settled).
+
+A site's *recompiles* are its variants plus its structure changes beyond the first
+:data:`STRUCTURE_WARMUP` graphs. A site with two or more recompiles keeps compiling variants:
+a finding. One recompile is a one-off worth knowing (a last partial batch, a cast added
+mid-run): a note. With a fixed warm-up (``meta.warmup_steps``, ``--warmup-steps``) every
+compilation at or after that step counts instead.
+
+The closest earlier graph is found through an index (linear in the compilations): an identical
+input multiset, else one that differs by one input (multiset hash minus one element), else the
+latest graph of the same structure, else the site's latest graph. Graph inputs are compared as a
+multiset of (dtype, shape) signatures, so a reordering of the parameters is no change. Pure
+functions: no I/O.
 """
 
 from __future__ import annotations
 
+from collections import Counter
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any
 
-from lazyscope.model import Event, Run, Site
+import numpy as np
+
+from lazyscope.analyze.events import distinct
+from lazyscope.model import (
+    KIND_CODE,
+    OWNER_LIBRARY,
+    Change,
+    Compile,
+    EventTable,
+    Frame,
+    GraphInput,
+    Run,
+    Stack,
+    user_frames,
+    user_site,
+)
+
+#: graphs of new structure (the first included) a site may compile before they count
+STRUCTURE_WARMUP = 3
+
+FIRST, STRUCTURE, VARIANT, IDENTICAL = "first", "structure", "variant", "identical"
+#: a graph id compiled again at its site (the compile cache dropped it)
+EVICTED = "evicted"
 
 
 @dataclass
@@ -32,252 +66,561 @@ class Recompile:
 
     step: int
     seconds: float
-    graph_hash: str
-    closest_hash: str
-    kind: str  # input_count | dtype | shape | ir | same_ir | unknown
-    diff: list[str]
-    cause_kind: str
-    cause: str
-    counted: bool
+    graph: str
+    closest: str
+    cls: str
+    changes: list[Change]
+    counted: bool = False
 
 
 @dataclass
 class Varying:
-    """An input dimension whose size differs between the graphs of one site."""
+    """An input dimension (or a value) whose size differs between the graphs of one site."""
 
-    input: int
-    dim: int
-    values: list[int]
-    #: the size only ever grew from one compilation to the next (a tensor accumulated across
-    #: steps, e.g. torch.cat onto a running tensor), as opposed to sizes that come and go
+    input: str
+    what: str
+    index: int | None
+    values: list
+    #: every change made it larger (a tensor accumulated across steps: torch.cat onto a
+    #: running tensor), as opposed to values that come and go
     growing: bool = False
+    origin: Frame | None = None
 
     def text(self) -> str:
         vals = self.values
-        if len(vals) <= 4:
-            shown = "{" + ", ".join(str(v) for v in vals) + "}"
-            return f"input {self.input} varies in dim {self.dim} over {shown}"
-        return (f"input {self.input} varies in dim {self.dim} over {len(vals)} values "
-                f"in {vals[0]}..{vals[-1]}")
+        shown = ("{" + ", ".join(str(v) for v in vals) + "}" if len(vals) <= 4 else
+                 f"{len(vals)} values in {vals[0]}..{vals[-1]}")
+        if self.what == "dim":
+            return f"{self.input} varies in dim {self.index} over {shown}"
+        if self.what == "rank":
+            return f"{self.input} changes rank over {shown}"
+        if self.what == "dtype":
+            return f"{self.input} changes dtype over {shown}"
+        return f"{self.input} takes {shown}"
 
 
 @dataclass
-class SiteRecompiles:
-    """Every compilation at one call site, explained."""
+class Evicted:
+    """Compilations of graph ids already compiled at the site (cache evictions)."""
 
-    site: Site | None
+    count: int = 0
+    seconds: float = 0.0
+    steps: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    total: int = 0
+
+
+@dataclass
+class SiteCompiles:
+    """Every compilation at one site, explained."""
+
+    site: Frame | None  # where the graphs were cut / the compiled function's call
+    stack: Stack
+    phase: str
+    function: str
     compiles: int
     graphs: int
     first_step: int
-    compiles_after_warmup: int
-    counted: int
-    counted_seconds: float
-    counted_steps: list[int]
+    seconds: float
+    backward_seconds: float = 0.0
     recompiles: list[Recompile] = field(default_factory=list)
     varying: list[Varying] = field(default_factory=list)
-    kinds: dict[str, int] = field(default_factory=dict)
-    counted_kinds: dict[str, int] = field(default_factory=dict)
+    dynamic: list[str] = field(default_factory=list)
+    classes: dict[str, int] = field(default_factory=dict)
+    evicted: Evicted = field(default_factory=Evicted)
 
     @property
-    def where(self) -> str:
-        return f"{self.site.file}:{self.site.line}" if self.site else "an unknown line"
+    def counted(self) -> list[Recompile]:
+        """Counted recompilations of distinct graphs (the evicted repeats are in ``evicted``)."""
+        return [r for r in self.recompiles if r.counted]
 
-    def summary(self) -> str:
-        """``train.py:42 compiled 28 graphs; input 0 varies in dim 1 over 28 values in 1..255``."""
-        text = f"{self.where} compiled {self.graphs} graph{'s' if self.graphs != 1 else ''}"
-        if self.counted:
-            text += f" ({self.counted} after warm-up)"
-        kinds = self.counted_kinds or self.kinds
-        reasons = [v.text() for v in self.varying] if kinds.get("shape") else []
-        if not reasons:
-            other = {k: n for k, n in kinds.items() if k not in ("shape", "same_ir")}
-            reasons = [_KIND_TEXT[k] for k in other if k in _KIND_TEXT]
-        if not reasons and kinds.get("same_ir"):
-            reasons = [_KIND_TEXT["same_ir"]]
-        return text + ("; " + "; ".join(reasons) if reasons else "")
+    @property
+    def counted_count(self) -> int:
+        return len(self.counted) + self.evicted.count
 
+    @property
+    def counted_seconds(self) -> float:
+        return sum(r.seconds for r in self.counted) + self.evicted.seconds
 
-_KIND_TEXT = {
-    "input_count": "the number of graph inputs changes between graphs",
-    "dtype": "an input's dtype changes between graphs",
-    "ir": "the traced operations differ between graphs (Python control flow or code path)",
-    "same_ir": "same graph and input shapes as an earlier graph (torch_xla internal state, "
-               "such as which input buffers are donated)",
-    "unknown": "no input shapes were recorded for these graphs",
-}
+    @property
+    def counted_steps(self) -> np.ndarray:
+        steps = np.array([r.step for r in self.counted], dtype=np.int64)
+        return distinct(np.concatenate((steps, self.evicted.steps)))
 
-
-def _shapes(event: Event) -> list[list[int]] | None:
-    shapes = event.data.get("input_shapes")
-    return shapes if isinstance(shapes, list) else None
+    @property
+    def origin(self) -> Frame | None:
+        """The user line to change: where the varying input was created or moved to the
+        device, or the line of the first op that differs; None when not known."""
+        for v in self.varying:
+            if v.origin is not None:
+                return v.origin
+        for r in self.counted or self.recompiles:
+            for c in r.changes:
+                if c.origin is not None:
+                    return c.origin
+        return None
 
 
-def _dtypes(event: Event) -> list[str]:
-    dtypes = event.data.get("input_dtypes")
-    return dtypes if isinstance(dtypes, list) else []
+# --------------------------------------------------------------------------- signatures
 
 
-def _distance(a: Event, b: Event) -> tuple[int, int]:
-    sa, sb = _shapes(a), _shapes(b)
-    if sa is None or sb is None:
-        return (1, 0)
-    if len(sa) != len(sb):
-        return (1, abs(len(sa) - len(sb)))
-    diff = 0
-    for x, y in zip(sa, sb, strict=False):
-        if len(x) != len(y):
-            diff += 1
+_MASK = (1 << 64) - 1
+
+
+def _h(item: tuple) -> int:
+    return hash(item) & _MASK
+
+
+#: HLO ops a dtype change adds or removes
+_CASTS = frozenset({"convert", "bitcast-convert"})
+
+
+class _Graph:
+    """A compiled graph's content, indexed: its inputs as a multiset, its hashes. Built once per
+    distinct payload."""
+
+    __slots__ = ("multiset", "hash", "structure", "ops", "digest", "names", "origins",
+                 "lines", "num_inputs", "constants", "named")
+
+    def __init__(self, data: Compile):
+        #: every input has a name (dynamo's arguments): compared by name, not as a multiset
+        self.named: dict[str, GraphInput] | None = (
+            {i.name: i for i in data.inputs} if data.inputs and all(i.name for i in data.inputs)
+            else None)
+        self.ops = data.ops
+        self.digest = data.digest
+        self.lines: dict[tuple[str, int], str] = {(f, n): d for f, n, d in data.lines or []}
+        self.constants = Counter(data.constants or [])
+        self.num_inputs = data.num_inputs
+        self.names: dict[tuple, str] = {}
+        self.origins: dict[tuple, Frame] = {}
+        # structure: how many inputs, of which ranks, and which kinds of ops (a cast adds
+        # converts, which are not structure: a dtype change is a variant)
+        op_kinds = tuple(sorted(k for k in (data.ops or {}) if k not in _CASTS))
+        if data.inputs is not None:
+            sigs = [i.signature() for i in data.inputs]
+            self.multiset: Counter | None = Counter(sigs)
+            self.hash = sum(_h(s) for s in self.multiset.elements()) & _MASK
+            self.structure: tuple = (len(sigs), tuple(sorted(Counter(
+                len(shape) for _, shape in sigs).items())), op_kinds)
+            for i in data.inputs:
+                if i.name:
+                    self.names.setdefault(i.signature(), i.name)
+                if i.origin is not None:
+                    self.origins.setdefault(i.signature(), i.origin)
         else:
-            diff += sum(1 for p, q in zip(x, y, strict=False) if p != q)
-    diff += sum(1 for p, q in zip(_dtypes(a), _dtypes(b), strict=False) if p != q)
-    return (0, diff)
+            self.multiset = None
+            self.hash = 0
+            self.structure = (data.num_inputs, (), op_kinds)
 
 
-def diff_graphs(new: Event, old: Event) -> tuple[str, list[str]]:
-    """``(kind, differences)`` between two compiled graphs, most telling first."""
-    sn, so = _shapes(new), _shapes(old)
-    if sn is None or so is None:
-        n_new, n_old = new.data.get("num_inputs"), old.data.get("num_inputs")
-        if n_new is not None and n_old is not None and n_new != n_old:
-            return "input_count", [f"input count {n_old} -> {n_new}"]
-        return "unknown", ["no input shapes recorded"]
-    if len(sn) != len(so):
-        return "input_count", [f"input count {len(so)} -> {len(sn)}"]
-    dn, do = _dtypes(new), _dtypes(old)
-    out = [f"input {i} dtype {a} -> {b}"
-           for i, (a, b) in enumerate(zip(do, dn, strict=False)) if a != b]
-    if out:
-        return "dtype", out
-    for i, (a, b) in enumerate(zip(so, sn, strict=False)):
-        if len(a) != len(b):
-            out.append(f"input {i} rank {len(a)} -> {len(b)} ({a} -> {b})")
+class _SiteIndex:
+    """The closest-graph search of one site: O(inputs) per graph, not O(graphs). Entries are
+    ``(graph id, graph)``."""
+
+    def __init__(self) -> None:
+        self.latest: tuple[str, _Graph] | None = None
+        self.by_hash: dict[int, tuple[str, _Graph]] = {}
+        self.by_minus_one: dict[int, tuple[str, _Graph]] = {}
+        self.by_structure: dict[tuple, tuple[str, _Graph]] = {}
+
+    def closest(self, g: _Graph) -> tuple[str, _Graph] | None:
+        if self.latest is None:
+            return None
+        if g.multiset is not None:
+            same = self.by_hash.get(g.hash)
+            if same is not None:
+                return same
+            for sig in g.multiset:
+                hit = self.by_minus_one.get((g.hash - _h(sig)) & _MASK)
+                if hit is not None:
+                    return hit
+        return self.by_structure.get(g.structure) or self.latest
+
+    def add(self, graph: str, g: _Graph) -> None:
+        entry = (graph, g)
+        self.latest = entry
+        if g.multiset is not None:
+            self.by_hash[g.hash] = entry
+            for sig in g.multiset:
+                self.by_minus_one[(g.hash - _h(sig)) & _MASK] = entry
+        self.by_structure[g.structure] = entry
+
+
+def _diff_named(new: dict[str, GraphInput], old: dict[str, GraphInput]) -> list[Change]:
+    """Every difference between two sets of named arguments (dynamo: each compiled frame's
+    tensors and Python scalars), not only the first failing guard."""
+    out: list[Change] = []
+    for name in sorted(set(new) | set(old)):
+        a, b = old.get(name), new.get(name)
+        if a is None or b is None:
+            out.append(Change(name, "count", None, "absent" if a is None else "present",
+                              "absent" if b is None else "present"))
             continue
-        for d, (p, q) in enumerate(zip(a, b, strict=False)):
-            if p != q:
-                out.append(f"input {i} dim {d}: {p} -> {q}")
-    if out:
-        return "shape", out
-    if new.data.get("ir_digest") and new.data.get("ir_digest") == old.data.get("ir_digest"):
-        donors_new, donors_old = new.data.get("buffer_donors"), old.data.get("buffer_donors")
-        if donors_new is not None and donors_old is not None and donors_new != donors_old:
-            return "same_ir", [f"same graph and input shapes; donated input buffers "
-                               f"{{{donors_old or 'none'}}} -> {{{donors_new or 'none'}}}"]
-        return "same_ir", ["same graph and input shapes"]
-    ops_new: dict[str, int] = new.data.get("ops") or {}
-    ops_old: dict[str, int] = old.data.get("ops") or {}
+        if a.value is not None or b.value is not None:
+            if a.value != b.value:
+                out.append(Change(name, "value", None, a.value, b.value))
+            continue
+        if a.dtype != b.dtype:
+            out.append(Change(name, "dtype", None, a.dtype, b.dtype))
+        if len(a.shape) != len(b.shape):
+            out.append(Change(name, "rank", None, list(a.shape), list(b.shape)))
+        else:
+            out += [Change(name, "dim", d, x, y)
+                    for d, (x, y) in enumerate(zip(a.shape, b.shape, strict=True)) if x != y]
+    return out
+
+
+def diff_graphs(new: _Graph, old: _Graph) -> tuple[str, list[Change]]:
+    """``(class, changes)`` of ``new`` against ``old``, by content."""
+    if new.named is not None and old.named is not None:
+        changes = _diff_named(new.named, old.named)
+        if changes:
+            cls = STRUCTURE if any(c.what == "count" for c in changes) else VARIANT
+            return cls, changes
+    if new.multiset is None or old.multiset is None:
+        if new.num_inputs is not None and old.num_inputs is not None \
+                and new.num_inputs != old.num_inputs:
+            return STRUCTURE, [Change("inputs", "count", None, old.num_inputs, new.num_inputs)]
+        if new.digest and new.digest == old.digest:
+            return IDENTICAL, []
+        return VARIANT, []
+    if new.multiset == old.multiset:
+        if new.digest and new.digest == old.digest:
+            return IDENTICAL, []
+        return _op_changes(new, old)
+    added = new.multiset - old.multiset
+    removed = old.multiset - new.multiset
+    changes: list[Change] = []
+    cls = VARIANT if new.structure == old.structure else STRUCTURE
+    # pair removed and added inputs: same dtype and rank first (a dimension changed), then
+    # same shape (a dtype changed), then same rank (dtype and shape)
+    rem = list(removed.elements())
+    add = list(added.elements())
+    for key in (lambda s: (s[0], len(s[1])), lambda s: s[1], lambda s: len(s[1])):
+        pool: dict = {}
+        for s in rem:
+            pool.setdefault(key(s), []).append(s)
+        left_add = []
+        for s in add:
+            match = pool.get(key(s))
+            if match:
+                before = match.pop(0)
+                rem.remove(before)
+                changes.extend(_pair_changes(before, s, old, new))
+            else:
+                left_add.append(s)
+        add = left_add
+    if len(rem) != len(add) or rem or add:
+        special = new.constants - old.constants
+        if special and rem and not add and all(len(sh) == 0 for _, sh in rem):
+            # a scalar input became a constant: a special scalar (0 or 1) baked into the graph
+            return VARIANT, [Change("graph", "constant", None, None, None,
+                                    text=f"special scalar: a scalar input became the constant "
+                                         f"{', '.join(sorted(special))}",
+                                    origin=_first_changed_line(new, old))]
+        lost = old.constants - new.constants
+        if lost and add and not rem and all(len(sh) == 0 for _, sh in add):
+            # the other way: what was a special scalar constant comes in as a scalar input.
+            # Structure, as optimizer state created at the first step is: an accumulator set to
+            # torch.zeros(()) before a phase is a constant in the phase's first graph and the
+            # previous step's result in the next (a learning rate that leaves 0.0 reads the
+            # same; it is counted when it becomes a constant again)
+            return STRUCTURE, [Change("graph", "constant", None, None, None,
+                                    text=f"special scalar: the constant "
+                                         f"{', '.join(sorted(lost))} became a scalar input",
+                                    origin=_first_changed_line(new, old))]
+        changes.append(Change("inputs", "count", None, sum(old.multiset.values()),
+                              sum(new.multiset.values())))
+        cls = STRUCTURE
+    if not changes:
+        return _op_changes(new, old)
+    return cls, changes
+
+
+def _pair_changes(before: tuple, after: tuple, old: _Graph, new: _Graph) -> list[Change]:
+    (d0, s0), (d1, s1) = before, after
+    name = old.names.get(before) or new.names.get(after)
+    if not name:  # named by what stays the same, so that it keeps its name across graphs
+        if len(s0) == len(s1):
+            dims = ",".join(str(a) if a == b else "?" for a, b in zip(s0, s1, strict=True))
+            name = f"the {d0 if d0 == d1 else '?'}[{dims}] input"
+        else:
+            name = f"the {d0} input of rank {len(s0)}"
+    # where the tensor was made: known in either graph (a graph traced with source lines off
+    # has none), else the first user line whose instructions differ (an input torch_xla makes
+    # itself, such as a scalar, has no line of its own)
+    origin = new.origins.get(after) or old.origins.get(before) or _first_changed_line(new, old)
+    out = []
+    if d0 != d1:
+        out.append(Change(name, "dtype", None, d0, d1, origin=origin))
+    if len(s0) != len(s1):
+        out.append(Change(name, "rank", None, list(s0), list(s1), origin=origin))
+    else:
+        out += [Change(name, "dim", i, a, b, origin=origin)
+                for i, (a, b) in enumerate(zip(s0, s1, strict=True)) if a != b]
+    return out
+
+
+def _op_changes(new: _Graph, old: _Graph) -> tuple[str, list[Change]]:
+    """Same inputs, different graph: which ops changed, at the first user line whose
+    instructions differ."""
+    ops_new, ops_old = new.ops or {}, old.ops or {}
+    origin = _first_changed_line(new, old)
+    special = new.constants - old.constants
+    if special:
+        return VARIANT, [Change("graph", "constant", None, None, None,
+                                text=f"special scalar: the constant {', '.join(sorted(special))} "
+                                     "appeared in the graph", origin=origin)]
     changes = []
     for op in sorted(set(ops_new) | set(ops_old)):
         delta = ops_new.get(op, 0) - ops_old.get(op, 0)
         if delta:
-            changes.append(f"{'+' if delta > 0 else ''}{delta} {op}")
-    return "ir", ["graph differs: " + (", ".join(changes) if changes else "same op counts, "
-                                    "different structure or constants")]
+            changes.append(Change("graph", "ops", None, ops_old.get(op, 0), ops_new.get(op, 0),
+                                  text=op, origin=origin))
+    if changes:
+        cls = STRUCTURE if set(ops_new) != set(ops_old) else VARIANT
+        return cls, changes
+    # same inputs and op counts: a constant (a Python number baked into the graph) or a
+    # shape inside the graph changed
+    return VARIANT, [Change("graph", "constant", None, None, None,
+                            text="same inputs and op counts; a constant or an internal shape "
+                                 "differs", origin=origin)]
 
 
-def _varying(events: list[Event]) -> list[Varying]:
-    shaped = [s for s in (_shapes(e) for e in events) if s is not None]
-    if len(shaped) < 2:
-        return []
-    # the most common structure (input count and ranks): warm-up graphs often have fewer inputs
-    structures: dict[tuple[int, ...], list[list[list[int]]]] = {}
-    for s in shaped:
-        structures.setdefault(tuple(len(x) for x in s), []).append(s)
-    same = max(structures.values(), key=len)
-    ref = same[0]
+def _first_changed_line(new: _Graph, old: _Graph) -> Frame | None:
+    """The first user line (in graph order) whose instructions differ between two graphs, by
+    the HLO's source metadata; None when the graphs carry none."""
+    if not new.lines or not old.lines:
+        return None
+    for (file, line), digest in new.lines.items():
+        if old.lines.get((file, line)) != digest:
+            return Frame(file, line)
+    return None
+
+
+# --------------------------------------------------------------------------- per site
+
+
+def _site_key(stack: Stack, data: Compile) -> tuple:
+    site = user_site(stack)
+    where = (site.file, site.line) if site else ("", 0)
+    if data.function:  # a compiled function (dynamo), at the line that calls it
+        return ("fn", data.function, *where)
+    return ("at", *where)
+
+
+def _varying(site_recompiles: Iterable[Recompile]) -> list[Varying]:
+    """Inputs whose dims (or values) changed across a site's recompilations, with the values
+    seen; growing when every change made the dimension larger."""
+    seen: dict[tuple, Varying] = {}
+    order: dict[tuple, list] = {}
+    for r in site_recompiles:
+        for c in r.changes:
+            if c.what not in ("dim", "value", "rank", "dtype"):
+                continue
+            key = (c.input, c.what, c.index)
+            v = seen.get(key)
+            if v is None:
+                v = seen[key] = Varying(c.input, c.what, c.index, [], origin=c.origin)
+                order[key] = []
+            for x in (c.before, c.after):
+                if x is not None and x not in v.values:
+                    v.values.append(x)
+            order[key].append((c.before, c.after))
+            if v.origin is None:
+                v.origin = c.origin
     out = []
-    for i, shape in enumerate(ref):
-        for d in range(len(shape)):
-            values = sorted({s[i][d] for s in same})
-            if len(values) > 1:
-                in_order = [s[i][d] for s in same]  # events are in step order
-                growing = len(in_order) >= 3 and all(
-                    b > a for a, b in zip(in_order, in_order[1:], strict=False))
-                out.append(Varying(i, d, values, growing))
+    for key, v in seen.items():
+        try:
+            v.values = sorted(v.values)
+        except TypeError:
+            v.values = sorted(v.values, key=str)
+        pairs = order[key]
+        v.growing = v.what == "dim" and len(pairs) >= 3 and all(
+            isinstance(a, int) and isinstance(b, int) and b > a for a, b in pairs) and all(
+            p[1] == q[0] for p, q in zip(pairs, pairs[1:], strict=False))
+        out.append(v)
     return out
 
 
-def _key(site: Site | None) -> tuple[str, int]:
-    return (site.file, site.line) if site else ("", 0)
+def explain_recompiles(run: Run) -> list[SiteCompiles]:
+    """One entry per site that compiled user graphs, most counted seconds first.
+
+    Linear in the compilations: each distinct (stack, payload) is decoded once; only the first
+    compile of each graph id at a site is diffed (through the site's index); a graph id compiled
+    again (the compile cache dropped it) is counted with numpy."""
+    ev = run.events
+    idx = ev.indices("compile")
+    if not len(idx):
+        return []
+    idx = idx[np.argsort(ev.step[idx], kind="stable")]
+    combo = (ev.stack[idx].astype(np.int64) << 32) | ev.payload[idx].astype(np.int64)
+    uniq, inverse = np.unique(combo, return_inverse=True)
+    # per distinct (stack, payload): the site it belongs to (-1: not the program's)
+    site_keys: dict[tuple, int] = {}
+    sites: list[SiteCompiles] = []
+    combo_site = np.full(len(uniq), -1, dtype=np.int64)
+    backward: list[int] = []
+    for n, c in enumerate(uniq):
+        sid, pid = int(c) >> 32, int(c) & 0xFFFFFFFF
+        data: Compile | None = ev.payload_of(pid)
+        if data is None or data.owner == OWNER_LIBRARY:
+            continue
+        if data.phase == "backward":
+            backward.append(n)
+            continue
+        stack = ev.stack_of(sid)
+        key = _site_key(stack, data) + (data.phase,)
+        if key not in site_keys:
+            site_keys[key] = len(sites)
+            sites.append(SiteCompiles(
+                site=user_site(stack), stack=tuple(user_frames(stack)), phase=data.phase,
+                function=data.function, compiles=0, graphs=0, first_step=-1, seconds=0.0))
+        combo_site[n] = site_keys[key]
+    event_site = combo_site[inverse]
+    warmup = run.meta.warmup_steps
+    forward_site: dict[str, int] = {}
+    for s_no, entry in enumerate(sites):
+        sel = idx[event_site == s_no]
+        _explain_site(run, entry, sel, warmup, forward_site, s_no)
+    for n in backward:  # a backward compile belongs to its forward's site
+        sel = idx[inverse == n]
+        data = ev.payload_of(int(uniq[n]) & 0xFFFFFFFF)
+        s_no = forward_site.get(data.forward_of or "")
+        seconds = float(ev.seconds[sel].sum())
+        if s_no is not None:
+            sites[s_no].backward_seconds += seconds
+        else:  # its forward was not seen: a site of its own
+            stack = ev.stack_of(int(uniq[n]) >> 32)
+            sites.append(SiteCompiles(
+                site=user_site(stack), stack=tuple(user_frames(stack)), phase="backward",
+                function=data.function, compiles=len(sel), graphs=len(sel),
+                first_step=int(ev.step[sel[0]]), seconds=seconds,
+                classes={FIRST: len(sel)}))
+    for entry in sites:
+        entry.varying = _varying(entry.recompiles)
+    sites.sort(key=lambda s: (-s.counted_seconds, -s.counted_count, s.first_step))
+    return sites
 
 
-def explain_recompiles(run: Run) -> list[SiteRecompiles]:
-    """One entry per call site that compiled, the sites with the most counted compiles first."""
-    warmup = max(0, int(run.meta.warmup_steps))
-    by_site: dict[tuple[str, int], list[Event]] = {}
-    for event in run.events:
-        if event.kind == "compile":
-            by_site.setdefault(_key(event.site), []).append(event)
-    result = []
-    for events in by_site.values():
-        events.sort(key=lambda e: e.step)
-        entry = SiteRecompiles(
-            site=events[0].site, compiles=len(events),
-            graphs=len({e.data.get("graph_hash") or id(e) for e in events}),
-            first_step=events[0].step,
-            compiles_after_warmup=sum(1 for e in events if e.step >= warmup),
-            counted=0, counted_seconds=0.0, counted_steps=[],
-        )
-        repeats: dict[Any, int] = {}
-        for i, event in enumerate(events[1:], start=1):
-            earlier = events[:i]
-            closest = min(reversed(earlier), key=lambda o: _distance(event, o))
-            kind, diff = diff_graphs(event, closest)
-            if kind == "same_ir":
-                key = event.data.get("ir_digest")
-                repeats[key] = repeats.get(key, 0) + 1
-            settling = kind == "same_ir" and repeats.get(event.data.get("ir_digest"), 0) == 1
-            counted = event.step >= warmup and not settling
-            entry.recompiles.append(Recompile(
-                step=event.step, seconds=event.seconds,
-                graph_hash=str(event.data.get("graph_hash", "")),
-                closest_hash=str(closest.data.get("graph_hash", "")), kind=kind, diff=diff,
-                cause_kind=str(event.data.get("cause_kind", "")),
-                cause=str(event.data.get("cause", "")), counted=counted,
-            ))
-            entry.kinds[kind] = entry.kinds.get(kind, 0) + 1
-            if counted:
-                entry.counted_kinds[kind] = entry.counted_kinds.get(kind, 0) + 1
-                entry.counted += 1
-                entry.counted_seconds += event.seconds
-                entry.counted_steps.append(event.step)
-        entry.varying = _varying(events)
-        result.append(entry)
-    result.sort(key=lambda s: (-s.counted_seconds, -s.counted, s.first_step))
-    return result
+def _explain_site(run: Run, entry: SiteCompiles, sel: np.ndarray, warmup: int | None,
+                  forward_site: dict[str, int], s_no: int) -> None:
+    """Fill ``entry`` from its compile events ``sel`` (indices, in step order)."""
+    ev = run.events
+    keys = ev.key[sel]
+    steps = ev.step[sel]
+    seconds = ev.seconds[sel]
+    entry.compiles = len(sel)
+    entry.seconds = float(seconds.sum())
+    entry.first_step = int(steps[0])
+    # the first compile of each graph id (events without an id are each their own graph)
+    _, first = np.unique(keys, return_index=True)
+    is_first = np.zeros(len(sel), dtype=bool)
+    is_first[first] = True
+    is_first |= keys == 0
+    index = _SiteIndex()
+    graphs: dict[int, _Graph] = {}
+    structures = 0
+    same_content = 0
+    for pos in np.flatnonzero(is_first):
+        i = int(sel[pos])
+        pid = int(ev.payload[i])
+        data: Compile = ev.payload_of(pid)
+        graph = ev.key_of(int(ev.key[i]))
+        if data.phase == "forward" and graph:
+            forward_site[graph] = s_no
+        for d in data.dynamic or []:
+            if d not in entry.dynamic:
+                entry.dynamic.append(d)
+        g = graphs.get(pid)
+        if g is None:
+            g = graphs[pid] = _Graph(data)
+        near = index.closest(g)
+        index.add(graph, g)
+        entry.graphs += 1
+        if near is None:
+            entry.classes[FIRST] = entry.classes.get(FIRST, 0) + 1
+            structures += 1
+            continue
+        if data.changes is not None and g.named is None:
+            cls, changes = VARIANT, list(data.changes)  # only the backend's guards to go on
+        elif g.named is not None and near[1].named is not None and not _diff_named(
+                g.named, near[1].named) and data.changes:
+            # the same arguments, yet the guards failed: on something the arguments do not
+            # show (a value on the stack across a graph break, a global, a module's state)
+            cls, changes = VARIANT, list(data.changes)
+        else:
+            cls, changes = diff_graphs(g, near[1])
+        entry.classes[cls] = entry.classes.get(cls, 0) + 1
+        rec = Recompile(int(steps[pos]), float(seconds[pos]), graph, near[0], cls, changes)
+        if cls == STRUCTURE:
+            structures += 1
+        if cls == IDENTICAL:
+            same_content += 1
+        if warmup is not None:
+            rec.counted = rec.step >= warmup
+        else:
+            rec.counted = (cls == VARIANT or (cls == STRUCTURE and structures > STRUCTURE_WARMUP)
+                           or (cls == IDENTICAL and same_content > 1))
+        entry.recompiles.append(rec)
+    repeats = np.flatnonzero(~is_first)
+    if len(repeats):
+        # a graph id compiled again: the compile cache dropped it (counted: pure waste)
+        counted = steps[repeats] >= warmup if warmup is not None else np.ones(len(repeats), bool)
+        entry.classes[EVICTED] = len(repeats)
+        entry.evicted = Evicted(count=int(counted.sum()),
+                                seconds=float(seconds[repeats][counted].sum()),
+                                steps=distinct(steps[repeats][counted]),
+                                total=len(repeats))
 
 
-def recompile_fix(entry: SiteRecompiles) -> str:
-    """A concrete fix for the recompilations of one site."""
-    cause_read = any(r.cause_kind == "value_read" for r in entry.recompiles if r.counted)
-    prefix = ("these compilations are forced by a tensor value read at this line; " if cause_read
-              else "")
-    kinds = entry.counted_kinds or entry.kinds
-    if entry.varying and kinds.get("shape"):
-        batch_only = all(v.dim == 0 and len(v.values) == 2 for v in entry.varying)
-        if batch_only:
-            return prefix + ("the last batch is smaller than the others: use "
-                             "DataLoader(..., drop_last=True) or pad the last batch to the "
-                             "full batch size")
-        if all(v.growing for v in entry.varying):
-            dims = ", ".join(f"dim {v.dim} of input {v.input}" for v in entry.varying[:3])
-            return prefix + (f"{dims} grows at every compilation: a tensor is accumulated "
-                             "across steps (e.g. torch.cat onto a running tensor); keep it at a "
-                             "fixed size (preallocate and write by index, or keep a running sum)"
-                             " so each step sees the same shapes")
-        dims = ", ".join(f"dim {v.dim} of input {v.input}" for v in entry.varying[:3])
-        return prefix + (f"pad {dims} to a few fixed bucket sizes instead of each batch's own "
-                         "size (see `lazyscope advise RUN`)")
-    if kinds.get("input_count") or kinds.get("dtype"):
-        return prefix + ("the step's inputs change (a tensor enters the graph only in some "
-                         "steps, or changes dtype): make the step consume the same tensors, "
-                         "with the same dtypes, every step")
-    if kinds.get("ir"):
-        return prefix + ("the traced code path differs between steps: move Python branches on "
-                         "step-dependent values out of the step, or use torch.where")
-    if kinds.get("unknown"):
-        return prefix + ("no input shapes were recorded for these graphs (XLA wrote no HLO dump "
-                         "for them: torch_xla was started before the trace, or XLA_FLAGS has "
-                         "its own --xla_dump_to filters); trace the script with `lazyscope "
-                         "trace` to see which input or dimension changes")
-    return prefix + ("compare the graphs' HLO (graphs/<graph hash>.hlo.txt in the run) to see "
-                     "what changes")
+def library_compiles(events: EventTable) -> int:
+    """Compilations of graphs a library made for its own bookkeeping."""
+    idx = np.flatnonzero(events.kind == KIND_CODE["compile"])
+    n = 0
+    for pid in np.unique(events.payload[idx]):
+        data = events.payload_of(int(pid))
+        if data is not None and data.owner == OWNER_LIBRARY:
+            n += int(np.count_nonzero(events.payload[idx] == pid))
+    return n
+
+
+def merge_changes(changes: list[Change]) -> list[tuple[Change, int]]:
+    """Identical changes (several inputs of one signature changing the same way) once each,
+    with how many inputs changed so."""
+    seen: dict[tuple, list] = {}
+    for c in changes:
+        key = (c.input, c.what, c.index, repr(c.before), repr(c.after), c.text)
+        if key in seen:
+            seen[key][1] += 1
+        else:
+            seen[key] = [c, 1]
+    return [(c, n) for c, n in seen.values()]
+
+
+def changes_text(changes: list[Change], limit: int = 3) -> str:
+    """``x dim 1: 8 -> 12; the f32[4] input dtype f32 -> bf16``."""
+    parts = []
+    merged = merge_changes(changes)
+    for c, n in merged[:limit]:
+        times = f" (x{n} inputs)" if n > 1 else ""
+        if c.text and c.what in ("guard", "value"):
+            parts.append(c.text)
+        elif c.what == "dim":
+            parts.append(f"{c.input} dim {c.index}: {c.before} -> {c.after}{times}")
+        elif c.what == "ops":
+            parts.append(f"{c.text} x{c.before} -> x{c.after}")
+        elif c.what == "constant":
+            parts.append(c.text)
+        elif c.what == "count":
+            parts.append(f"{c.input}: {c.before} -> {c.after}")
+        else:
+            parts.append(f"{c.input} {c.what} {c.before} -> {c.after}{times}")
+    if len(merged) > limit:
+        parts.append(f"... {len(merged) - limit} more")
+    return "; ".join(parts)
+
+
+def inputs_named(inputs: list[GraphInput] | None) -> list[str]:
+    """Readable input names of a graph (for reports)."""
+    return [i.name or f"{i.dtype}{list(i.shape)}" for i in inputs or []]

@@ -1,145 +1,118 @@
-"""Totals, per-step statistics and the one-line verdict of a run.
+"""Totals and per-step statistics of a run, typed: what every view shows at the top.
 
-``summarize(run)`` returns a plain dict (the JSON report's core); ``verdict(summary)`` one line.
-Pure functions: no I/O, no printing.
+A total a backend does not measure is None (``meta.capabilities``), never 0. Step-time
+statistics are over the *steady* steps: the steps that compiled nothing (where compilations are
+measured), or the steps from ``--warmup-steps N`` on when the user fixed the warm-up.
+Pure functions: no I/O.
 """
 
 from __future__ import annotations
 
-import statistics
+from dataclasses import dataclass, field
 from typing import Any
 
-from lazyscope.model import Run, Step
+import numpy as np
+
+from lazyscope.model import Run, StepTable
 
 
-def _sum(steps: list[Step], attr: str) -> float:
-    return sum(getattr(s, attr) for s in steps)
+@dataclass
+class Summary:
+    target: str
+    target_kind: str
+    args: list[str]
+    backend: str
+    device: str
+    versions: dict[str, str]
+    status: str
+    complete: bool
+    error: str | None
+    warnings: list[str]
+    steps: int
+    warmup_steps: int | None
+    steady_steps: int
+    compiles: int | None
+    library_compiles: int
+    distinct_graphs: int
+    compile_seconds: float | None
+    backward_compile_seconds: float
+    executions: int | None
+    execute_seconds: float | None
+    transfers_to_device: int | None
+    bytes_to_device: int | None
+    transfers_from_device: int | None
+    bytes_from_device: int | None
+    transfer_from_device_seconds: float | None
+    syncs: int
+    fallback_ops: dict[str, int]
+    graph_breaks: int
+    eager_fallbacks: int
+    median_step_seconds: float | None
+    median_step_seconds_all: float | None
+    wall_seconds: float
+    info: dict[str, Any] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        from dataclasses import asdict
+
+        return asdict(self)
 
 
-def _merge_counts(dicts: list[dict[str, int]]) -> dict[str, int]:
-    out: dict[str, int] = {}
-    for d in dicts:
-        for k, v in d.items():
-            out[k] = out.get(k, 0) + v
-    return dict(sorted(out.items(), key=lambda kv: (-kv[1], kv[0])))
+def _int(value: float | None) -> int | None:
+    return None if value is None else int(value)
 
 
-def _settling_steps(run: Run, warmup: int) -> list[int]:
-    """Steps after warm-up whose only compilations recompiled an identical graph (same graph, same
-    input shapes; torch_xla 2.9 does this once, when buffer donation settles)."""
-    from lazyscope.analyze.recompiles import explain_recompiles
-
-    settling: set[int] = set()
-    counted: set[int] = set()
-    for site in explain_recompiles(run):
-        for r in site.recompiles:
-            if r.step >= warmup:
-                (counted if r.counted else settling).add(r.step)
-    first = {e.step for e in run.events if e.kind == "compile" and e.step >= warmup}
-    explained = settling | counted
-    # a step is settling only if every compilation in it is an identical-graph repeat
-    return sorted(settling - counted - (first - explained))
+def steady_mask_of(steps: StepTable, warmup_steps: int | None) -> np.ndarray:
+    """Steps that count for step-time statistics: from ``warmup_steps`` on when the user fixed
+    it, else the steps that compiled nothing (all steps when compilations are not measured)."""
+    n = len(steps)
+    if warmup_steps is not None:
+        return np.arange(n) >= warmup_steps
+    compiles = steps.col("compile_count")
+    if compiles is None:
+        return np.ones(n, dtype=bool)
+    return compiles == 0
 
 
-def summarize(run: Run) -> dict[str, Any]:
-    """The numbers every renderer shares.
-
-    Keys: ``steps``, ``warmup_steps``, ``compiles``, ``compiles_after_warmup``,
-    ``recompile_steps`` (steps after warm-up that compiled), ``steps_after_warmup``,
-    ``distinct_graphs``, ``compile_seconds``, ``execute_seconds``, ``executions``,
-    ``transfers_to_device``, ``transfers_from_device``, ``bytes_to_device``,
-    ``bytes_from_device``, ``transfer_from_device_seconds``, ``fallback_ops``,
-    ``median_step_seconds`` (after warm-up when there are such steps), ``median_step_seconds_all``,
-    ``wall_seconds``, ``status``, ``complete``, ``target``, ``backend``, ``device``, ``warnings``.
-    """
+def summarize(run: Run, *, library_compiles: int = 0, distinct_graphs: int = 0,
+              backward_seconds: float = 0.0) -> Summary:
+    """The run's totals. The counts that need the event analysis are passed in by
+    :func:`lazyscope.analyze.report.build_report`, which computes them once."""
     steps = run.steps
-    everything = run.all_steps()
-    warmup = max(0, int(run.meta.warmup_steps))
-    after = [s for s in steps if s.index >= warmup]
-    walls_after = [s.wall_s for s in after]
-    walls_all = [s.wall_s for s in steps]
-    hashes = {h for s in everything for h in s.graph_hashes}
-    return {
-        "target": run.meta.target,
-        "target_kind": run.meta.target_kind,
-        "args": run.meta.args,
-        "backend": run.meta.backend,
-        "device": run.meta.device,
-        "versions": run.meta.versions,
-        "status": run.status,
-        "complete": run.complete,
-        "error": run.meta.error,
-        "steps": len(steps),
-        "warmup_steps": warmup,
-        "steps_after_warmup": len(after),
-        "compiles": int(_sum(everything, "compile_count")),
-        "compiles_after_warmup": int(_sum(after, "compile_count")),
-        "recompile_steps": sum(1 for s in after if s.compile_count > 0),
-        "settling_recompiles": _settling_steps(run, warmup),
-        "distinct_graphs": len(hashes),
-        "compile_seconds": _sum(everything, "compile_s"),
-        "executions": int(_sum(everything, "execute_count")),
-        "execute_seconds": _sum(everything, "execute_s"),
-        "transfers_to_device": int(_sum(everything, "to_device_count")),
-        "bytes_to_device": int(_sum(everything, "to_device_bytes")),
-        "transfers_from_device": int(_sum(everything, "from_device_count")),
-        "bytes_from_device": int(_sum(everything, "from_device_bytes")),
-        "transfer_from_device_seconds": _sum(everything, "from_device_s"),
-        "fallback_ops": _merge_counts([s.fallback_ops for s in everything]),
-        "median_step_seconds": statistics.median(walls_after or walls_all) if steps else 0.0,
-        "median_step_seconds_all": statistics.median(walls_all) if steps else 0.0,
-        "wall_seconds": _sum(everything, "wall_s"),
-        "warnings": list(run.warnings),
-    }
-
-
-def verdict(summary: dict[str, Any]) -> str:
-    """One line that says what matters most about the run."""
-    n_after = summary["steps_after_warmup"]
-    recompiled = summary["recompile_steps"]
-    prefix = ""
-    if not summary["complete"]:
-        prefix = f"incomplete run ({summary['steps']} finished steps): "
-    elif summary["status"] != "ok":
-        prefix = f"run {summary['status']} after {summary['steps']} steps: "
-    if summary["steps"] == 0:
-        return prefix + "no step finished: nothing reached a step barrier"
-    if n_after == 0:
-        return prefix + (
-            f"only {summary['steps']} warm-up step(s) ran: "
-            "run more steps to see steady-state behaviour"
-        )
-    settling = summary.get("settling_recompiles") or []
-    if settling and recompiled == len(settling):
-        graphs = summary["compiles"] - len(settling)
-        steps = ", ".join(str(s) for s in settling)
-        return prefix + (
-            f"no shape or code change after warm-up: the graph is static ({graphs} "
-            f"compilation{'s' if graphs != 1 else ''} in warm-up, plus a one-off recompilation "
-            f"of an identical graph at step {steps}: same graph and input shapes, a torch_xla-internal "
-            "difference such as buffer donation)"
-        )
-    if recompiled == n_after:
-        main = (
-            f"recompiled on {recompiled} of {n_after} steps after warm-up: "
-            "the graph changes every step"
-        )
-    elif recompiled > 0:
-        main = (
-            f"recompiled on {recompiled} of {n_after} steps after warm-up "
-            f"({summary['compiles_after_warmup']} compilations): some inputs or shapes vary"
-        )
-    else:
-        graphs = summary["compiles"]
-        reuse = "the graph is static" if summary["backend"] == "xla" else "compiled code is reused"
-        main = (
-            f"no recompilation after warm-up: {reuse} "
-            f"({graphs} compilation{'s' if graphs != 1 else ''} in warm-up)"
-        )
-    extras = []
-    fallbacks = summary["fallback_ops"]
-    if fallbacks:
-        extras.append(f"{sum(fallbacks.values())} CPU fallback op executions ({', '.join(fallbacks)})")
-    if summary["transfers_from_device"]:
-        extras.append(f"{summary['transfers_from_device']} device-to-host transfers")
-    return prefix + main + (f"; {'; '.join(extras)}" if extras else "")
+    walls = steps.values("wall_s")
+    steady = steady_mask_of(steps, run.meta.warmup_steps)
+    fallbacks: dict[str, int] = {}
+    ev = run.events
+    sel = ev.indices("fallback_exec")
+    if len(sel):
+        payloads, inverse = np.unique(ev.payload[sel], return_inverse=True)
+        counts = np.bincount(inverse, weights=ev.value[sel])
+        for pid, n in zip(payloads, counts, strict=True):
+            data = ev.payload_of(int(pid))
+            if data is not None and n:
+                fallbacks[data.op] = fallbacks.get(data.op, 0) + int(n)
+    fallbacks = dict(sorted(fallbacks.items(), key=lambda kv: (-kv[1], kv[0])))
+    tail = steps.tail
+    wall = float(walls.sum()) + (tail.wall_s or 0.0 if tail is not None else 0.0)
+    m = run.meta
+    return Summary(
+        target=m.target, target_kind=m.target_kind, args=list(m.args), backend=m.backend,
+        device=m.device, versions=dict(m.versions), status=run.status, complete=run.complete,
+        error=m.error, warnings=list(run.warnings),
+        steps=len(steps), warmup_steps=m.warmup_steps, steady_steps=int(steady.sum()),
+        compiles=_int(steps.total("compile_count")), library_compiles=library_compiles,
+        distinct_graphs=distinct_graphs,
+        compile_seconds=steps.total("compile_s"), backward_compile_seconds=backward_seconds,
+        executions=_int(steps.total("execute_count")), execute_seconds=steps.total("execute_s"),
+        transfers_to_device=_int(steps.total("to_device_count")),
+        bytes_to_device=_int(steps.total("to_device_bytes")),
+        transfers_from_device=_int(steps.total("from_device_count")),
+        bytes_from_device=_int(steps.total("from_device_bytes")),
+        transfer_from_device_seconds=steps.total("from_device_s"),
+        syncs=ev.count("sync"), fallback_ops=fallbacks,
+        graph_breaks=ev.count("graph_break"), eager_fallbacks=ev.count("eager_fallback"),
+        median_step_seconds=float(np.median(walls[steady])) if steady.any() else
+        (float(np.median(walls)) if len(walls) else None),
+        median_step_seconds_all=float(np.median(walls)) if len(walls) else None,
+        wall_seconds=wall, info=dict(m.info),
+    )

@@ -1,62 +1,89 @@
-"""Where did Python wait for the device? Aggregate ``sync`` events (value reads of XLA tensors:
-``.item()``, ``if tensor:``, ``print(t)``, ``.tolist()``, ``.cpu()``) by the user's source line:
-how many reads, in which steps, how long the host stalled, how many executions they forced.
+"""Where did Python wait for the device? ``sync`` events grouped by the user's line (and by
+whether the read ran inside a step closure, and whose code made it): how many reads, in which
+steps, how long the host stalled, how many executions they forced.
 
-A site that reads in two or more steps is a per-step pattern (``recurring``): the usual cost.
-A single read, such as printing the final loss after the loop, is listed but is no finding.
+* A line that reads in the step in two or more steps is a per-step pattern: a finding.
+* A read inside a blocking step closure runs after the barrier: it stalls the host until the
+  step's execution is done (no overlap with tracing the next step), but forces no execution of
+  its own. In at least half the steps it is a note; otherwise it is only listed.
+* A read in an async closure costs the training loop nothing: listed only.
+* Reads a library makes for its own bookkeeping (``xm.mesh_reduce``) are listed, never findings.
+
 Pure functions: no I/O.
 """
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass, field
 
-from lazyscope.model import Run, Site
+import numpy as np
+
+from lazyscope.analyze.events import distinct, group_events
+from lazyscope.model import OWNER_LIBRARY, Frame, Run, Stack, Sync, user_frames, user_site
 
 
 @dataclass
 class SyncSite:
-    site: Site | None
+    """The reads at one user line."""
+
+    site: Frame | None
+    stack: Stack
+    closure: str
+    owner: str
     count: int = 0
-    steps: list[int] = field(default_factory=list)
+    steps: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
     seconds: float = 0.0
     executions: int = 0
     reads: dict[str, int] = field(default_factory=dict)
+    library_call: str = ""  # the library function the read happened in, when not the user's
 
     @property
     def recurring(self) -> bool:
         return len(self.steps) >= 2
 
-    def detail(self) -> str:
-        reads = ", ".join(f"{r} x{n}" for r, n in self.reads.items())
-        text = (f"{reads} in {len(self.steps)} step{'s' if len(self.steps) != 1 else ''}: "
-                f"the host waited {self.seconds:.3f} s for the device")
-        if self.executions:
-            text += f", forcing {self.executions} execution(s) before the step barrier"
-        return text
-
-    def fix(self) -> str:
-        if any(r.startswith("if tensor") for r in self.reads):
-            return ("keep the decision on the device (torch.where, masking) or check the value "
-                    "after the step barrier, every N steps")
-        return ("keep the value on the device (accumulate it there) and read it every N steps "
-                "or after the loop, or read it after the barrier in "
-                "torch_xla's xm.add_step_closure")
-
 
 def sync_sites(run: Run) -> list[SyncSite]:
-    """One entry per source line that read a tensor value, the longest stall first."""
-    sites: dict[tuple[str, int], SyncSite] = {}
-    for event in run.events:
-        if event.kind != "sync":
-            continue
-        key = (event.site.file, event.site.line) if event.site else ("", 0)
-        entry = sites.setdefault(key, SyncSite(site=event.site))
-        entry.count += 1
-        if event.step not in entry.steps:
-            entry.steps.append(event.step)
-        entry.seconds += event.seconds
-        entry.executions += int(event.data.get("executions", 0) or 0)
-        read = str(event.data.get("read", "read"))
-        entry.reads[read] = entry.reads.get(read, 0) + 1
-    return sorted(sites.values(), key=lambda s: (-s.seconds, -s.count))
+    """One entry per (user line, closure kind, owner), the longest stall first."""
+    ev = run.events
+
+    def key(stack: Stack, data: Sync | None) -> tuple:
+        site = user_site(stack)
+        closure = data.closure if data is not None else ""
+        owner = data.owner if data is not None else "user"
+        lib = ""
+        if owner == OWNER_LIBRARY and stack and stack[0].library:
+            lib = stack[0].function
+        return (site.file, site.line, site.function) if site else ("", 0, ""), closure, owner, lib
+
+    out = []
+    for (where, closure, owner, lib), sel in group_events(ev, "sync", key):
+        stack = ev.stack_of(int(ev.stack[sel[0]]))
+        reads: Counter[str] = Counter()
+        payloads, counts = np.unique(ev.payload[sel], return_counts=True)
+        for pid, n in zip(payloads, counts, strict=True):
+            data = ev.payload_of(int(pid))
+            reads[(data.read or data.message or "read") if data is not None else "read"] += int(n)
+        out.append(SyncSite(
+            site=Frame(where[0], where[1], where[2]) if where[0] else None,
+            stack=tuple(user_frames(stack)), closure=closure, owner=owner,
+            count=len(sel), steps=distinct(ev.step[sel]), seconds=float(ev.seconds[sel].sum()),
+            executions=int(ev.value[sel].sum()), reads=dict(reads), library_call=lib))
+    out.sort(key=lambda s: (-s.seconds, -s.count))
+    return out
+
+
+def syncs_per_step(run: Run) -> np.ndarray:
+    """Host syncs of each barrier step: the larger of its device-to-host transfers (where the
+    backend counts them) and its user ``sync`` events (the two usually describe the same
+    reads, so they are not added)."""
+    n = len(run.steps)
+    ev = run.events
+    sel = ev.indices("sync")
+    steps = ev.step[sel]
+    steps = steps[(steps >= 0) & (steps < n)]
+    counts = np.bincount(steps, minlength=n)[:n] if n else np.zeros(0, np.int64)
+    transfers = run.steps.col("from_device_count")
+    if transfers is not None:
+        counts = np.maximum(counts, np.clip(transfers, 0, 2**62).astype(np.int64))
+    return counts

@@ -1,24 +1,25 @@
-"""Renderers: a Run -> text. All share one signature and sit in one registry.
+"""Renderers: a Report -> text. All share one signature and sit in one registry.
 
-``RENDERERS[name](run) -> str``. Files (plots) are written by :mod:`lazyscope.render.plots`,
-the only module that imports matplotlib.
+``RENDERERS[name](report) -> str``. Files (plots, report.html, TensorBoard scalars) are written
+by :mod:`lazyscope.render.views` alone; :mod:`lazyscope.render.plots` is the only module that
+imports matplotlib.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 
-from lazyscope.model import Run
+from lazyscope.analyze.report import Report
 from lazyscope.render.html import render_html
 from lazyscope.render.json import render_json
 from lazyscope.render.text import render_text
 
-Renderer = Callable[[Run], str]
+Renderer = Callable[[Report], str]
 
 RENDERERS: dict[str, Renderer] = {
     "text": render_text,
     "json": render_json,
-    "html": render_html,  # the self-contained page; `lazyscope report --format html` writes it
+    "html": render_html,  # the page without plots; `lazyscope report` writes the full one
 }
 
 __all__ = ["RENDERERS", "Renderer", "render_html", "render_json", "render_text"]

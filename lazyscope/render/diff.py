@@ -16,6 +16,8 @@ _SECONDS = {"compile_seconds", "execute_seconds", "median_step_seconds", "wall_s
 
 
 def _value(name: str, v: Any) -> str:
+    if v is None:
+        return "-"
     if name in _SECONDS:
         return fmt_seconds(v) if v >= 0 else "-" + fmt_seconds(-v)
     return str(v)
@@ -56,7 +58,15 @@ def render_diff_text(diff: dict[str, Any]) -> str:
     lines += _sites("compile sites (+ only in B, - only in A)", diff["compile_sites"])
     lines += _sites("sync sites", diff["sync_sites"])
     lines += _sites("fallback sites", diff["fallback_sites"])
+    lines += _sites("graph break sites", diff["break_sites"])
     lines += _sites("fallback ops", diff["fallback_ops"], key="op")
+    found = diff["findings"]
+    if found["appeared"] or found["disappeared"]:
+        lines.append("findings:")
+        lines += [f"  + {f}" for f in found["appeared"]]
+        lines += [f"  - {f}" for f in found["disappeared"]]
+    else:
+        lines.append("findings: no change")
     return "\n".join(lines) + "\n"
 
 

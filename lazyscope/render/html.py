@@ -5,15 +5,15 @@ script, no font, nothing fetched from the network; the file can be mailed or ope
 
 Contract:
 
-* ``build_html(report, images, compilations, syncs, fallbacks) -> str`` is pure: it renders
-  whatever the report dict (``render.json.report_dict``) holds. Sections whose data is absent
-  are left out: ``verdict``, the totals, ``findings`` (a list of dicts: kind, file, line, count,
-  seconds, detail, fix; ranked by seconds), pictures, compilations (step, seconds, graph hash,
-  cause, user site), syncs, fallbacks, ``advice`` (a dict, rendered generically) and ``compare``
-  (a dict whose lists of dicts become tables, with a ``compare.png``-style picture).
-* ``render_html(run) -> str`` (the ``RENDERERS["html"]`` entry) gathers those from a run: the
-  report dict, the plots (written next to the run's data), the events.
-* ``write_html(run) -> Path`` writes ``RUN/report.html``.
+* ``build_html(report, images) -> str`` is pure: it renders whatever the report dict
+  (``render.json.report_dict``) holds. Sections whose data is absent are left out: ``verdict``,
+  the totals, ``findings`` and ``notes`` (kind, line, stack, compiled_at, changes, count,
+  seconds, detail, fix; ranked by seconds), pictures, compilations, host syncs, CPU fallbacks
+  and graph breaks (from ``events``), ``advice`` and ``compare`` (a dict whose lists of dicts
+  become tables, with a ``compare.png``-style picture), ranks (a multi-process run).
+* ``render_html(report, images) -> str`` does it for a :class:`Report`; the files are written by
+  :mod:`lazyscope.render.views`.
+* Everything from the user (paths, arguments, messages) is escaped.
 """
 
 from __future__ import annotations
@@ -24,8 +24,6 @@ import json
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
-
-from lazyscope.model import Event, Run
 
 REPORT_HTML = "report.html"
 MAX_ROWS = 200
@@ -58,7 +56,8 @@ details summary{cursor:pointer;color:#3451b2}
 .warn{color:#9a6700}
 """
 
-FINDING_KEYS = ("kind", "file", "line", "count", "seconds", "detail", "fix")
+FINDING_KEYS = ("kind", "file", "line", "function", "count", "seconds", "detail", "fix",
+                "stack", "steps", "step_count", "compiled_at", "changes")
 
 
 def esc(value: Any) -> str:
@@ -180,10 +179,19 @@ def _cards(report: Mapping[str, Any]) -> str:
         ("distinct graphs", report.get("distinct_graphs"), None),
         ("executing", report.get("execute_seconds"), fmt_seconds),
         ("device-to-host transfers", report.get("transfers_from_device"), None),
+        ("host syncs", report.get("syncs"), None),
+        ("graph breaks", report.get("graph_breaks") or None, None),
     ]
     cards = [f'<div class="card"><b>{f(v) if f else esc(v)}</b><span>{esc(label)}</span></div>'
              for label, v, f in items if v is not None]
     return f'<div class="cards">{"".join(cards)}</div>' if cards else ""
+
+
+def _frame_text(f: Any) -> str:
+    if isinstance(f, Mapping):
+        return f"{f.get('file', '')}:{f.get('line', '')}" + (
+            f" ({f.get('function')})" if f.get("function") else "")
+    return str(f)
 
 
 def _findings(findings: Iterable[Mapping[str, Any]]) -> str:
@@ -199,15 +207,28 @@ def _findings(findings: Iterable[Mapping[str, Any]]) -> str:
         stats = []
         if f.get("count") is not None:
             stats.append(f"{esc(f['count'])}x")
-        if f.get("seconds") is not None:
+        if f.get("seconds"):
             stats.append(fmt_seconds(f["seconds"]))
         extra = {k: v for k, v in f.items() if k not in FINDING_KEYS and k != "title"}
         title = f.get("title") or f.get("kind") or "finding"
+        context = []
+        compiled = f.get("compiled_at")
+        if isinstance(compiled, Mapping) and (compiled.get("file"), compiled.get("line")) != (
+                f.get("file"), f.get("line")):
+            context.append(f"compiled at <code>{esc(_frame_text(compiled))}</code>")
+        stack = f.get("stack") or []
+        if len(stack) > 1:
+            context.append("called from " + " &larr; ".join(
+                f"<code>{esc(_frame_text(fr))}</code>" for fr in stack[1:5]))
+        changes = f.get("changes") or []
         out.append(
             f'<div class="finding"><h3><span class="rank">{i}</span>{esc(title)}{where}'
             f'{" &middot; " + ", ".join(stats) if stats else ""}</h3>'
+            + "".join(f'<div class="sub">{c}</div>' for c in context)
             + (f"<div>{esc(f['detail'])}</div>" if f.get("detail") else "")
             + (f'<div class="fix">fix: {esc(f["fix"])}</div>' if f.get("fix") else "")
+            + (f"<details><summary>what changed ({len(changes)})</summary>"
+               f"{table(changes)}</details>" if changes else "")
             + (f"<details><summary>more</summary>{_value_html(extra)}</details>" if extra else "")
             + "</div>"
         )
@@ -217,18 +238,17 @@ def _findings(findings: Iterable[Mapping[str, Any]]) -> str:
 def _compilations(rows: Sequence[Mapping[str, Any]]) -> str:
     if not rows:
         return ""
-    cols = ["step", "seconds", "graph_hash", "cause", "site"]
-    heads = {"graph_hash": "graph hash", "site": "user site"}
+    cols = ["step", "seconds", "graph", "phase", "cause", "owner", "site"]
+    heads = {"graph": "graph id", "site": "user site"}
     return table(rows, cols, heads)
 
 
-def build_html(
-    report: Mapping[str, Any],
-    images: Mapping[str, bytes] | None = None,
-    compilations: Sequence[Mapping[str, Any]] = (),
-    syncs: Sequence[Mapping[str, Any]] = (),
-    fallbacks: Sequence[Mapping[str, Any]] = (),
-) -> str:
+def _groups(report: Mapping[str, Any], *kinds: str) -> list[dict[str, Any]]:
+    return [dict(g) for g in report.get("events") or []
+            if str(g.get("kind", "")).split(" ")[0] in kinds]
+
+
+def build_html(report: Mapping[str, Any], images: Mapping[str, bytes] | None = None) -> str:
     """The whole page for a report dict. ``images``: caption -> PNG bytes, shown in order."""
     images = images or {}
     title = " ".join([str(report.get("target", "")), *map(str, report.get("args") or [])]).strip()
@@ -244,23 +264,32 @@ def build_html(
     parts = [head]
     for w in report.get("warnings") or []:
         parts.append(f'<p class="warn">warning: {esc(w)}</p>')
+    for n in report.get("run_notes") or []:
+        parts.append(f'<p class="sub">note: {esc(n)}</p>')
     if report.get("verdict"):
-        ok = str(report["verdict"]).startswith("no recompilation") and not report.get("findings")
+        ok = bool(report.get("clean"))
         parts.append(f'<div class="verdict{" ok" if ok else ""}">{esc(report["verdict"])}</div>')
     parts.append(_cards(report))
+    if report.get("ranks"):
+        parts.append(_section("Ranks", table(list(report["ranks"])), "ranks"))
     parts.append(_section("Findings, worst first", _findings(report.get("findings") or []),
                           "findings"))
+    parts.append(_section("Notes: one-offs, not findings", _findings(report.get("notes") or []),
+                          "notes"))
     pictures = "".join(img(png, alt=name, caption=name) for name, png in images.items())
     parts.append(_section("Steps", pictures, "plots"))
-    comp_rows = list(report.get("compilations") or compilations)
-    parts.append(_section(f"Compilations ({len(comp_rows)})", _compilations(comp_rows),
-                          "compilations"))
-    parts.append(_section(f"Host syncs ({len(syncs)})", table(list(syncs)), "syncs"))
+    comp_rows = list(report.get("compilations") or [])
+    total = report.get("compilations_total", len(comp_rows))
+    parts.append(_section(f"Compilations ({total})", _compilations(comp_rows), "compilations"))
+    syncs = _groups(report, "sync")
+    parts.append(_section(f"Host syncs ({sum(g['count'] for g in syncs)})", table(syncs),
+                          "syncs"))
     fb = report.get("fallback_ops") or {}
     fb_body = table([{"op": op, "executions": n} for op, n in fb.items()]) if fb else ""
-    if fallbacks:
-        fb_body += table(list(fallbacks))
+    fb_body += table(_groups(report, "fallback"))
     parts.append(_section("CPU fallbacks", fb_body, "fallbacks"))
+    breaks = _groups(report, "graph_break", "eager_fallback")
+    parts.append(_section("Graph breaks and eager fallbacks", table(breaks), "breaks"))
     advice = report.get("advice")
     if advice:
         parts.append(_section("Bucket advice", _advice(advice), "advice"))
@@ -269,10 +298,11 @@ def build_html(
         parts.append(_section("Comparison", _value_html(compare), "compare"))
     per_step = report.get("per_step") or []
     if per_step:
+        what = ("buckets of steps" if report.get("per_step_bucketed") else "steps")
         parts.append(_section(
             "Per step",
-            f"<details><summary>{len(per_step)} steps</summary>{table(per_step, max_rows=10_000)}"
-            "</details>",
+            f"<details><summary>{len(per_step)} {what}</summary>"
+            f"{table(per_step, max_rows=10_000)}</details>",
             "per-step",
         ))
     body = "".join(p for p in parts if p)
@@ -284,80 +314,12 @@ def build_html(
     )
 
 
-def _site(event: Event) -> str:
-    if event.site is None:
-        return ""
-    return str(event.site)
-
-
-def event_rows(run: Run, kind: str) -> list[dict[str, Any]]:
-    """The run's events of one kind as table rows (compilations get the compile columns)."""
-    rows = []
-    for e in run.events:
-        if e.kind != kind:
-            continue
-        if kind == "compile":
-            rows.append({
-                "step": e.step,
-                "seconds": e.seconds,
-                "graph_hash": str(e.data.get("graph_hash") or "")[:16],
-                "cause": e.data.get("cause") or e.data.get("xla_cause") or "",
-                "site": _site(e),
-            })
-        else:
-            row: dict[str, Any] = {"step": e.step, "seconds": e.seconds, "site": _site(e)}
-            row.update({k: v for k, v in e.data.items() if not isinstance(v, (dict, list))})
-            rows.append(row)
-    return rows
-
-
-def run_images(run: Run) -> dict[str, bytes]:
-    """The run's plots (written next to its data), caption -> PNG bytes."""
-    from lazyscope.render.plots import write_cumulative, write_time_split, write_timeline
-
-    images: dict[str, bytes] = {}
-    if not run.steps:
-        return images
-    for caption, writer in (
-        ("step time, compilations marked", write_timeline),
-        ("time split per step: compile / execute / transfer / host", write_time_split),
-        ("cumulative wall time", write_cumulative),
-    ):
-        images[caption] = writer(run).read_bytes()
-    compare_png = run.path / "compare.png"
-    if compare_png.is_file():
-        images["policies compared"] = compare_png.read_bytes()
-    return images
-
-
-def render_html(run: Run) -> str:
-    """The report page of a run (writes its PNG plots into the run directory on the way)."""
+def render_html(report: Any, images: Mapping[str, bytes] | None = None) -> str:
+    """The report page of a :class:`~lazyscope.analyze.report.Report` (with the plots as PNG
+    bytes, written by :mod:`lazyscope.render.views`)."""
     from lazyscope.render.json import report_dict
 
-    report = report_dict(run)
-    if "compare" not in report:
-        compare_json = run.path / "compare.json"
-        if compare_json.is_file():
-            try:
-                report["compare"] = json.loads(compare_json.read_text(encoding="utf-8"))
-            except (OSError, ValueError):
-                pass
-    return build_html(
-        report,
-        run_images(run),
-        compilations=event_rows(run, "compile"),
-        syncs=event_rows(run, "sync"),
-        fallbacks=event_rows(run, "fallback"),
-    )
-
-
-def write_html(run: Run, path: Path | None = None) -> Path:
-    """Write the report page (``RUN/report.html`` by default); return its path."""
-    path = Path(path) if path else run.path / REPORT_HTML
-    tmp = path.with_suffix(".html.tmp")
-    tmp.write_text(render_html(run), encoding="utf-8")
-    tmp.replace(path)
-    return path
+    return build_html(report_dict(report), images)
 
 
 def write_compare_html(compare_dir: Path, compare: Mapping[str, Any] | None = None) -> Path:

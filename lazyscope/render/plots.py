@@ -1,4 +1,12 @@
-"""PNG plots (matplotlib, Agg). The only module that imports matplotlib."""
+"""PNG plots (matplotlib, Agg) of a report's per-step series. The only module that imports
+matplotlib.
+
+Every plot draws :class:`~lazyscope.analyze.report.Series`, which is bucketed to at most a few
+thousand points (a bucket shows its mean, with its min..max as a band): a million-step run draws
+as fast as a short one. Text that comes from the user (the script's path and arguments) is never
+parsed as mathtext (``text.parse_math`` is off), and legends have a fixed place (the ``best``
+search is quadratic in the points).
+"""
 
 from __future__ import annotations
 
@@ -7,12 +15,22 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from lazyscope.model import Run
+import numpy as np
+
+from lazyscope.analyze.report import Report
 
 TIMELINE_PNG = "timeline.png"
+TIME_SPLIT_PNG = "time_split.png"
+CUMULATIVE_PNG = "cumulative.png"
+#: below this many points the time split is drawn as bars, above as stacked areas
+MAX_BARS = 120
+
+#: the parts of a step in :func:`step_time_split`, bottom to top, with their colours
+SPLIT_PARTS = (("compile", "#d62728"), ("execute", "#1f77b4"), ("transfer", "#ff7f0e"),
+               ("host", "#7f7f7f"))
 
 
-def _pyplot():
+def _pyplot() -> Any:
     import matplotlib
 
     matplotlib.use("Agg", force=True)
@@ -24,110 +42,128 @@ def _pyplot():
 @contextlib.contextmanager
 def figure(path: Path, *, ncols: int = 1, figsize: tuple[float, float] = (8, 4)
            ) -> Iterator[tuple[Any, Any]]:
-    """A figure with ``ncols`` axes, saved to ``path`` as PNG on success and closed always."""
+    """A figure with ``ncols`` axes, saved to ``path`` as PNG on success and closed always.
+    Text in it is literal: no mathtext."""
     plt = _pyplot()
-    fig, axes = plt.subplots(1, ncols, figsize=figsize, dpi=100)
-    try:
-        yield fig, axes
-        fig.tight_layout()
-        fig.savefig(path)
-    finally:
-        plt.close(fig)
+    with plt.rc_context({"text.parse_math": False, "text.usetex": False}):
+        fig, axes = plt.subplots(1, ncols, figsize=figsize, dpi=100)
+        try:
+            yield fig, axes
+            fig.tight_layout()
+            fig.savefig(path)
+        finally:
+            plt.close(fig)
 
 
-def write_timeline(run: Run, path: Path | None = None) -> Path:
+def _title(report: Report) -> str:
+    s = report.summary
+    return s.target + (" " + " ".join(s.args) if s.args else "")
+
+
+def _x(report: Report) -> np.ndarray:
+    series = report.series
+    return series.step + (series.size - 1) / 2.0
+
+
+def write_timeline(report: Report, path: Path) -> Path:
     """Step time per step, compilation steps marked: the LazyTensor blog's static vs dynamic
-    picture. Returns the PNG's path (``RUN/timeline.png`` by default)."""
-    path = Path(path) if path else run.path / TIMELINE_PNG
-    with figure(path) as (fig, ax):
-        xs = [s.index for s in run.steps]
-        ys = [s.wall_s * 1e3 for s in run.steps]
-        ax.plot(xs, ys, color="#1f77b4", marker=".", linewidth=1, label="step time")
-        cx = [s.index for s in run.steps if s.compile_count]
-        cy = [s.wall_s * 1e3 for s in run.steps if s.compile_count]
-        if cx:
-            ax.scatter(cx, cy, color="#d62728", marker="x", zorder=3, label="compiled in step")
-        warm = run.meta.warmup_steps
-        if run.steps and warm > 0:
-            ax.axvspan(-0.5, warm - 0.5, color="#cccccc", alpha=0.4, label="warm-up")
+    picture. Bucketed runs show each bucket's mean with its min..max band."""
+    series = report.series
+    with figure(path) as (_fig, ax):
+        xs = _x(report)
+        ys = series.wall_mean * 1e3
+        ax.plot(xs, ys, color="#1f77b4", marker="." if len(xs) <= 200 else None,
+                linewidth=1, label="step time" + (" (bucket mean)" if series.bucketed else ""))
+        if series.bucketed:
+            ax.fill_between(xs, series.wall_min * 1e3, series.wall_max * 1e3, color="#1f77b4",
+                            alpha=0.2, label="bucket min..max")
+        compiled = series.compiles > 0
+        if compiled.any():
+            ax.scatter(xs[compiled], (series.wall_max if series.bucketed else ys / 1e3)[compiled]
+                       * 1e3, color="#d62728", marker="x", zorder=3, label="compiled in step")
         ax.set_xlabel("step")
         ax.set_ylabel("step time (ms)")
-        if ys and max(ys) > 0 and min(y for y in ys if y > 0) > 0 and max(ys) / min(y for y in ys if y > 0) > 50:
+        positive = ys[ys > 0]
+        if len(positive) and positive.max() / positive.min() > 50:
             ax.set_yscale("log")
-        title = run.meta.target + (" " + " ".join(run.meta.args) if run.meta.args else "")
-        ax.set_title(f"{title}\n{len(cx)} of {len(xs)} steps compiled", fontsize=9)
+        n_compiled = int(np.count_nonzero(report.steps.values("compile_count")))
+        ax.set_title(f"{_title(report)}\n{n_compiled} of {report.summary.steps} steps compiled",
+                     fontsize=9)
         ax.grid(alpha=0.3)
-        ax.legend(fontsize=8)
-    return path
+        ax.legend(fontsize=8, loc="upper right")
+    return Path(path)
 
 
-TIME_SPLIT_PNG = "time_split.png"
-CUMULATIVE_PNG = "cumulative.png"
-
-#: the parts of a step in :func:`step_time_split`, bottom to top, with their colours
-SPLIT_PARTS = (("compile", "#d62728"), ("execute", "#1f77b4"), ("transfer", "#ff7f0e"),
-               ("host", "#7f7f7f"))
-
-
-def step_time_split(run: Run) -> dict[str, list[float]]:
-    """Seconds per step split into ``compile``, ``execute``, ``transfer`` (to + from device) and
-    ``host`` (the rest of the step's wall time: Python, tracing, waiting; never negative)."""
-    out: dict[str, list[float]] = {name: [] for name, _ in SPLIT_PARTS}
-    for s in run.steps:
-        transfer = s.to_device_s + s.from_device_s
-        out["compile"].append(s.compile_s)
-        out["execute"].append(s.execute_s)
-        out["transfer"].append(transfer)
-        out["host"].append(max(0.0, s.wall_s - s.compile_s - s.execute_s - transfer))
-    return out
+def step_time_split(report: Report) -> dict[str, np.ndarray]:
+    """Seconds per point of the series split into ``compile``, ``execute``, ``transfer`` (to +
+    from device) and ``host`` (the rest of the wall time: Python, tracing, waiting; never
+    negative). A part the backend does not measure is zero (and ``host`` absorbs it)."""
+    series = report.series
+    wall = series.wall_mean * series.size
+    zeros = np.zeros(len(wall))
+    execute = series.execute_s if series.execute_s is not None else zeros
+    transfer = series.transfer_s if series.transfer_s is not None else zeros
+    host = np.maximum(0.0, wall - series.compile_s - execute - transfer)
+    return {"compile": series.compile_s, "execute": execute, "transfer": transfer, "host": host}
 
 
-def write_time_split(run: Run, path: Path | None = None) -> Path:
-    """Stacked bars per step: compile / execute / transfer / host time (ms). Returns the PNG's
-    path (``RUN/time_split.png`` by default)."""
-    path = Path(path) if path else run.path / TIME_SPLIT_PNG
-    split = step_time_split(run)
-    xs = [s.index for s in run.steps]
-    with figure(path) as (fig, ax):
-        bottom = [0.0] * len(xs)
-        for name, colour in SPLIT_PARTS:
-            ys = [v * 1e3 for v in split[name]]
-            ax.bar(xs, ys, bottom=bottom, color=colour, width=0.8, label=name)
-            bottom = [b + y for b, y in zip(bottom, ys, strict=True)]
+def write_time_split(report: Report, path: Path) -> Path:
+    """Compile / execute / transfer / host time per step (ms): stacked bars for short runs,
+    stacked areas per bucket for long ones."""
+    split = step_time_split(report)
+    series = report.series
+    xs = _x(report)
+    per = np.maximum(series.size, 1)
+    with figure(path) as (_fig, ax):
+        if len(xs) <= MAX_BARS:
+            bottom = np.zeros(len(xs))
+            for name, colour in SPLIT_PARTS:
+                ys = split[name] / per * 1e3
+                ax.bar(xs, ys, bottom=bottom, color=colour, width=0.8 * per, label=name)
+                bottom = bottom + ys
+        else:
+            ax.stackplot(xs, *[split[n] / per * 1e3 for n, _ in SPLIT_PARTS],
+                         colors=[c for _, c in SPLIT_PARTS], labels=[n for n, _ in SPLIT_PARTS])
         ax.xaxis.get_major_locator().set_params(integer=True)
         ax.set_xlabel("step")
-        ax.set_ylabel("time (ms)")
-        totals = {name: sum(v) for name, v in split.items()}
+        ax.set_ylabel("time per step (ms)")
+        totals = {name: float(v.sum()) for name, v in split.items()}
         wall = sum(totals.values()) or 1.0
         parts = ", ".join(f"{n} {totals[n] / wall:.0%}" for n, _ in SPLIT_PARTS)
         ax.set_title(f"where each step's time went ({parts})", fontsize=9)
         ax.grid(alpha=0.3, axis="y")
-        ax.legend(fontsize=8)
-    return path
+        ax.legend(fontsize=8, loc="upper right")
+    return Path(path)
 
 
-def write_cumulative(run: Run, path: Path | None = None) -> Path:
-    """Cumulative wall time against step, with the compilation time inside it; compilation steps
-    marked. Returns the PNG's path (``RUN/cumulative.png`` by default)."""
-    path = Path(path) if path else run.path / CUMULATIVE_PNG
-    with figure(path) as (fig, ax):
-        xs, wall, comp = [], [], []
-        tw = tc = 0.0
-        for s in run.steps:
-            tw += s.wall_s
-            tc += s.compile_s
-            xs.append(s.index)
-            wall.append(tw)
-            comp.append(tc)
-        ax.plot(xs, wall, color="#1f77b4", marker=".", linewidth=1.5, label="wall time")
+def write_cumulative(report: Report, path: Path) -> Path:
+    """Cumulative wall time against step, with the compilation time inside it."""
+    series = report.series
+    with figure(path) as (_fig, ax):
+        xs = series.step + series.size - 1
+        wall = series.cumulative_s
+        comp = np.cumsum(series.compile_s)
+        ax.plot(xs, wall, color="#1f77b4", marker="." if len(xs) <= 200 else None,
+                linewidth=1.5, label="wall time")
         ax.fill_between(xs, comp, color="#d62728", alpha=0.3, label="of which compiling")
-        cx = [x for x, s in zip(xs, run.steps, strict=True) if s.compile_count]
-        cy = [w for w, s in zip(wall, run.steps, strict=True) if s.compile_count]
-        if cx:
-            ax.scatter(cx, cy, color="#d62728", marker="x", zorder=3, label="compiled in step")
+        compiled = series.compiles > 0
+        if compiled.any() and len(xs) <= 200:
+            ax.scatter(xs[compiled], wall[compiled], color="#d62728", marker="x", zorder=3,
+                       label="compiled in step")
         ax.set_xlabel("step")
         ax.set_ylabel("cumulative time (s)")
-        ax.set_title(f"{tw:.2f} s wall in {len(xs)} steps, {tc:.2f} s compiling", fontsize=9)
+        total_wall = float(wall[-1]) if len(wall) else 0.0
+        total_comp = float(comp[-1]) if len(comp) else 0.0
+        ax.set_title(f"{total_wall:.2f} s wall in {report.summary.steps} steps, "
+                     f"{total_comp:.2f} s compiling", fontsize=9)
         ax.grid(alpha=0.3)
-        ax.legend(fontsize=8)
-    return path
+        ax.legend(fontsize=8, loc="upper left")
+    return Path(path)
+
+
+#: file name -> (caption, writer), in the order the HTML report shows them
+PLOTS = {
+    TIMELINE_PNG: ("step time, compilations marked", write_timeline),
+    TIME_SPLIT_PNG: ("time split per step: compile / execute / transfer / host", write_time_split),
+    CUMULATIVE_PNG: ("cumulative wall time", write_cumulative),
+}

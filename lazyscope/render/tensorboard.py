@@ -1,10 +1,11 @@
-"""TensorBoard views of a saved run: scalars written from ``steps.jsonl``, and a local server.
+"""TensorBoard views of a saved run: its report's per-step series as scalars, and a local server.
 
-``write_scalars(run)`` writes lazyscope's per-step series into ``RUN/tensorboard/`` (one events
-file ending in ``.lazyscope``, replaced on every call so re-rendering never duplicates a series):
+``write_scalars(report, logdir)`` writes lazyscope's per-step series into ``RUN/tensorboard/``
+(one events file ending in ``.lazyscope``, replaced on every call so re-rendering never
+duplicates a series; a long run's series is bucketed like the plots):
 
     lazyscope/step_time_ms        wall time of each step
-    lazyscope/compilations        XLA compilations in the step
+    lazyscope/compilations        compilations in the step
     lazyscope/compile_s           seconds spent compiling in the step
     lazyscope/execute_ms          device execution time in the step
     lazyscope/transfers_to_device / transfers_from_device   transfers in the step
@@ -21,6 +22,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import shutil
 import socket
 import subprocess
 import sys
@@ -29,9 +31,10 @@ import time
 import urllib.error
 import urllib.request
 from pathlib import Path
+from typing import Any
 
+from lazyscope.analyze.report import Report
 from lazyscope.errors import LazyscopeError, MissingDependencyError
-from lazyscope.model import Run
 
 TENSORBOARD_DIR = "tensorboard"
 SCALARS_SUFFIX = ".lazyscope"
@@ -49,54 +52,87 @@ def check_tensorboard() -> None:
         raise MissingDependencyError(INSTALL_HINT)
 
 
-def scalar_series(run: Run) -> dict[str, list[tuple[int, float]]]:
-    """The series written as scalars: tag -> [(step, value)]."""
-    series: dict[str, list[tuple[int, float]]] = {
-        "lazyscope/step_time_ms": [],
-        "lazyscope/compilations": [],
-        "lazyscope/compile_s": [],
-        "lazyscope/execute_ms": [],
-        "lazyscope/transfers_to_device": [],
-        "lazyscope/transfers_from_device": [],
-        "lazyscope/cumulative_wall_s": [],
+def scalar_series(report: Report) -> dict[str, list[tuple[int, float]]]:
+    """The series written as scalars: tag -> [(step, value)]. A long run's series is bucketed
+    (each point at its bucket's first step, the bucket's mean time or sum of counts)."""
+    series = report.series
+    per = series.size
+    out: dict[str, list[tuple[int, float]]] = {
+        "lazyscope/step_time_ms": list(zip(series.step.tolist(),
+                                           (series.wall_mean * 1e3).tolist(), strict=True)),
+        "lazyscope/compilations": list(zip(series.step.tolist(), series.compiles.tolist(),
+                                           strict=True)),
+        "lazyscope/compile_s": list(zip(series.step.tolist(), series.compile_s.tolist(),
+                                        strict=True)),
+        "lazyscope/cumulative_wall_s": list(zip(series.step.tolist(),
+                                                series.cumulative_s.tolist(), strict=True)),
     }
-    total = 0.0
-    for s in run.steps:
-        total += s.wall_s
-        series["lazyscope/step_time_ms"].append((s.index, s.wall_s * 1e3))
-        series["lazyscope/compilations"].append((s.index, float(s.compile_count)))
-        series["lazyscope/compile_s"].append((s.index, s.compile_s))
-        series["lazyscope/execute_ms"].append((s.index, s.execute_s * 1e3))
-        series["lazyscope/transfers_to_device"].append((s.index, float(s.to_device_count)))
-        series["lazyscope/transfers_from_device"].append((s.index, float(s.from_device_count)))
-        series["lazyscope/cumulative_wall_s"].append((s.index, total))
-    return series
+    if series.execute_s is not None:
+        out["lazyscope/execute_ms"] = list(zip(series.step.tolist(),
+                                               (series.execute_s / per * 1e3).tolist(),
+                                               strict=True))
+    steps = report.steps
+    for tag, field in (("lazyscope/transfers_to_device", "to_device_count"),
+                       ("lazyscope/transfers_from_device", "from_device_count")):
+        col = steps.col(field)
+        if col is not None and not series.bucketed:
+            out[tag] = list(zip(series.step.tolist(), col.tolist(), strict=True))
+    return out
 
 
-def write_scalars(run: Run, logdir: Path | None = None) -> Path:
-    """Write the run's per-step series as TensorBoard scalars; return the events file's path."""
+def write_scalars(report: Report, logdir: Path) -> Path:
+    """Write the report's per-step series as TensorBoard scalars into ``logdir``; return the
+    events file's path."""
     check_tensorboard()
     from tensorboard.compat.proto import event_pb2, summary_pb2
-    from tensorboard.summary.writer.event_file_writer import EventFileWriter
+    from tensorboard.summary.writer.record_writer import RecordWriter
 
-    logdir = Path(logdir) if logdir else tensorboard_dir(run.path)
+    logdir = Path(logdir)
     logdir.mkdir(parents=True, exist_ok=True)
     for old in logdir.glob(f"events.out.tfevents.*{SCALARS_SUFFIX}"):
         old.unlink()
-    writer = EventFileWriter(str(logdir), filename_suffix=SCALARS_SUFFIX)
     t0 = time.time()
-    try:
-        for tag, points in scalar_series(run).items():
+    # TensorBoard's EventFileWriter writes from a thread of its own, whose OSError (a full
+    # disk) is printed as a traceback: the same records are written here, in this thread,
+    # so a failure is one OSError for the caller
+    path = logdir / (f"events.out.tfevents.{int(t0):010d}.{socket.gethostname()}."
+                     f"{os.getpid()}.0{SCALARS_SUFFIX}")
+    with open(path, "wb") as f:
+        records = RecordWriter(f)
+        records.write(event_pb2.Event(
+            wall_time=t0, file_version="brain.Event:2",
+            source_metadata=event_pb2.SourceMetadata(writer="lazyscope")).SerializeToString())
+        for tag, points in scalar_series(report).items():
             for step, value in points:
                 summary = summary_pb2.Summary(
                     value=[summary_pb2.Summary.Value(tag=tag, simple_value=float(value))]
                 )
-                writer.add_event(event_pb2.Event(wall_time=t0, step=int(step), summary=summary))
-        writer.flush()
-    finally:
-        writer.close()
-    files = sorted(logdir.glob(f"events.out.tfevents.*{SCALARS_SUFFIX}"))
-    return files[-1]
+                records.write(event_pb2.Event(wall_time=t0, step=int(step),
+                                              summary=summary).SerializeToString())
+        f.flush()
+    return path
+
+
+def serving_dir(report: Report, run_dir: Path) -> tuple[Path, Any]:
+    """The log directory to serve and a cleanup function: ``RUN/tensorboard`` with fresh
+    scalars, or, when the run cannot be written (a read-only mount), a temporary copy of its
+    profile with the scalars written there (removed by the cleanup)."""
+    logdir = tensorboard_dir(run_dir)
+    try:
+        write_scalars(report, logdir)
+        return logdir, lambda: None
+    except OSError:
+        pass
+    tmp = Path(tempfile.mkdtemp(prefix="lazyscope-tb-"))
+    try:
+        if logdir.is_dir():
+            shutil.copytree(logdir, tmp / "tensorboard", dirs_exist_ok=True)
+        write_scalars(report, tmp / "tensorboard")
+    except OSError as err:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise LazyscopeError(f"cannot prepare TensorBoard's log directory for {run_dir}: "
+                             f"{err.strerror or err}") from None
+    return tmp / "tensorboard", lambda: shutil.rmtree(tmp, ignore_errors=True)
 
 
 def free_port() -> int:
@@ -119,19 +155,24 @@ def start_tensorboard(logdir: Path, port: int, *, timeout: float = 90.0) -> subp
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=log)
     url = f"http://127.0.0.1:{port}/data/plugins_listing"
     deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            log.seek(0)
-            err = log.read().decode(errors="replace").strip()
-            last = err.splitlines()[-1] if err else f"exit status {proc.returncode}"
-            raise LazyscopeError(f"TensorBoard did not start on port {port}: {last}")
-        try:
-            with urllib.request.urlopen(url, timeout=2) as resp:
-                if resp.status == 200:
-                    return proc
-        except (urllib.error.URLError, OSError):
-            pass
-        time.sleep(0.5)
+    try:
+        while time.monotonic() < deadline:
+            if proc.poll() is not None:
+                log.seek(0)
+                err = log.read().decode(errors="replace").strip()
+                last = err.splitlines()[-1] if err else f"exit status {proc.returncode}"
+                raise LazyscopeError(f"TensorBoard did not start on port {port}: {last}")
+            try:
+                with urllib.request.urlopen(url, timeout=2) as resp:
+                    if resp.status == 200:
+                        return proc
+            except (urllib.error.URLError, OSError):
+                pass
+            time.sleep(0.5)
+    except BaseException:
+        # Ctrl-C or `kill` (SystemExit from the caller's handler) while starting: no orphan
+        stop_tensorboard(proc)
+        raise
     stop_tensorboard(proc)
     raise LazyscopeError(f"TensorBoard did not answer on 127.0.0.1:{port} within {timeout:.0f} s")
 

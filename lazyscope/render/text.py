@@ -1,13 +1,16 @@
-"""The text report: header, totals, a per-step table, and the verdict as the last line."""
+"""The text report: header, totals, a per-step table, events, findings, notes, and the verdict
+as the last line. A pure function of the :class:`~lazyscope.analyze.report.Report`; a total the
+backend does not measure reads "not measured", never 0."""
 
 from __future__ import annotations
 
-from typing import Any
-
-from lazyscope.analyze.summary import summarize, verdict
-from lazyscope.model import Run, Step
+from lazyscope.analyze.findings import Finding
+from lazyscope.analyze.report import Report
+from lazyscope.model import Step
 
 MAX_TABLE_ROWS = 40
+MAX_GROUPS = 40
+NOT_MEASURED = "not measured"
 
 
 def fmt_bytes(n: float) -> str:
@@ -19,8 +22,10 @@ def fmt_bytes(n: float) -> str:
     return f"{n:.1f} GiB"
 
 
-def fmt_seconds(s: float) -> str:
+def fmt_seconds(s: float | None) -> str:
     """Seconds with a unit that keeps 3 significant digits."""
+    if s is None:
+        return NOT_MEASURED
     if s >= 1:
         return f"{s:.2f} s"
     if s >= 1e-3:
@@ -28,126 +33,144 @@ def fmt_seconds(s: float) -> str:
     return f"{s * 1e6:.0f} us"
 
 
-def _step_rows(steps: list[Step]) -> list[str]:
+def _n(value: int | None) -> str:
+    return "-" if value is None else str(value)
+
+
+def _step_row(s: Step) -> str:
+    compile_s = fmt_seconds(s.compile_s) if s.compile_count else "-"
+    return (f"  {s.index:>5} {fmt_seconds(s.wall_s):>10} {_n(s.compile_count):>8} "
+            f"{compile_s:>10} {_n(s.execute_count):>5} {_n(s.to_device_count):>6} "
+            f"{_n(s.from_device_count):>8} {_n(s.fallback_count):>9}")
+
+
+def _step_rows(report: Report) -> list[str]:
+    steps = report.steps
+    n = len(steps)
     rows = [f"  {'step':>5} {'wall':>10} {'compiles':>8} {'compile':>10} {'execs':>5} "
             f"{'to dev':>6} {'from dev':>8} {'fallbacks':>9}"]
-    shown: list[Step | None] = list(steps)
-    if len(steps) > MAX_TABLE_ROWS:
-        half = MAX_TABLE_ROWS // 2
-        shown = steps[:half] + [None] + steps[-half:]
-    for s in shown:
-        if s is None:
-            rows.append(f"  {'...':>5}")
-            continue
-        rows.append(
-            f"  {s.index:>5} {fmt_seconds(s.wall_s):>10} {s.compile_count:>8} "
-            f"{fmt_seconds(s.compile_s) if s.compile_count else '-':>10} {s.execute_count:>5} "
-            f"{s.to_device_count:>6} {s.from_device_count:>8} {sum(s.fallback_ops.values()):>9}"
-        )
-    return rows
+    if n <= MAX_TABLE_ROWS:
+        return rows + [_step_row(steps[i]) for i in range(n)]
+    half = MAX_TABLE_ROWS // 2
+    return (rows + [_step_row(steps[i]) for i in range(half)] + [f"  {'...':>5}"]
+            + [_step_row(steps[i]) for i in range(n - half, n)])
 
 
-def render_summary_text(run: Run, summary: dict[str, Any]) -> list[str]:
+def render_summary_text(report: Report) -> list[str]:
     """The header and totals block."""
-    target = summary["target"] + (" " + " ".join(summary["args"]) if summary["args"] else "")
-    versions = ", ".join(f"{k} {v}" for k, v in summary["versions"].items())
-    status = summary["status"]
-    if summary["error"]:
-        status += f": {summary['error']}"
-    fallbacks = summary["fallback_ops"]
+    s = report.summary
+    target = s.target + (" " + " ".join(s.args) if s.args else "")
+    versions = ", ".join(f"{k} {v}" for k, v in s.versions.items())
+    status = s.status + (f": {s.error}" if s.error else "")
     lines = [
-        f"lazyscope report: {run.path}",
-        f"  target      {summary['target_kind']} {target}",
-        f"  backend     {summary['backend']} on {summary['device'] or '?'} ({versions})",
+        f"lazyscope report: {report.run_dir}",
+        f"  target      {s.target_kind} {target}",
+        f"  backend     {s.backend} on {s.device or '?'} ({versions})",
         f"  status      {status}",
     ]
-    for w in summary["warnings"]:
-        lines.append(f"  warning     {w}")
-    for note in run.meta.info.get("notes", []) or []:
-        lines.append(f"  note        {note}")
+    lines += [f"  warning     {w}" for w in s.warnings]
+    lines += [f"  note        {n}" for n in report.run_notes]
+    if s.warmup_steps is not None:
+        steps_line = f"{s.steps} (the first {s.warmup_steps} are warm-up: --warmup-steps)"
+    else:
+        steps_line = f"{s.steps} ({s.steady_steps} compiled nothing)"
+    comp = "not measured" if s.compiles is None else (
+        f"{s.compiles} ({s.distinct_graphs} distinct graphs), {fmt_seconds(s.compile_seconds)}"
+        + (f" (backward {fmt_seconds(s.backward_compile_seconds)})"
+           if s.backward_compile_seconds else ""))
     lines += [
         "",
-        f"  steps           {summary['steps']} (first {summary['warmup_steps']} are warm-up)",
-        f"  median step     {fmt_seconds(summary['median_step_seconds'])} after warm-up"
-        if summary["steps_after_warmup"]
-        else f"  median step     {fmt_seconds(summary['median_step_seconds'])}",
-        f"  wall            {fmt_seconds(summary['wall_seconds'])}",
-        f"  compilations    {summary['compiles']} ({summary['compiles_after_warmup']} after "
-        f"warm-up, {summary['distinct_graphs']} distinct graphs), "
-        f"{fmt_seconds(summary['compile_seconds'])}",
-        f"  executions      {summary['executions']}, {fmt_seconds(summary['execute_seconds'])}",
-        f"  to device       {summary['transfers_to_device']} transfers, "
-        f"{fmt_bytes(summary['bytes_to_device'])}",
-        f"  from device     {summary['transfers_from_device']} transfers, "
-        f"{fmt_bytes(summary['bytes_from_device'])}, "
-        f"{fmt_seconds(summary['transfer_from_device_seconds'])}",
-        "  CPU fallbacks   "
-        + (", ".join(f"{op} x{n}" for op, n in fallbacks.items()) if fallbacks else "none"),
+        f"  steps           {steps_line}",
+        f"  median step     {fmt_seconds(s.median_step_seconds)}"
+        + (" (steady steps)" if s.steady_steps and s.steady_steps < s.steps else ""),
+        f"  wall            {fmt_seconds(s.wall_seconds)}",
+        f"  compilations    {comp}",
     ]
+    if s.executions is not None:
+        lines.append(f"  executions      {s.executions}, {fmt_seconds(s.execute_seconds)}")
+    if s.transfers_to_device is not None:
+        lines.append(f"  to device       {s.transfers_to_device} transfers, "
+                     f"{fmt_bytes(s.bytes_to_device or 0)}")
+    if s.transfers_from_device is not None:
+        lines.append(f"  from device     {s.transfers_from_device} transfers, "
+                     f"{fmt_bytes(s.bytes_from_device or 0)}, "
+                     f"{fmt_seconds(s.transfer_from_device_seconds)}")
+    lines.append(f"  host syncs      {s.syncs}")
+    if "fallback_exec" in report.capabilities.events:
+        fb = s.fallback_ops
+        lines.append("  CPU fallbacks   " + (", ".join(f"{op} x{n}" for op, n in fb.items())
+                                             if fb else "none"))
+    if "graph_break" in report.capabilities.events or s.graph_breaks:
+        lines.append(f"  graph breaks    {s.graph_breaks}")
     return lines
 
 
-def render_text(run: Run) -> str:
-    summary = summarize(run)
-    lines = render_summary_text(run, summary)
-    if run.steps:
-        lines += ["", *_step_rows(run.steps)]
-    lines += _event_rows(run)
-    lines += render_findings_text(run)
-    lines += _bucket_advice_lines(run, summary)
-    lines += ["", f"verdict: {verdict(summary)}"]
-    return "\n".join(lines) + "\n"
-
-
-def _event_rows(run: Run) -> list[str]:
-    """Compilations, graph breaks and host syncs grouped by site and cause (both backends)."""
-    from lazyscope.analyze.events import event_groups
-
-    groups = event_groups(run)
-    if not groups:
+def _event_rows(report: Report) -> list[str]:
+    if not report.groups:
         return []
     rows = ["", "  events (kind x count at site: cause; steps)"]
-    for g in groups[:MAX_TABLE_ROWS]:
-        steps = ",".join(str(s) for s in g["steps"][:12]) + (",..." if len(g["steps"]) > 12 else "")
-        rows.append(f"  {g['kind']:<16} x{g['count']:<3} at {g['site']}: {g['cause']} "
-                    f"(steps {steps})")
-    if len(groups) > MAX_TABLE_ROWS:
-        rows.append(f"  ... {len(groups) - MAX_TABLE_ROWS} more groups in events.jsonl")
+    for g in report.groups[:MAX_GROUPS]:
+        steps = ",".join(str(s) for s in g.steps) + (",..." if g.count > len(g.steps) else "")
+        rows.append(f"  {g.kind:<18} x{g.count:<4} at {g.site}: {g.cause} (steps {steps})")
+    if len(report.groups) > MAX_GROUPS:
+        rows.append(f"  ... {len(report.groups) - MAX_GROUPS} more groups (lazyscope report "
+                    "--format json)")
     return rows
 
 
-def render_findings_text(run: Run) -> list[str]:
-    """Findings ranked by estimated time, each with its fix (issue 4)."""
-    from lazyscope.analyze.findings import findings
-
-    found = findings(run)
-    if not found:
-        return ["", "findings: none after warm-up"]
-    lines = ["", f"findings ({len(found)}, most expensive first):"]
-    for i, f in enumerate(found, start=1):
-        where = f"{f['file']}:{f['line']}" if f["file"] else "unknown line"
-        lines.append(f"  {i}. [{f['kind']}] {where} x{f['count']}, ~{fmt_seconds(f['seconds'])}")
-        lines.append(f"     {f['detail']}")
-        lines.append(f"     fix: {f['fix']}")
+def _finding_lines(i: int, f: Finding) -> list[str]:
+    lines = [f"  {i}. [{f.kind}] {f.where} x{f.count}, ~{fmt_seconds(f.seconds)}"]
+    if f.compiled_at is not None and (f.compiled_at.file, f.compiled_at.line) != (f.file, f.line):
+        lines.append(f"     compiled at {f.compiled_at}")
+    callers = [fr for fr in f.stack[1:4]]
+    if callers:
+        lines.append("     called from " + " <- ".join(f"{fr.file}:{fr.line}" for fr in callers))
+    lines.append(f"     {f.detail}")
+    lines.append(f"     fix: {f.fix}")
     return lines
 
 
-def _bucket_advice_lines(run: Run, summary: dict[str, Any]) -> list[str]:
-    """Bucket advice (issue 3) for runs that recompile on a varying sequence length."""
-    from lazyscope.analyze.buckets import advice_if_recompiling
+def render_findings_text(report: Report) -> list[str]:
+    """Findings ranked by estimated time, each with its fix; then the notes."""
+    lines: list[str] = []
+    if not report.findings:
+        lines += ["", "findings: none"]
+    else:
+        lines += ["", f"findings ({len(report.findings)}, most expensive first):"]
+        for i, f in enumerate(report.findings, start=1):
+            lines += _finding_lines(i, f)
+    if report.notes:
+        lines += ["", f"notes ({len(report.notes)}: one-offs, not findings):"]
+        for i, f in enumerate(report.notes, start=1):
+            lines += _finding_lines(i, f)
+    return lines
 
-    advice = advice_if_recompiling(run)
+
+def _advice_lines(report: Report) -> list[str]:
+    advice = report.advice
     if advice is None:
         return []
-    n_shapes = advice["seq_len_values"]
     best = advice["best"]
     wins = [a["name"] for a in advice["alternatives"] if a.get("wins")]
     return [
         "",
-        f"bucket advice: the padded sequence length took {n_shapes} values; "
+        f"bucket advice: the padded sequence length took {advice['seq_len_values']} values; "
         f"{best['buckets']} bucket(s) {best['boundaries']} predict "
         f"{fmt_seconds(best['predicted_total'])} over {advice['horizon']} steps "
         f"(padding efficiency {best['padding_efficiency']:.2f})"
         + (f"; better still: {', '.join(wins)}" if wins else "")
-        + f" (lazyscope advise {run.path} for the table)",
+        + f" (lazyscope advise {report.run_dir} for the table)",
     ]
+
+
+def render_text(report: Report) -> str:
+    lines = render_summary_text(report)
+    if len(report.steps):
+        lines += ["", *_step_rows(report)]
+    lines += _event_rows(report)
+    lines += render_findings_text(report)
+    lines += _advice_lines(report)
+    for extra in report.extra.get("text_sections", []):
+        lines += ["", *extra]
+    lines += ["", f"verdict: {report.verdict}"]
+    return "\n".join(lines) + "\n"

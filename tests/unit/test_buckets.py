@@ -11,19 +11,17 @@ from hypothesis import strategies as st
 
 from lazyscope.analyze.buckets import (
     CostModel,
-    Packer,
     advice_for_run,
     advise,
-    bucket_of,
     cost_model_from_info,
     histogram,
     optimal_buckets,
     padding_efficiency,
     plan_cost,
-    pow2_buckets,
-    simulate_packing,
 )
-from lazyscope.model import Meta, Run, Step
+from lazyscope.model import Compile
+from lazyscope.padding import Packer, bucket_of, pow2_buckets, simulate_packing
+from tests.builders import build_run
 
 
 def brute_force(hist: dict[int, int], k: int, model: CostModel, top: int | None):
@@ -140,29 +138,25 @@ def test_advise_histogram_kinds_and_horizon() -> None:
     assert packed["padding_efficiency"] >= 0.9 and packed["wins"]
 
 
-def _run_with(steps: list[Step], info: dict) -> Run:
-    from pathlib import Path
-
-    return Run(path=Path("/nonexistent"), meta=Meta(target="decoder", info=info), steps=steps)
-
-
-def test_advice_for_run_is_calibrated_on_the_run() -> None:
+def test_advice_for_run_is_calibrated_on_the_run(tmp_path) -> None:
     rng = random.Random(2)
-    steps = []
+    steps, events, annotations = [], [], {}
     for i in range(20):
         lens = [rng.randint(1, 255) for _ in range(8)]
         m = max(lens)
-        steps.append(Step(index=i, wall_s=2.0 + 0.01 * m, compile_count=1, compile_s=2.0,
-                          graph_hashes=[f"h{m}"],
-                          extra={"seq_len": m, "batch_max_len": m, "rows": 8, "lengths": lens,
-                                 "real_tokens": sum(lens), "computed_tokens": 8 * m}))
-    run = _run_with(steps, {"batch": 8, "max_len": 256, "dim": 128, "layers": 2,
-                            "vocab": 1024, "policy": "longest"})
+        steps.append({"wall_s": 2.0 + 0.01 * m, "compile_count": 1, "compile_s": 2.0})
+        events.append({"kind": "compile", "step": i, "seconds": 2.0, "key": f"h{m}",
+                       "payload": Compile()})
+        annotations[i] = {"seq_len": m, "batch_max_len": m, "rows": 8, "lengths": lens,
+                          "real_tokens": sum(lens), "computed_tokens": 8 * m}
+    run = build_run(tmp_path / "r", steps=steps, events=events, annotations=annotations,
+                    info={"batch": 8, "max_len": 256, "dim": 128, "layers": 2,
+                          "vocab": 1024, "policy": "longest"})
     advice = advice_for_run(run, max_buckets=4)
     assert advice is not None and advice["cost_model"]["calibrated"]
     assert advice["cost_model"]["compile_s"] == pytest.approx(2.0)
     assert advice["horizon"] == 20 and advice["run_policy"] == "longest"
     assert len(advice["per_k"]) == 4
     assert advice_for_run(run, horizon=10**7)["best"]["buckets"] >= advice["best"]["buckets"]
-    plain = _run_with([Step(index=0, wall_s=1.0)], {})
+    plain = build_run(tmp_path / "plain", steps=[{"wall_s": 1.0}])
     assert advice_for_run(plain) is None

@@ -11,22 +11,28 @@ from lazyscope.analyze.compare import compare_rows, ratios
 from lazyscope.cli import main
 from lazyscope.compare import parse_policies, policy_slug
 from lazyscope.errors import UsageError
-from lazyscope.model import Meta, Run, Step
+from lazyscope.model import Compile, Run
 from lazyscope.render.compare import render_advice_text, render_compare_text, write_compare_png
+from tests.builders import build_run, frame
 
 
-def _run(policy: str, walls: list[float], compiles: list[int], seq: list[int]) -> Run:
-    steps = [Step(index=i, wall_s=w, compile_count=c, compile_s=0.5 * w if c else 0.0,
-                  graph_hashes=[f"g{s}"] if c else [],
-                  extra={"real_tokens": 100, "computed_tokens": 2 * s, "seq_len": s})
-             for i, (w, c, s) in enumerate(zip(walls, compiles, seq, strict=True))]
-    return Run(path=Path(f"/x/{policy}"), meta=Meta(status="ok", info={"buckets": sorted(set(seq))}),
-               steps=steps)
+def _run(tmp: Path, policy: str, walls: list[float], compiles: list[int],
+         seq: list[int]) -> Run:
+    user = frame("/work/train.py", 30, "main")
+    events = [{"kind": "compile", "step": i, "seconds": 0.5 * w, "stack": (user,), "key": f"g{s}",
+               "payload": Compile(cause="step barrier", cause_kind="barrier")}
+              for i, (w, c, s) in enumerate(zip(walls, compiles, seq, strict=True)) if c]
+    steps = [{"wall_s": w, "compile_count": c, "compile_s": 0.5 * w if c else 0.0}
+             for w, c in zip(walls, compiles, strict=True)]
+    notes = {i: {"real_tokens": 100, "computed_tokens": 2 * s, "seq_len": s}
+             for i, s in enumerate(seq)}
+    return build_run(tmp / policy, steps=steps, events=events, annotations=notes,
+                     info={"buckets": sorted(set(seq))})
 
 
 def test_rows_ratios_and_rendering(tmp_path: Path) -> None:
-    runs = [("longest", _run("longest", [4.0, 4.0, 4.0], [1, 1, 1], [60, 70, 80])),
-            ("max", _run("max", [2.0, 1.0, 1.0], [1, 0, 0], [100, 100, 100]))]
+    runs = [("longest", _run(tmp_path, "longest", [4.0, 4.0, 4.0], [1, 1, 1], [60, 70, 80])),
+            ("max", _run(tmp_path, "max", [2.0, 1.0, 1.0], [1, 0, 0], [100, 100, 100]))]
     rows = compare_rows(runs)
     assert [r["compiles"] for r in rows] == [3, 1]
     assert rows[0]["distinct_graphs"] == 3 and rows[1]["distinct_shapes"] == 1

@@ -8,15 +8,18 @@ import re
 
 import pytest
 
+from lazyscope.analyze.report import build_report
 from lazyscope.backends.base import Recorder
 from lazyscope.backends.profiling import ProfileWindow, default_steps, parse_profile_steps
 from lazyscope.cli import main
 from lazyscope.errors import UsageError
-from lazyscope.model import Step, load_run
+from lazyscope.model import Meta, load_run
 from lazyscope.render import RENDERERS
-from lazyscope.render.html import build_html, event_rows, render_html
+from lazyscope.render.html import build_html, render_html
 from lazyscope.render.plots import step_time_split, write_cumulative, write_time_split
 from lazyscope.render.tensorboard import scalar_series
+from lazyscope.render.views import write_views
+from lazyscope.store import RunWriter
 
 PNG = b"\x89PNG\r\n\x1a\n"
 
@@ -45,11 +48,12 @@ def test_every_section_when_present() -> None:
                                                          {"k": 2, "efficiency": 0.8}]},
         "compare": {"rows": [{"policy": "max", "wall_s": 2.0}, {"policy": "packed", "wall_s": 0.5}]},
         "fallback_ops": {"aten::nonzero": 3},
+        "compilations": [{"step": 0, "seconds": 1.5, "graph": "abc", "cause": "user mark_step",
+                          "site": "b.py:9 (train)"}],
+        "events": [{"kind": "sync", "site": "a.py:7", "cause": ".item()", "count": 3,
+                    "seconds": 0.1, "steps": [2]}],
     }
-    page = build_html(report, {"timeline": PNG + b"x"},
-                      compilations=[{"step": 0, "seconds": 1.5, "graph_hash": "abc",
-                                     "cause": "user mark_step", "site": "b.py:9 (train)"}],
-                      syncs=[{"step": 2, "seconds": 0.1, "site": "a.py:7"}])
+    page = build_html(report, {"timeline": PNG + b"x"})
     assert _sections(page) == ["findings", "plots", "compilations", "syncs", "fallbacks",
                                "advice", "compare"]
     # findings ranked by seconds: the recompile (4 s) first, with its extra field kept
@@ -70,15 +74,18 @@ def test_self_contained_and_escaped() -> None:
 
 
 def test_run_page_has_compilations_and_plots(data_run) -> None:
-    run = load_run(data_run("dynamic20"))
-    rows = event_rows(run, "compile")
-    assert len(rows) == 20 and rows[0]["step"] == 0 and rows[0]["graph_hash"]
-    page = render_html(run)
+    path = data_run("dynamic20")
+    report = build_report(load_run(path))
+    rows = report.compilations
+    assert len(rows) == 20 and rows[0]["step"] == 0 and rows[0]["graph"]
     assert RENDERERS["html"] is render_html
+    assert write_views(report, path) == []
+    page = (path / "report.html").read_text()
     assert "Compilations (20)" in page and page.count("data:image/png;base64,") == 3
-    assert "recompiled on 18 of 18 steps" in page
+    assert "recompiles in steady state: 19 recompilations" in page
+    assert "compiled at" in page and "what changed" in page
     for png in ("timeline.png", "time_split.png", "cumulative.png"):
-        assert (run.path / png).read_bytes()[:8] == PNG
+        assert (path / png).read_bytes()[:8] == PNG
 
 
 def test_report_format_html_writes_file(data_run, capsys) -> None:
@@ -86,24 +93,52 @@ def test_report_format_html_writes_file(data_run, capsys) -> None:
     assert main(["report", str(path), "--format", "html"]) == 0
     assert capsys.readouterr().out.strip() == str(path / "report.html")
     text = (path / "report.html").read_text()
-    assert text.startswith("<!DOCTYPE html>") and "no recompilation after warm-up" in text
+    assert text.startswith("<!DOCTYPE html>") and "no recompilation in steady state" in text
 
 
-def test_time_split_adds_up(data_run) -> None:
+def test_time_split_adds_up(data_run, tmp_path) -> None:
     run = load_run(data_run("dynamic20"))
-    split = step_time_split(run)
+    report = build_report(run)
+    split = step_time_split(report)
     for i, s in enumerate(run.steps):
         parts = [split[k][i] for k in ("compile", "execute", "transfer", "host")]
         assert min(parts) >= 0
         assert sum(parts) == pytest.approx(max(s.wall_s, sum(parts[:3])))
     assert sum(split["compile"]) == pytest.approx(sum(s.compile_s for s in run.steps))
-    assert write_time_split(run).read_bytes()[:8] == PNG
-    assert write_cumulative(run).stat().st_size > 5000
+    assert write_time_split(report, tmp_path / "t.png").read_bytes()[:8] == PNG
+    assert write_cumulative(report, tmp_path / "c.png").stat().st_size > 5000
+
+
+def test_plots_take_literal_text_never_mathtext(data_run, tmp_path) -> None:
+    """A script argument like '$\\foo$' reaches the plot title: drawn as text, never parsed."""
+    run = load_run(data_run("static20"))
+    run.meta.args = ["--name", "$\\foo$", "$x^2$"]
+    report = build_report(run)
+    assert write_views(report, tmp_path) == []
+    assert (tmp_path / "timeline.png").read_bytes()[:8] == PNG
+
+
+def test_long_runs_are_bucketed_for_every_view(tmp_path) -> None:
+    import numpy as np
+
+    writer = RunWriter(tmp_path / "long", Meta(target="t"))
+    for i in range(30_000):
+        writer.write_step(i, {"wall_s": 0.01 + 0.001 * (i % 7), "compile_count": 0,
+                              "compile_s": 0.0, "execute_count": 1, "execute_s": 0.005})
+    writer.finish("ok")
+    report = build_report(load_run(tmp_path / "long"))
+    series = report.series
+    assert series.bucketed and len(series.step) <= 2000 and int(series.size.sum()) == 30_000
+    assert np.all(series.wall_min <= series.wall_mean) and np.all(series.wall_mean <= series.wall_max)
+    assert series.cumulative_s[-1] == pytest.approx(report.summary.wall_seconds)
+    out = __import__("json").loads(RENDERERS["json"](report))
+    assert out["per_step_bucketed"] and len(out["per_step"]) == len(series.step)
+    assert write_views(report, tmp_path / "long") == []
 
 
 def test_scalar_series(data_run) -> None:
     run = load_run(data_run("dynamic20"))
-    series = scalar_series(run)
+    series = scalar_series(build_report(run))
     assert [v for _, v in series["lazyscope/compilations"]] == [1.0] * 20
     cum = [v for _, v in series["lazyscope/cumulative_wall_s"]]
     assert cum[-1] == pytest.approx(sum(s.wall_s for s in run.steps))
@@ -143,12 +178,12 @@ class FakeBackend:
 ])
 def test_profile_window(tmp_path, window, steps, calls, captured) -> None:
     backend = FakeBackend()
-    rec = Recorder(None)
+    rec = Recorder(RunWriter(tmp_path / "r", Meta(target="t")))
     backend.recorder = rec
     pw = ProfileWindow(tmp_path / "tb", *window)
     pw.attach(backend, rec)
     for _ in range(steps):
-        rec.step(Step(index=0))
+        rec.step({"wall_s": 0.1})
     pw.close(rec.next_index)
     assert backend.calls == calls
     assert pw.info()["captured_steps"] == captured
@@ -157,11 +192,11 @@ def test_profile_window(tmp_path, window, steps, calls, captured) -> None:
 
 def test_profile_window_failure_never_raises(tmp_path) -> None:
     backend = FakeBackend(fail=True)
-    rec = Recorder(None)
+    rec = Recorder(RunWriter(tmp_path / "r", Meta(target="t")))
     backend.recorder = rec
     pw = ProfileWindow(tmp_path / "tb", 0, 2)
     pw.attach(backend, rec)
-    rec.step(Step(index=0))
+    rec.step({"wall_s": 0.1})
     pw.close(rec.next_index)
     assert pw.info()["error"].startswith("could not start the profiler: RuntimeError")
 
@@ -172,7 +207,8 @@ def test_compare_directory_page(tmp_path, capsys) -> None:
     from lazyscope.render.plots import write_timeline
     from tests.conftest import DATA
 
-    png = write_timeline(load_run(DATA / "static20"), tmp_path / "compare.png")
+    png = write_timeline(build_report(load_run(DATA / "xla" / "static20")),
+                         tmp_path / "compare.png")
     compare = {"scenario": "decoder", "steps": 40, "args": ["--preset", "tiny"],
                "rows": [{"policy": "max", "compiles": 2, "wall_s": 13.0, "padding_efficiency": 0.5},
                         {"policy": "packed", "compiles": 2, "wall_s": 4.0,

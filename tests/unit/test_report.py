@@ -1,124 +1,105 @@
-"""Summary, verdict and renderers on saved runs (tests/data): no XLA needed."""
+"""The report of saved runs (real XLA:CPU traces in tests/data/xla, schema-1 runs in
+tests/data/v1): summary, verdict, findings, JSON shape, plots, advice."""
 
 from __future__ import annotations
 
 import json
+import shutil
+from pathlib import Path
 
-from lazyscope.analyze.summary import summarize, verdict
+import pytest
+
+from lazyscope.analyze.report import build_report
 from lazyscope.model import load_run
 from lazyscope.render import RENDERERS
-from lazyscope.render.plots import write_timeline
+from lazyscope.render.views import write_views
+
+DATA = Path(__file__).resolve().parents[1] / "data"
 
 
-def test_dynamic_summary(data_run) -> None:
-    run = load_run(data_run("dynamic20"))
-    s = summarize(run)
-    assert s["steps"] == 20 and s["compiles"] == 20 and s["compiles_after_warmup"] == 18
-    assert s["recompile_steps"] == 18 and s["distinct_graphs"] == 20
-    assert s["compile_seconds"] > 0 and s["median_step_seconds"] > 0
-    assert verdict(s) == "recompiled on 18 of 18 steps after warm-up: the graph changes every step"
+@pytest.fixture
+def copy(tmp_path: Path):
+    def make(name: str) -> Path:
+        dst = tmp_path / name.replace("/", "_")
+        shutil.copytree(DATA / name, dst)
+        return dst
+    return make
 
 
-def test_static_summary(data_run) -> None:
-    s = summarize(load_run(data_run("static20")))
-    assert s["compiles"] == 1 and s["compiles_after_warmup"] == 0
-    assert verdict(s).startswith("no recompilation after warm-up")
+def test_dynamic_run_recompiles_at_the_accumulating_line(copy) -> None:
+    report = build_report(load_run(copy("xla/dynamic20")))
+    s = report.summary
+    assert s.steps == 20 and s.compiles == 20 and s.distinct_graphs == 20
+    (f,) = report.findings
+    assert f.kind == "recompile" and f.count == 19
+    assert f.file.endswith("lazytensor_dynamic.py") and "torch.cat" in Path(f.file).read_text(
+    ).splitlines()[f.line - 1]  # the line to change is the accumulation
+    assert f.compiled_at is not None and f.compiled_at.line != f.line
+    assert "accumulated" in f.fix
+    assert report.verdict.startswith("recompiles in steady state: 19 recompilations")
+    assert not report.clean
 
 
-def test_json_has_required_keys(data_run) -> None:
-    out = json.loads(RENDERERS["json"](load_run(data_run("dynamic20"))))
-    for key in ("steps", "compiles", "compiles_after_warmup", "compile_seconds",
-                "execute_seconds", "transfers_from_device", "fallback_ops",
-                "median_step_seconds", "wall_seconds", "status"):
+def test_static_run_is_clean(copy) -> None:
+    report = build_report(load_run(copy("xla/static20")))
+    assert report.summary.compiles == 1 and report.findings == [] and report.clean
+    assert report.verdict.startswith("no recompilation in steady state: the graph is static")
+
+
+def test_json_has_the_documented_keys(copy) -> None:
+    out = json.loads(RENDERERS["json"](build_report(load_run(copy("xla/dynamic20")))))
+    for key in ("steps", "compiles", "executions", "verdict", "clean", "findings", "notes",
+                "per_step", "run_notes", "capabilities", "events", "compilations"):
         assert key in out, key
     assert out["status"] == "ok" and len(out["per_step"]) == 20
+    f = out["findings"][0]
+    for key in ("kind", "file", "line", "function", "stack", "count", "steps", "seconds",
+                "detail", "fix", "compiled_at", "changes"):
+        assert key in f, key
+    assert f["changes"][0]["what"] == "dim" and f["stack"][0]["line"] == f["line"]
 
 
-def test_text_ends_with_verdict(data_run) -> None:
-    text = RENDERERS["text"](load_run(data_run("dynamic20")))
-    assert text.rstrip().splitlines()[-1].startswith("verdict: recompiled on 18 of 18")
+def test_text_ends_with_the_verdict(copy) -> None:
+    text = RENDERERS["text"](build_report(load_run(copy("xla/dynamic20"))))
+    assert text.rstrip().splitlines()[-1].startswith("verdict: recompiles in steady state")
 
 
-def test_incomplete_run_verdict(data_run) -> None:
-    path = data_run("dynamic20")
-    meta = json.loads((path / "meta.json").read_text())
+def test_incomplete_run_verdict(copy) -> None:
+    run_dir = copy("xla/dynamic20")
+    meta = json.loads((run_dir / "meta.json").read_text())
     meta["status"] = "running"
-    (path / "meta.json").write_text(json.dumps(meta))
-    s = summarize(load_run(path))
-    assert s["status"] == "incomplete"
-    assert verdict(s).startswith("incomplete run (20 finished steps)")
+    (run_dir / "meta.json").write_text(json.dumps(meta))
+    report = build_report(load_run(run_dir))
+    assert report.summary.status == "incomplete"
+    assert report.verdict.startswith("incomplete run (20 finished steps)")
 
 
-def test_timeline_png(data_run) -> None:
-    run = load_run(data_run("dynamic20"))
-    png = write_timeline(run)
-    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 5000
+def test_views_are_written_in_one_place(copy) -> None:
+    run_dir = copy("xla/dynamic20")
+    assert write_views(build_report(load_run(run_dir)), run_dir) == []
+    for name in ("timeline.png", "time_split.png", "cumulative.png"):
+        png = run_dir / name
+        assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 5000
+    page = (run_dir / "report.html").read_text()
+    assert "Findings, worst first" in page and "data:image/png;base64," in page
 
 
-def _compile_event(step: int, digest: str, shapes: list) -> dict:
-    return {"kind": "compile", "step": step, "seconds": 0.1,
-            "site": {"file": "train.py", "line": 9, "function": "<module>"},
-            "data": {"graph_hash": f"h{step}", "ir_digest": digest, "input_shapes": shapes,
-                     "input_dtypes": ["f32"] * len(shapes), "num_inputs": len(shapes),
-                     "cause_kind": "barrier"}}
+def test_a_schema_1_run_still_renders(copy) -> None:
+    run_dir = copy("v1/dynamic20")
+    report = build_report(load_run(run_dir))
+    assert report.summary.steps == 20 and report.findings[0].kind == "recompile"
+    assert write_views(report, run_dir) == []
+    assert RENDERERS["text"](report).rstrip().splitlines()[-1].startswith("verdict: ")
 
 
-def _run_with_compiles(tmp_path, compiles: list[dict], steps: int = 6):
-    from lazyscope.model import Event, Meta, RunWriter, Step
-
-    writer = RunWriter(tmp_path / "r", Meta(target="train.py", target_kind="script"))
-    by_step = {}
-    for c in compiles:
-        by_step[c["step"]] = by_step.get(c["step"], 0) + 1
-        writer.write_event(Event.from_json(c))
-    for i in range(steps):
-        writer.write_step(Step(index=i, wall_s=0.01, compile_count=by_step.get(i, 0)))
-    writer.finish("ok")
-    return load_run(tmp_path / "r")
-
-
-def test_identical_graph_recompile_is_called_settling(tmp_path) -> None:
-    run = _run_with_compiles(tmp_path, [_compile_event(0, "d1", [[8, 32]]),
-                                        _compile_event(2, "d1", [[8, 32]])])
-    s = summarize(run)
-    assert s["compiles_after_warmup"] == 1 and s["settling_recompiles"] == [2]
-    assert verdict(s).startswith("no shape or code change after warm-up: the graph is static")
-
-
-def test_shape_change_after_warmup_is_not_settling(tmp_path) -> None:
-    run = _run_with_compiles(tmp_path, [_compile_event(0, "d1", [[8, 32]]),
-                                        _compile_event(2, "d2", [[8, 40]])])
-    s = summarize(run)
-    assert s["settling_recompiles"] == []
-    assert verdict(s).startswith("recompiled on 1 of 4 steps after warm-up")
-
-
-def test_bucket_advice_in_every_report_of_a_recompiling_decoder_run(data_run) -> None:
-    """A decoder run padded to the longest sequence recompiles on seq_len: the JSON, text and
-    HTML reports carry the bucket advice; a static run carries none."""
-    from lazyscope.render.html import write_html
-
-    run = load_run(data_run("decoder_longest6"))
-    report = json.loads(RENDERERS["json"](run))
-    advice = report["advice"]
-    assert advice["seq_len_values"] == 5 and advice["best"]["boundaries"]
+def test_bucket_advice_in_every_report_of_a_recompiling_decoder_run(copy) -> None:
+    run_dir = copy("v1/decoder_longest6")
+    report = build_report(load_run(run_dir))
+    advice = report.advice
+    assert advice is not None and advice["seq_len_values"] == 5
     assert advice["best"]["boundaries"][-1] == advice["top"]
-    assert "bucket advice: the padded sequence length took 5 values" in RENDERERS["text"](run)
-    page = write_html(run).read_text()
+    assert "bucket advice: the padded sequence length took 5 values" in RENDERERS["text"](report)
+    page = RENDERERS["html"](report)
     assert "Bucket advice" in page
-    # every priced option is a row: each K of the DP, pow2, pad-to-max (and packing, which wins)
-    for name in ("dp K=1", "dp K=2", "pow2", "pad to max", "packed"):
-        assert f"<td>{name}</td>" in page, name
-    assert "advice" not in json.loads(RENDERERS["json"](load_run(data_run("static20"))))
-
-
-def test_growing_dimension_gets_an_accumulation_fix(tmp_path, data_run) -> None:
-    from lazyscope.analyze.findings import findings
-
-    grows = _run_with_compiles(tmp_path, [_compile_event(i, f"d{i}", [[i + 1]]) for i in range(6)])
-    (finding,) = findings(grows)
-    assert "grows at every compilation" in finding["fix"] and "torch.cat" in finding["fix"]
-    # batch lengths that come and go get buckets, not the accumulation fix
-    (longest,) = [f for f in findings(load_run(data_run("decoder_longest6")))
-                  if f["kind"] == "recompile"]
-    assert "bucket sizes" in longest["fix"] and "grows" not in longest["fix"]
+    assert "advice" not in json.loads(RENDERERS["json"](build_report(load_run(copy(
+        "xla/static20")))))

@@ -1,0 +1,153 @@
+"""Multi-process runs: one report for the ranks of ``RUN/rank<N>/``.
+
+A multi-process run is a directory whose ``rank<N>/`` subdirectories are runs (one per worker
+of ``torch_xla.launch`` / ``xmp.spawn``, or per process of a launcher that sets ``RANK``),
+with or without the spawning parent's own ``meta.json`` beside them.
+
+The merged report is built from each rank's report (each built once):
+
+* the summary, steps and plots are rank 0's (the lowest rank), and ``ranks`` has one row per
+  rank side by side: status, steps, compilations, distinct graphs, median step, wall, findings;
+* findings are merged by (kind, line) with the ranks they occur on (``ranks``); a rank other
+  than local rank 0 has no source lines for its compilations (torch_xla writes its analysis on
+  local rank 0 only), so its recompile findings join rank 0's when rank 0 has one;
+* divergence is flagged: a rank that compiles graphs the others do not (by graph content), or
+  whose median step is far from the median rank's (a straggler): the classic causes of
+  collective hangs and slow steps.
+
+Pure: no I/O beyond what the caller loaded.
+"""
+
+from __future__ import annotations
+
+import statistics
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from lazyscope.analyze.findings import Finding
+from lazyscope.analyze.report import Report, build_report
+from lazyscope.model import Compile, Meta, Run
+from lazyscope.wording import say
+
+#: a rank whose median step is this many times the other ranks' median, and at least
+#: STRAGGLER_MARGIN_S slower, is a straggler
+STRAGGLER_RATIO = 1.5
+STRAGGLER_MARGIN_S = 0.010
+
+
+@dataclass
+class RankedRun:
+    """The parent's metadata (when it wrote one) and each rank's run."""
+
+    path: Path
+    parent: Meta | None
+    ranks: dict[int, Run] = field(default_factory=dict)
+
+
+def graph_digests(run: Run) -> set[str]:
+    """The content digests of the graphs a run compiled (its own, not a library's)."""
+    ev = run.events
+    out: set[str] = set()
+    for pid in np.unique(ev.payload[ev.indices("compile")]):
+        data: Compile | None = ev.payload_of(int(pid))
+        if data is not None and data.digest and data.owner == "user":
+            out.add(data.digest)
+    return out
+
+
+def _merge(by_rank: dict[int, list[Finding]]) -> list[Finding]:
+    merged: dict[tuple, Finding] = {}
+    first = min(by_rank) if by_rank else 0
+    lead_recompiles = [f for f in by_rank.get(first, []) if f.kind == "recompile"]
+    for rank in sorted(by_rank):
+        for f in by_rank[rank]:
+            key = (f.kind, f.file, f.line, f.extra.get("op"))
+            if f.kind == "recompile" and not f.file and len(lead_recompiles) == 1:
+                key = (f.kind, lead_recompiles[0].file, lead_recompiles[0].line, None)
+            if key not in merged:
+                merged[key] = replace(f, extra={**f.extra, "ranks": [rank]})
+                continue
+            m = merged[key]
+            m.extra["ranks"].append(rank)
+            m.count += f.count
+            m.seconds += f.seconds
+    out = list(merged.values())
+    for f in out:
+        if len(f.extra["ranks"]) > 1 or f.extra["ranks"] != [first]:
+            f.detail += f" (on ranks {', '.join(str(r) for r in f.extra['ranks'])})"
+    out.sort(key=lambda f: (-f.seconds, -f.count))
+    return out
+
+
+def build_ranked_report(ranked: RankedRun, *, warmup_steps: int | None = None) -> Report:
+    """One report for all ranks (see the module docstring)."""
+    reports = {r: build_report(run, warmup_steps=warmup_steps) for r, run in
+               sorted(ranked.ranks.items())}
+    lead_rank = min(reports)
+    lead = reports[lead_rank]
+    backend = lead.backend
+    rows: list[dict[str, Any]] = []
+    digests = {r: graph_digests(run) for r, run in ranked.ranks.items()}
+    medians = {r: rep.summary.median_step_seconds for r, rep in reports.items()
+               if rep.summary.median_step_seconds}
+    divergence: list[str] = []
+    for r, rep in reports.items():
+        s = rep.summary
+        others = set().union(*(d for q, d in digests.items() if q != r)) if len(digests) > 1 \
+            else set()
+        own = digests[r] - others if len(digests) > 1 else set()
+        rows.append({"rank": r, "status": s.status, "steps": s.steps, "compiles": s.compiles,
+                     "distinct_graphs": s.distinct_graphs,
+                     "median_step_s": s.median_step_seconds, "wall_s": s.wall_seconds,
+                     "findings": len(rep.findings), "graphs_only_here": len(own)})
+        if own:
+            divergence.append(say(backend, "rank_diverges_graphs", rank=r, graphs=len(own)))
+    for r, m in medians.items():
+        others = [v for q, v in medians.items() if q != r]
+        if not others:
+            continue
+        mid = statistics.median(others)
+        if mid and m / mid >= STRAGGLER_RATIO and m - mid >= STRAGGLER_MARGIN_S:
+            divergence.append(say(backend, "rank_diverges_time", rank=r, ratio=m / mid))
+    findings = _merge({r: rep.findings for r, rep in reports.items()})
+    notes = _merge({r: rep.notes for r, rep in reports.items()})
+    statuses = {rep.summary.status for rep in reports.values()}
+    summary = lead.summary
+    if ranked.parent is not None:
+        summary = replace(summary, target=ranked.parent.target, args=list(ranked.parent.args),
+                          target_kind=ranked.parent.target_kind)
+    if statuses != {"ok"}:
+        worst = next(s for s in ("incomplete", "no_space", "failed", "interrupted", "ok")
+                     if s in statuses)
+        summary = replace(summary, status=worst, complete=worst != "incomplete")
+    verdict = f"{len(reports)} ranks; rank {lead_rank}: {lead.verdict}"
+    if divergence:
+        verdict += "; " + "; ".join(divergence)
+    run_notes = list(lead.run_notes) + [
+        f"{len(reports)} ranks in {ranked.path}: the summary, steps and plots are rank "
+        f"{lead_rank}'s; see the ranks table"]
+    return replace(
+        lead, run_dir=str(ranked.path), summary=summary, verdict=verdict,
+        clean=lead.clean and not divergence and all(rep.clean for rep in reports.values()),
+        findings=findings, notes=notes, run_notes=run_notes,
+        extra={**lead.extra, "ranks": rows, "divergence": divergence,
+               "text_sections": [_rank_lines(rows, divergence)]})
+
+
+def _rank_lines(rows: list[dict[str, Any]], divergence: list[str]) -> list[str]:
+    def secs(v: Any) -> str:
+        return "-" if v is None else f"{v * 1e3:.1f} ms" if v < 1 else f"{v:.2f} s"
+
+    lines = [f"ranks ({len(rows)}):",
+             f"  {'rank':>4} {'status':<10} {'steps':>6} {'compiles':>8} {'graphs':>6} "
+             f"{'median step':>11} {'wall':>9} {'findings':>8} {'own graphs':>10}"]
+    for r in rows:
+        lines.append(f"  {r['rank']:>4} {r['status']:<10} {r['steps']:>6} "
+                     f"{r['compiles'] if r['compiles'] is not None else '-':>8} "
+                     f"{r['distinct_graphs']:>6} {secs(r['median_step_s']):>11} "
+                     f"{secs(r['wall_s']):>9} {r['findings']:>8} {r['graphs_only_here']:>10}")
+    lines += [f"  divergence: {d}" for d in divergence]
+    return lines

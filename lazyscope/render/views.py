@@ -1,0 +1,85 @@
+"""The files a run directory shows itself with: the one place that writes views.
+
+``write_views(report, run_dir)`` writes the PNG plots (``timeline.png``, ``time_split.png``,
+``cumulative.png``), ``report.html`` (the plots inline) and, when TensorBoard is installed, the
+per-step scalars under ``tensorboard/``. A view that cannot be written (a read-only run, a full
+disk) is skipped with a warning line returned to the caller: rendering a run never fails for it
+and never changes what the run recorded.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+from lazyscope.analyze.report import Report
+
+REPORT_HTML = "report.html"
+TENSORBOARD_DIR = "tensorboard"
+
+
+def _why(err: OSError) -> str:
+    return err.strerror or str(err)
+
+
+def write_plots(report: Report, run_dir: Path) -> tuple[dict[str, bytes], list[str]]:
+    """The plots as ``{caption: png bytes}`` (written next to the run's data when possible)."""
+    from lazyscope.render.plots import PLOTS
+
+    images: dict[str, bytes] = {}
+    warnings: list[str] = []
+    if not len(report.steps):
+        return images, warnings
+    for name, (caption, writer) in PLOTS.items():
+        path = run_dir / name
+        try:
+            images[caption] = writer(report, path).read_bytes()
+        except OSError as err:
+            warnings.append(f"could not write {path}: {_why(err)}")
+    compare_png = run_dir / "compare.png"
+    if compare_png.is_file():
+        images["policies compared"] = compare_png.read_bytes()
+    return images, warnings
+
+
+def write_html(report: Report, run_dir: Path, images: dict[str, bytes]) -> Path:
+    """Write ``report.html`` atomically; return its path."""
+    from lazyscope.render.html import render_html
+
+    path = run_dir / REPORT_HTML
+    tmp = path.with_suffix(".html.tmp")
+    try:
+        tmp.write_text(render_html(report, images), encoding="utf-8")
+        tmp.replace(path)
+    except OSError:
+        try:
+            tmp.unlink()
+        except OSError:
+            pass
+        raise
+    return path
+
+
+def write_views(report: Report, run_dir: Path | str, *, need_html: bool = False) -> list[str]:
+    """Write every view of ``report`` into ``run_dir``; return one warning line per view that
+    could not be written. ``need_html``: the HTML report is what was asked for: raise an
+    OutputError (exit 3) when it cannot be written."""
+    run_dir = Path(run_dir)
+    images, warnings = write_plots(report, run_dir)
+    try:
+        write_html(report, run_dir, images)
+    except OSError as err:
+        if need_html:
+            from lazyscope.errors import OutputError
+
+            raise OutputError.from_os(err, run_dir / REPORT_HTML) from None
+        warnings.append(f"could not write {run_dir / REPORT_HTML}: {_why(err)}")
+    if importlib.util.find_spec("tensorboard") is not None and len(report.steps):
+        from lazyscope.render.tensorboard import write_scalars
+
+        try:
+            write_scalars(report, run_dir / TENSORBOARD_DIR)
+        except OSError as err:
+            warnings.append(f"could not write TensorBoard scalars in {run_dir / TENSORBOARD_DIR}:"
+                            f" {_why(err)}")
+    return warnings

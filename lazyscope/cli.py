@@ -10,11 +10,18 @@ from __future__ import annotations
 import datetime as _dt
 import sys
 from pathlib import Path
+from typing import Any
 
 import click
 
 from lazyscope.backends import BACKENDS
-from lazyscope.errors import EXIT_INTERRUPTED, LazyscopeError, RunDirError
+from lazyscope.errors import (
+    EXIT_INTERRUPTED,
+    LazyscopeError,
+    NoSpaceError,
+    OutputError,
+    RunDirError,
+)
 from lazyscope.model import load_run
 
 CONTEXT = {"help_option_names": ["-h", "--help"]}
@@ -36,7 +43,7 @@ def cli() -> None:
 @cli.command("scenarios")
 def scenarios_cmd() -> None:
     """List the built-in scenarios."""
-    from scenarios import SCENARIOS
+    from lazyscope.scenarios import SCENARIOS
 
     width = max(len(n) for n in SCENARIOS)
     for name, info in sorted(SCENARIOS.items()):
@@ -44,21 +51,46 @@ def scenarios_cmd() -> None:
 
 
 def _default_out(name: str) -> Path:
+    """``runs/NAME-TIMESTAMP``; under a launcher, one directory shared by all ranks (named by
+    the launcher's run id, else the minute)."""
+    import os
+
+    from lazyscope.runner import launcher_rank
+
     stem = Path(name).stem if name.endswith(".py") else name
-    stamp = _dt.datetime.now().strftime("%Y%m%d-%H%M%S")
+    if launcher_rank() is not None:
+        stamp = os.environ.get("TORCHELASTIC_RUN_ID") or _dt.datetime.now().strftime(
+            "%Y%m%d-%H%M")
+    else:
+        stamp = _dt.datetime.now().strftime("%Y%m%d-%H%M%S")
     return Path("runs") / f"{stem}-{stamp}"
 
 
-def _write_artifacts(run_dir: Path) -> None:
-    """Render a saved run's files (timeline.png) next to its data; never fails the command."""
-    from lazyscope.render.plots import write_timeline
+def _warn(lines: list[str]) -> None:
+    for line in lines:
+        click.echo(f"lazyscope: warning: {line}", err=True)
 
-    run = load_run(run_dir)
-    try:
-        write_timeline(run)
-    except OSError as err:
-        click.echo(f"lazyscope: warning: could not write plots in {run_dir}: {err}", err=True)
-    _write_views(run)
+
+def _report_and_views(run_dir: Path, *, warmup_steps: int | None = None,
+                      views: bool = True, need_html: bool = False,
+                      warnings: list[str] | None = None) -> Any:
+    """Load a run (or a multi-process run), build its report once, write its views (their
+    warnings printed, or appended to ``warnings`` when given)."""
+    from lazyscope.analyze.report import build_any
+    from lazyscope.render.views import write_views
+    from lazyscope.store import load_target
+
+    report = build_any(load_target(run_dir), warmup_steps=warmup_steps)
+    if views:
+        lines = write_views(report, run_dir, need_html=need_html)
+        if warnings is None:
+            _warn(lines)
+        else:
+            warnings.extend(lines)
+    return report
+
+
+DYNAMIC = {"auto": None, "true": True, "false": False}
 
 
 @cli.command(
@@ -74,22 +106,32 @@ def _write_artifacts(run_dir: Path) -> None:
 @click.option("--force", is_flag=True, help="replace an existing run directory")
 @click.option("--backend", type=click.Choice(sorted(BACKENDS)), default="xla", show_default=True,
               help="where the program runs")
+@click.option("--device", type=click.Choice(["auto", "cpu", "cuda"]), default="auto",
+              show_default=True, help="eager/compile backends: the device scenarios run on")
+@click.option("--dynamic", type=click.Choice(sorted(DYNAMIC)), default="auto",
+              show_default=True, help="compile backend: torch.compile's dynamic= for scenarios")
+@click.option("--warmup-steps", type=click.IntRange(min=0), default=None, metavar="N",
+              help="count every compilation from step N on as a recompilation (default: "
+              "found by the analysis: a graph's first compile at a new site or phase is never "
+              "one)")
 @click.option("--profile", is_flag=True,
               help="capture an XProf profile of a window of steps into RUN/tensorboard/")
 @click.option("--profile-steps", metavar="A:B", default=None,
               help="steps A..B-1 to profile (implies --profile; default 2:5)")
 @click.option("--graph-shapes/--no-graph-shapes", default=True, show_default=True,
-              help="XLA: record each compiled graph's input shapes to explain recompilations "
+              help="XLA: record each compiled graph's inputs to explain recompilations "
               "(XLA dumps each graph's HLO when it compiles it; steps that reuse a compiled "
               "graph cost nothing extra)")
 def trace_cmd(target: str, target_args: tuple[str, ...], steps: int | None, out: Path | None,
-              force: bool, backend: str, profile: bool, profile_steps: str | None,
-              graph_shapes: bool) -> None:
+              force: bool, backend: str, device: str, dynamic: str, warmup_steps: int | None,
+              profile: bool, profile_steps: str | None, graph_shapes: bool) -> None:
     """Run a scenario or a script under instrumentation and print its report.
 
-    TARGET is a scenario name (see `lazyscope scenarios`) or a path to a .py script; arguments
-    after it go to the scenario or script (put `--` before a script's own options).
+    TARGET is a scenario name (see `lazyscope scenarios`) or a path to a .py script. lazyscope's
+    own options may stand anywhere; other arguments go to the scenario or script, and so does
+    everything after `--` (use it for a script option that shares a name with one of ours).
     """
+    from lazyscope.backends.base import TraceOptions
     from lazyscope.errors import Interrupted, TargetFailed
     from lazyscope.render import render_text
     from lazyscope.runner import resolve_target, trace_target
@@ -98,27 +140,55 @@ def trace_cmd(target: str, target_args: tuple[str, ...], steps: int | None, out:
     if args and args[0] == "--":
         args = args[1:]
     resolved = resolve_target(target, args)
-    out = out or _default_out(target)
+    out = out if out is not None else _default_out(target)
     window = _profile_window(profile, profile_steps, steps, out)
+    options = TraceOptions(backend=backend, device=device, dynamic=DYNAMIC[dynamic],
+                           graph_shapes=graph_shapes, max_steps=steps,
+                           warmup_steps=warmup_steps)
     try:
-        run = trace_target(resolved, out, backend=backend, steps=steps, force=force,
-                           profile=window, graph_shapes=graph_shapes)
-    except (TargetFailed, Interrupted):
-        if (out / "meta.json").exists():
-            _write_artifacts(out)
-            click.echo(render_text(load_run(out)))
+        trace_target(resolved, out, options=options, force=force, profile=window)
+    except (TargetFailed, Interrupted, OutputError) as err:
+        if not getattr(err, "nothing_recorded", False):
+            # the error line first, then what could not be written: views are not even tried
+            # on a full disk
+            err.after = _show_kept(_run_dir_of(out), views=not isinstance(err, NoSpaceError))
         raise
-    _write_artifacts(out)
-    click.echo(render_text(run))
-    click.echo(f"run saved in {out}")
+    run_dir = _run_dir_of(out)
+    report = _report_and_views(run_dir)
+    click.echo(render_text(report))
+    click.echo(f"run saved in {run_dir}")
+
+
+def _run_dir_of(out: Path) -> Path:
+    """Where this process's run went (``OUT/rank<N>`` under a launcher)."""
+    from lazyscope.runner import ranked_out
+
+    return ranked_out(out)[0]
+
+
+def _show_kept(out: Path, *, views: bool = True) -> list[str]:
+    """After a failed trace, print what was recorded (if anything readable was); return the
+    warning lines (printed after the error line)."""
+    from lazyscope.render import render_text
+
+    warnings: list[str] = []
+    try:
+        if (out / "meta.json").exists():
+            click.echo(render_text(_report_and_views(out, views=views, warnings=warnings)))
+    except (LazyscopeError, OSError) as err:
+        warnings.append(f"could not render {out}: {err}")
+    return warnings
 
 
 @cli.command("report")
 @click.argument("run_dir", type=click.Path(path_type=Path))
 @click.option("--format", "fmt", type=click.Choice(["text", "json", "html"]), default="text",
               show_default=True, help="html writes RUN_DIR/report.html and prints its path")
-def report_cmd(run_dir: Path, fmt: str) -> None:
-    """Re-render a saved run (also writes RUN_DIR/timeline.png and report.html)."""
+@click.option("--warmup-steps", type=click.IntRange(min=0), default=None, metavar="N",
+              help="count every compilation from step N on as a recompilation")
+def report_cmd(run_dir: Path, fmt: str, warmup_steps: int | None) -> None:
+    """Re-render a saved run as text or json, or write its views (--format html:
+    RUN_DIR/report.html with the plots inline, the PNGs, the TensorBoard scalars)."""
     from lazyscope.render import RENDERERS
 
     if fmt == "html" and (run_dir / "compare.json").is_file() and not (run_dir / "meta.json").exists():
@@ -126,43 +196,52 @@ def report_cmd(run_dir: Path, fmt: str) -> None:
 
         click.echo(str(write_compare_html(run_dir)))  # a `lazyscope compare` directory
         return
-    run = load_run(run_dir)
-    _write_artifacts(run_dir)
+    report = _report_and_views(run_dir, warmup_steps=warmup_steps, views=fmt == "html",
+                               need_html=fmt == "html")
     if fmt == "html":
         click.echo(str(run_dir / "report.html"))
         return
-    click.echo(RENDERERS[fmt](run), nl=fmt != "text")
+    click.echo(RENDERERS[fmt](report), nl=fmt != "text")
 
 
 @cli.command("check")
 @click.argument("run_dir", type=click.Path(path_type=Path))
-@click.option("--max-compiles-after-warmup", type=click.IntRange(min=0), default=None,
-              metavar="N", help="at most N compilations after the warm-up steps")
+@click.option("--max-recompiles", "--max-compiles-after-warmup", "max_recompiles",
+              type=click.IntRange(min=0), default=None, metavar="N",
+              help="at most N recompilations in steady state (the default rule, N=0)")
+@click.option("--warmup-steps", type=click.IntRange(min=0), default=None, metavar="N",
+              help="steady state starts at step N: every compilation from there on counts")
 @click.option("--max-syncs-per-step", type=click.IntRange(min=0), default=None, metavar="N",
-              help="at most N host syncs (device-to-host transfers) in any step")
+              help="at most N host syncs in any step")
 @click.option("--no-fallbacks", is_flag=True, help="no CPU-fallback op may run")
+@click.option("--no-graph-breaks", is_flag=True, help="no torch.compile graph break")
+@click.option("--no-rank-divergence", is_flag=True,
+              help="a multi-process run's ranks compile the same graphs at the same pace")
 @click.option("--max-step-seconds", type=click.FloatRange(min=0, min_open=True), default=None,
-              metavar="S", help="no step after warm-up may take longer than S seconds")
+              metavar="S", help="no steady step may take longer than S seconds")
 @click.option("--allow-incomplete", is_flag=True,
               help="check a failed, interrupted or killed run's recorded steps instead of failing")
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text",
               show_default=True)
-def check_cmd(run_dir: Path, max_compiles_after_warmup: int | None,
-              max_syncs_per_step: int | None, no_fallbacks: bool,
-              max_step_seconds: float | None, allow_incomplete: bool, fmt: str) -> int:
+def check_cmd(run_dir: Path, max_recompiles: int | None, warmup_steps: int | None,
+              max_syncs_per_step: int | None, no_fallbacks: bool, no_graph_breaks: bool,
+              no_rank_divergence: bool, max_step_seconds: float | None,
+              allow_incomplete: bool, fmt: str) -> int:
     """A CI gate: exit 0 when RUN_DIR obeys the rules, 1 (with the evidence) when not.
 
-    With no rule given, checks --max-compiles-after-warmup 0. A run that did not end ok
-    (failed, interrupted, killed) fails unless --allow-incomplete.
+    With no rule given, checks --max-recompiles 0: no recompilation in steady state. A run that
+    did not end ok (failed, interrupted, killed) fails unless --allow-incomplete.
     """
-    from lazyscope.analyze.check import Rules, check_run
+    from lazyscope.analyze.check import Rules, check_report
     from lazyscope.errors import EXIT_CHECK_FAILED
     from lazyscope.render.check import CHECK_RENDERERS
 
-    rules = Rules(max_compiles_after_warmup=max_compiles_after_warmup,
-                  max_syncs_per_step=max_syncs_per_step, no_fallbacks=no_fallbacks,
-                  max_step_seconds=max_step_seconds, allow_incomplete=allow_incomplete)
-    result = check_run(load_run(run_dir), rules)
+    rules = Rules(max_recompiles=max_recompiles, max_syncs_per_step=max_syncs_per_step,
+                  no_fallbacks=no_fallbacks, no_graph_breaks=no_graph_breaks,
+                  no_rank_divergence=no_rank_divergence, max_step_seconds=max_step_seconds,
+                  allow_incomplete=allow_incomplete)
+    report = _report_and_views(run_dir, warmup_steps=warmup_steps, views=False)
+    result = check_report(report, rules)
     click.echo(CHECK_RENDERERS[fmt](result), nl=False)
     return 0 if result.passed else EXIT_CHECK_FAILED
 
@@ -173,14 +252,16 @@ def check_cmd(run_dir: Path, max_compiles_after_warmup: int | None,
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text",
               show_default=True)
 def diff_cmd(run_a: Path, run_b: Path, fmt: str) -> None:
-    """What changed from RUN_A (the baseline) to RUN_B: metrics, compile/sync sites, fallbacks."""
-    from lazyscope.analyze.diff import diff_runs
+    """What changed from RUN_A (the baseline) to RUN_B: metrics, sites, findings."""
+    from lazyscope.analyze.diff import diff_reports
     from lazyscope.render.diff import DIFF_RENDERERS
 
-    click.echo(DIFF_RENDERERS[fmt](diff_runs(load_run(run_a), load_run(run_b))), nl=False)
+    a = _report_and_views(run_a, views=False)
+    b = _report_and_views(run_b, views=False)
+    click.echo(DIFF_RENDERERS[fmt](diff_reports(a, b)), nl=False)
 
 
-# -- views: HTML report, TensorBoard (issue 6) ------------------------------------------------
+# -- views: HTML report, TensorBoard ----------------------------------------------------------
 
 
 def _profile_window(profile: bool, profile_steps: str | None, steps: int | None, out: Path):
@@ -193,59 +274,43 @@ def _profile_window(profile: bool, profile_steps: str | None, steps: int | None,
     return ProfileWindow(out / "tensorboard", first, last)
 
 
-def _write_views(run) -> None:
-    """RUN/report.html and, when TensorBoard is installed, the scalars in RUN/tensorboard/;
-    never fails the command."""
-    import importlib.util
-
-    from lazyscope.render.html import write_html
-
-    try:
-        write_html(run)
-    except OSError as err:
-        click.echo(f"lazyscope: warning: could not write report.html in {run.path}: {err}",
-                   err=True)
-    if importlib.util.find_spec("tensorboard") is not None:
-        from lazyscope.render.tensorboard import write_scalars
-
-        try:
-            write_scalars(run)
-        except OSError as err:
-            click.echo(f"lazyscope: warning: could not write TensorBoard scalars: {err}", err=True)
-
-
 @cli.command("tensorboard")
 @click.argument("run_dir", type=click.Path(path_type=Path))
 @click.option("--port", type=click.IntRange(0, 65535), default=6006, show_default=True,
               help="port on 127.0.0.1 (0: any free port)")
 def tensorboard_cmd(run_dir: Path, port: int) -> None:
-    """Serve a run's profile and scalars with TensorBoard on 127.0.0.1 until Ctrl-C."""
+    """Serve a run's profile and scalars with TensorBoard on 127.0.0.1 until Ctrl-C.
+
+    A run on a read-only file system is served from a temporary copy of its log directory."""
+    import signal
+
     from lazyscope.render.tensorboard import (
         check_tensorboard,
         free_port,
+        serving_dir,
         start_tensorboard,
         stop_tensorboard,
-        tensorboard_dir,
-        write_scalars,
     )
 
-    check_tensorboard()
-    run = load_run(run_dir)
-    write_scalars(run)
-    port = port or free_port()
-    proc = start_tensorboard(tensorboard_dir(run_dir), port)
-    click.echo(f"TensorBoard for {run_dir}: http://127.0.0.1:{port}/ "
-               f"(profile: http://127.0.0.1:{port}/#profile); Ctrl-C to stop", )
     def _terminate(signum: int, frame: object) -> None:
         raise SystemExit(0)
 
-    import signal
-
-    signal.signal(signal.SIGTERM, _terminate)  # `kill PID` stops TensorBoard too
+    check_tensorboard()
+    report = _report_and_views(run_dir, views=False)
+    # `kill PID` stops TensorBoard and removes a temporary copy, from here on (start-up too)
+    signal.signal(signal.SIGTERM, _terminate)
+    logdir, cleanup = serving_dir(report, run_dir)
+    port = port or free_port()
     try:
-        proc.wait()
+        proc = start_tensorboard(logdir, port)
+        click.echo(f"TensorBoard for {run_dir}: http://127.0.0.1:{port}/ "
+                   f"(profile: http://127.0.0.1:{port}/#profile); Ctrl-C to stop")
+        try:
+            proc.wait()
+        finally:
+            stop_tensorboard(proc)
     finally:
-        stop_tensorboard(proc)
+        cleanup()
 
 
 # ---- compare and advise (issue 3) -------------------------------------------------------
@@ -262,7 +327,8 @@ def tensorboard_cmd(run_dir: Path, port: int) -> None:
 @click.option("--steps", type=click.IntRange(min=1), default=40, show_default=True)
 @click.option("--backends", default=None,
               help="comma-separated backends (e.g. xla,compile): every backend x policy, one table")
-@click.option("--preset", default=None, help="the scenario's --preset (tiny|seed)")
+@click.option("--preset", default=None,
+              help="the scenario's --preset (decoder: tiny|seed; hf-gpt2: tiny|small)")
 @click.option("--mode", default=None, help="the scenario's --mode (train|eval)")
 @click.option("--out", type=click.Path(path_type=Path), default=None,
               help="comparison directory (default runs/compare-SCENARIO-TIMESTAMP)")
@@ -379,6 +445,7 @@ def main(argv: list[str] | None = None) -> int:
         return err.exit_code
     except LazyscopeError as err:
         click.echo(f"lazyscope: {err}", err=True)
+        _warn(getattr(err, "after", None) or [])
         return err.exit_code
     except KeyboardInterrupt:
         click.echo("lazyscope: interrupted", err=True)

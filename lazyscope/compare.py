@@ -159,13 +159,13 @@ def run_compare(
             run = load_run(run_dir)
         except LazyscopeError as exc:
             failures[policy] = err if code else str(exc)
-            named.append((policy, None, str(run_dir)))
+            named.append((policy, None, str(run_dir), None))
             say(f"[{n}/{total}] {policy:<14} FAILED: {failures[policy]}")
             continue
         if code != 0:
             failures[policy] = err
-        named.append((policy, run, str(run_dir)))
         row = compare_rows([(policy, run)])[0]
+        named.append((policy, run, str(run_dir), row))
         eff = row["padding_efficiency"]
         say(
             f"[{n}/{total}] {policy:<14} {row['steps']} steps, {row['compiles']} compiles, "
@@ -174,11 +174,11 @@ def run_compare(
             + (f"  FAILED: {err}" if code else "")
         )
     rows = []
-    for (backend, _), (policy, run, path) in zip(cases, named, strict=True):
+    for (backend, _), (policy, run, path, row) in zip(cases, named, strict=True):
         if run is None:
             row = failed_row(policy, path, failures[policy])
         else:
-            row = compare_rows([(policy, run)])[0]
+            row = dict(row)
             if policy in failures:
                 row["status"], row["error"] = "failed", failures[policy]
         if backend:
@@ -231,7 +231,7 @@ def load_compare(out: Path) -> dict[str, Any]:
 
 def read_lengths_file(path: Path) -> list[int]:
     """One positive integer per line (blank lines skipped); UsageError naming the bad line."""
-    from lazyscope.scenario_kit import read_lengths
+    from lazyscope.scenarios.kit import read_lengths
 
     try:
         return read_lengths(path)

@@ -4,9 +4,11 @@
 ``lazyscope.trace()`` is the same object used as a context manager around a user's loop.
 
 Order matters: the target and its arguments are validated and the backend's availability checked
-before the output directory is touched; the environment the backend needs (``PT_XLA_DEBUG_*``,
-``PJRT_DEVICE``) is set before torch_xla is imported; the run's status is written however the
-program ends (normally, at the step limit, by an exception, by ``sys.exit``, by Ctrl-C).
+before the output directory is touched; the environment the backend needs is set before the
+backend's heavy imports; nothing touches a device or starts a runtime before the program does
+(``xmp.spawn`` and ``use_spmd()`` refuse to run after that); the run's status is written however
+the program ends (normally, at the step limit, by an exception, by ``sys.exit``, by Ctrl-C, by a
+full disk).
 """
 
 from __future__ import annotations
@@ -23,22 +25,36 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from lazyscope.backends import Backend, Recorder, StepLimitReached, get_backend
-from lazyscope.backends.base import set_active_recorder
-from lazyscope.backends.frames import user_site
+from lazyscope.backends import get_collector
+from lazyscope.backends.base import (
+    ActiveTrace,
+    Recorder,
+    StepLimitReached,
+    TraceAborted,
+    TraceOptions,
+    set_active,
+)
 from lazyscope.backends.profiling import ProfileWindow
-from lazyscope.errors import Interrupted, LazyscopeError, TargetFailed, UsageError
+from lazyscope.errors import (
+    Interrupted,
+    LazyscopeError,
+    NoSpaceError,
+    OutputError,
+    TargetFailed,
+    UsageError,
+)
+from lazyscope.frames import make_frame
 from lazyscope.model import (
     STATUS_FAILED,
     STATUS_INTERRUPTED,
+    STATUS_NO_SPACE,
     STATUS_OK,
     Meta,
     Run,
-    RunWriter,
-    Site,
     load_run,
-    prepare_run_dir,
+    user_site,
 )
+from lazyscope.store import RunWriter, prepare_run_dir
 
 ERROR_FILE = "error.txt"
 
@@ -54,14 +70,14 @@ class Target:
 
 
 def scenario_names() -> list[str]:
-    from scenarios import SCENARIOS
+    from lazyscope.scenarios import SCENARIOS
 
     return sorted(SCENARIOS)
 
 
 def resolve_target(spec: str, argv: list[str] | tuple[str, ...] = ()) -> Target:
     """A scenario name or a path to a ``.py`` file; UsageError with the choices otherwise."""
-    from scenarios import SCENARIOS
+    from lazyscope.scenarios import SCENARIOS
 
     if spec in SCENARIOS:
         return Target("scenario", spec, SCENARIOS[spec].path, list(argv))
@@ -76,7 +92,7 @@ def resolve_target(spec: str, argv: list[str] | tuple[str, ...] = ()) -> Target:
             raise UsageError(
                 f"script {spec} does not parse: line {err.lineno}: {err.msg}"
             ) from None
-        except (OSError, UnicodeDecodeError) as err:
+        except (OSError, UnicodeDecodeError, ValueError) as err:
             raise UsageError(f"cannot read script {spec}: {err}") from None
         return Target("script", spec, path.resolve(), list(argv))
     raise UsageError(
@@ -113,80 +129,124 @@ def validate_scenario_args(target: Target) -> None:
         raise UsageError(f"bad arguments for scenario {target.name}: {message}") from None
 
 
-def _describe_exception(exc: BaseException) -> str:
+def launcher_rank(env: dict[str, str] | None = None) -> tuple[int, int] | None:
+    """``(rank, world size)`` when a launcher (torchrun, mpirun-style, any that sets ``RANK``
+    and ``WORLD_SIZE``) started this process as one of several; None otherwise."""
+    env = os.environ if env is None else env
+    rank, world = env.get("RANK", ""), env.get("WORLD_SIZE", "")
+    if not rank.isdigit():
+        rank = env.get("LOCAL_RANK", "")
+        world = world or env.get("LOCAL_WORLD_SIZE", "")
+    if not rank.isdigit():
+        return None
+    size = int(world) if world.isdigit() else None
+    if size is not None and size <= 1:
+        return None
+    return int(rank), size or 0
+
+
+def ranked_out(out: str | os.PathLike[str]) -> tuple[Path, int | None, int | None]:
+    """The run directory of this process: ``OUT/rank<N>`` under a launcher, else ``OUT``."""
+    found = launcher_rank()
+    if found is None:
+        return Path(out), None, None
+    rank, world = found
+    from lazyscope.backends.xla_spawn import rank_dir
+
+    return rank_dir(out, rank), rank, world or None
+
+
+def describe_exception(exc: BaseException) -> str:
     """``Type: message (at file:line)`` with the innermost user frame."""
-    frames = [
-        Site(f.filename, f.lineno or 0, f.name) for f in traceback.extract_tb(exc.__traceback__)
-    ]
-    site = user_site(list(reversed(frames)))
+    frames = [make_frame(f.filename, f.lineno or 0, f.name)
+              for f in traceback.extract_tb(exc.__traceback__)]
+    site = user_site(tuple(reversed(frames)))
     text = "".join(traceback.format_exception_only(type(exc), exc)).strip()
+    text = " ".join(text.split("\n")[-1:]) if "\n" in text else text
     return f"{text} (at {site.file}:{site.line})" if site else text
 
 
 class Tracer:
     """Collects a run into ``out`` while active. Use as a context manager.
 
-    ``max_steps`` stops the traced program at that many barriers (StepLimitReached, swallowed
-    here). On exit the run's status is ``ok``, ``failed`` (an exception; re-raised) or
-    ``interrupted`` (KeyboardInterrupt; re-raised).
+    ``options.max_steps`` stops the traced program at that many barriers (StepLimitReached,
+    swallowed here). On exit the run's status is ``ok``, ``failed`` (an exception; re-raised),
+    ``interrupted`` (KeyboardInterrupt; re-raised) or ``no_space`` (the disk filled; the
+    NoSpaceError is raised, what was recorded is kept).
     """
 
     def __init__(
         self,
         out: str | os.PathLike[str],
         *,
-        backend: str | Backend = "xla",
-        max_steps: int | None = None,
+        options: TraceOptions | None = None,
         force: bool = False,
         target: str = "",
         target_kind: str = "api",
         args: list[str] | None = None,
         profile: ProfileWindow | None = None,
+        rank: int | None = None,
+        world_size: int | None = None,
     ):
-        if max_steps is not None and max_steps < 1:
-            raise UsageError(f"steps must be at least 1, got {max_steps}")
+        self.options = options or TraceOptions()
+        if self.options.max_steps is not None and self.options.max_steps < 1:
+            raise UsageError(f"steps must be at least 1, got {self.options.max_steps}")
         self.out = Path(out)
-        self.backend = get_backend(backend) if isinstance(backend, str) else backend
-        self.max_steps = max_steps
+        self.collector = get_collector(self.options.backend, self.options)
         self.force = force
         self.meta = Meta(
             target=target,
             target_kind=target_kind,
             args=list(args or []),
-            backend=self.backend.name,
-            steps_requested=max_steps,
+            backend=self.collector.name,
+            steps_requested=self.options.max_steps,
+            warmup_steps=self.options.warmup_steps,
+            rank=rank,
+            world_size=world_size,
         )
+        if self.collector.name == "xla":
+            self.meta.info["graph_shapes"] = self.options.graph_shapes
         self.writer: RunWriter | None = None
         self.recorder: Recorder | None = None
         self.status: str | None = None
         self.error: str | None = None
         self.stopped_at_limit = False
         self.exception: BaseException | None = None
+        #: the error that stopped the recording itself (a full disk), raised from __exit__
+        self.aborted: BaseException | None = None
         self.profile = profile
-        if profile is not None and not self.backend.supports_profile:
+        if profile is not None and not self.collector.supports_profile:
             raise UsageError(
-                f"--profile is not supported by the {self.backend.name} backend (use --backend xla)"
-            )
+                f"--profile is not supported by the {self.collector.name} backend (use --backend "
+                "xla)")
 
     def __enter__(self) -> Tracer:
-        self.backend.check_available()
-        prepare_run_dir(self.out, self.force)
-        self.backend.prepare_env(self.out)
-        self.meta.versions = {"python": sys.version.split()[0]}
-        self.writer = RunWriter(self.out, self.meta)
-        self.recorder = Recorder(self.writer, self.max_steps)
         try:
-            device, versions = self.backend.describe()
-            self.meta.device = device
-            self.meta.versions.update(versions)
-            self.writer.write_meta()
-            self.backend.start(self.recorder)
-            if self.profile is not None:
-                self.profile.attach(self.backend, self.recorder)
-        except BaseException as exc:
-            self.writer.finish(STATUS_FAILED, _describe_exception(exc))
+            # the backend is imported (describe) before the run directory is touched: a broken
+            # install is one line and no half-made run
+            self.collector.check_available()
+            self.collector.prepare_env(self.out)
+            device, versions = self.collector.describe()
+            prepare_run_dir(self.out, self.force)
+        except LazyscopeError as err:
+            err.nothing_recorded = True  # type: ignore[attr-defined]
             raise
-        set_active_recorder(self.recorder)
+        self.meta.versions = {"python": sys.version.split()[0], **versions}
+        self.meta.device = device
+        self.meta.capabilities = self.collector.capabilities()
+        self.writer = RunWriter(self.out, self.meta)
+        self.recorder = Recorder(self.writer, self.options.max_steps)
+        try:
+            self.writer.write_meta()
+            self.collector.start(self.recorder)
+            if self.profile is not None:
+                self.profile.attach(self.collector, self.recorder)
+        except BaseException as exc:
+            self.writer.finish(STATUS_FAILED, describe_exception(exc))
+            if isinstance(exc, OSError):
+                raise OutputError.from_os(exc, self.out) from None
+            raise
+        set_active(ActiveTrace(self.recorder, self.collector, self.options))
         return self
 
     def __exit__(
@@ -195,17 +255,24 @@ class Tracer:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> bool:
-        set_active_recorder(None)
-        assert self.writer is not None
-        if self.profile is not None and self.recorder is not None:
+        set_active(None)
+        assert self.writer is not None and self.recorder is not None
+        if self.profile is not None:
             self.profile.close(self.recorder.next_index)
             self.recorder.set_info(profile=self.profile.info())
         stop_error: BaseException | None = None
         try:
-            self.backend.stop()
+            self.collector.stop()
         except BaseException as err:  # noqa: BLE001 - recorded, the run is still finalised
             stop_error = err
-        if exc is None or isinstance(exc, StepLimitReached):
+        failed = self.recorder.failed
+        if isinstance(exc, TraceAborted):
+            failed = exc.error
+        if failed is not None:
+            self.exception = self.aborted = failed
+            self.status = STATUS_NO_SPACE if isinstance(failed, NoSpaceError) else STATUS_FAILED
+            self.error = str(failed)
+        elif exc is None or isinstance(exc, StepLimitReached):
             self.stopped_at_limit = isinstance(exc, StepLimitReached)
             self.status = STATUS_OK
         elif isinstance(exc, SystemExit) and exc.code in (0, None):
@@ -219,14 +286,18 @@ class Tracer:
                 self.error = f"the program exited with status {exc.code}"
             else:
                 self.exception = exc
-                self.error = _describe_exception(exc)
-                (self.out / ERROR_FILE).write_text(
-                    "".join(traceback.format_exception(exc_type, exc, tb)), encoding="utf-8"
-                )
+                self.error = describe_exception(exc)
+                try:
+                    (self.out / ERROR_FILE).write_text(
+                        "".join(traceback.format_exception(exc_type, exc, tb)), encoding="utf-8")
+                except OSError:
+                    pass
         if stop_error is not None and self.status == STATUS_OK:
             self.status = STATUS_FAILED
-            self.error = f"lazyscope failed to stop collection: {_describe_exception(stop_error)}"
+            self.error = f"lazyscope failed to stop collection: {describe_exception(stop_error)}"
         self.writer.finish(self.status, self.error)
+        if failed is not None:
+            raise failed
         return exc is None or isinstance(exc, StepLimitReached)
 
     def load(self) -> Run:
@@ -238,43 +309,40 @@ def trace_target(
     target: Target,
     out: str | os.PathLike[str],
     *,
-    backend: str = "xla",
-    steps: int | None = None,
+    options: TraceOptions,
     force: bool = False,
     profile: ProfileWindow | None = None,
-    graph_shapes: bool = True,
 ) -> Run:
-    """Run ``target`` under ``backend`` into ``out`` and return the loaded run.
+    """Run ``target`` under the backend of ``options`` into ``out`` and return the loaded run.
 
-    ``graph_shapes=False`` (XLA) skips XLA's HLO dump of each compiled graph (compile time
-    only): recompilations are then not diffed by input shape.
-
-    A scenario gets ``--steps``/``--backend`` passed on; a script is stopped after ``steps``
-    barriers. Raises TargetFailed (exit 5) or Interrupted (exit 130) after finalising the run.
+    A scenario gets ``--steps``/``--backend`` passed on (when it does not have them); a script
+    is stopped after ``options.max_steps`` barriers. Raises TargetFailed (exit 5), Interrupted
+    (exit 130) or NoSpaceError (exit 3) after finalising the run.
     """
     argv = list(target.argv)
+    steps = options.max_steps
     if target.kind == "scenario":
         if steps is not None and "--steps" not in argv:
             argv += ["--steps", str(steps)]
         if "--backend" not in argv:
-            argv += ["--backend", backend]
+            argv += ["--backend", options.backend]
         target = Target(target.kind, target.name, target.path, argv)
         validate_scenario_args(target)
+        options = TraceOptions(**{**options.__dict__, "max_steps": None})
+    run_dir, rank, world = ranked_out(out)
     tracer = Tracer(
-        out,
-        backend=backend,
-        max_steps=steps if target.kind == "script" else None,
+        run_dir,
+        options=options,
         force=force,
         target=target.name if target.kind == "scenario" else str(target.path),
         target_kind=target.kind,
         args=argv,
         profile=profile,
+        rank=rank,
+        world_size=world,
     )
     if target.kind == "scenario" and steps is not None:
         tracer.meta.steps_requested = steps
-    if hasattr(tracer.backend, "graph_shapes"):
-        tracer.backend.graph_shapes = graph_shapes
-        tracer.meta.info["graph_shapes"] = graph_shapes
     saved_argv, saved_path = sys.argv[:], sys.path[:]
     sys.argv = [str(target.path), *argv]
     sys.path.insert(0, str(target.path.parent))
@@ -284,8 +352,10 @@ def trace_target(
             entered = True
             runpy.run_path(str(target.path), run_name="__main__")
     except BaseException as exc:
-        if not entered:
-            raise  # lazyscope's own set-up failed: nothing of the program ran
+        if not entered or tracer.aborted is not None:
+            # lazyscope's own set-up failed (nothing of the program ran), or recording had to
+            # stop (a full disk): the run is finalised, the error says so
+            raise
         if isinstance(exc, KeyboardInterrupt):
             raise Interrupted(
                 f"interrupted; the run so far is kept in {out} (status interrupted)"
@@ -296,11 +366,9 @@ def trace_target(
     if tracer.status == STATUS_FAILED:
         if isinstance(tracer.exception, LazyscopeError):
             # lazyscope itself refused inside the program (no CUDA device, say): keep its code
-            err = type(tracer.exception)(
-                f"{tracer.exception}; the run so far is kept in {out} (status failed)"
-            )
-            raise err
+            raise type(tracer.exception)(
+                f"{tracer.exception}; the run so far is kept in {run_dir} (status failed)")
         raise TargetFailed(
-            f"{target.name} failed: {tracer.error}; the run so far is kept in {out} (status failed)"
-        )
+            f"{target.name} failed: {tracer.error}; the run so far is kept in {run_dir} (status "
+            "failed)")
     return tracer.load()

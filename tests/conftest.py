@@ -36,11 +36,13 @@ def report_json(run_dir: Path) -> dict:
 
 @pytest.fixture
 def data_run(tmp_path: Path):
-    """Copy a saved run from tests/data into a temp dir (renderers write plots into it)."""
+    """Copy a saved run from tests/data (schema-2 XLA runs under tests/data/xla, found by
+    their bare name) into a temp dir (renderers write plots into it)."""
 
     def copy(name: str) -> Path:
-        dst = tmp_path / name
-        shutil.copytree(DATA / name, dst)
+        src = DATA / name if (DATA / name).is_dir() else DATA / "xla" / name
+        dst = tmp_path / name.replace("/", "_")
+        shutil.copytree(src, dst)
         return dst
 
     return copy

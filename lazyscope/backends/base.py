@@ -1,18 +1,24 @@
-"""The backend contract and the recorder that every backend reports to.
+"""The backend contract: what collects, what a program runs on, and the recorder between them.
 
-A backend has two faces:
+A backend has two separate faces:
 
-* a *runtime* that scenarios use so the same workload runs on every backend: ``device()``,
-  ``barrier()``, ``step(i)`` (a region around one step that ends at a step barrier),
-  ``region(name)`` (a profiler annotation) and ``prepare_model(model)``;
-* a *collector* that turns what the backend's own instrumentation says into
-  :class:`~lazyscope.model.Step` and :class:`~lazyscope.model.Event` records:
-  ``prepare_env(run_dir)`` (before the backend's heavy imports), ``start(recorder)`` and
-  ``stop()``.
+* a :class:`Collector` turns what the backend's own instrumentation says into the run model
+  (:mod:`lazyscope.model`): ``check_available``, ``prepare_env(run_dir)`` (before the backend's
+  heavy imports), ``describe`` (device and versions, without starting any runtime),
+  ``capabilities`` (what it measures), ``start(recorder)``, ``stop()``, and an optional profiler
+  window;
+* a :class:`Runtime` is what a scenario runs on so the same workload runs on every backend:
+  ``device()``, ``barrier()``, ``step(i)`` (a region that ends at a step barrier),
+  ``region(name)`` (a profiler annotation) and ``prepare_model(model)``.
 
-The :class:`Recorder` is the one object a collector talks to. It writes each step the moment it
-ends, merges what the traced program says about the step (:func:`annotate_step`), and stops a
-script after ``max_steps`` barriers by raising :class:`StepLimitReached`.
+Options reach a backend explicitly (:class:`TraceOptions`), never through attributes set from
+outside. There is one active trace per process (:func:`active`): the public API
+(``lazyscope.annotate_step``, ``lazyscope.note``, ``lazyscope.barrier``) talks to it, and a
+collector that needs to see the program's barriers finds its recorder there.
+
+The :class:`Recorder` is the one object a collector writes to. It writes each step the moment it
+ends, merges what the traced program says about the step (annotations), and stops a script
+after ``max_steps`` barriers by raising :class:`StepLimitReached`.
 
 Only this package imports torch_xla or torch internals; this module imports neither.
 """
@@ -20,11 +26,15 @@ Only this package imports torch_xla or torch internals; this module imports neit
 from __future__ import annotations
 
 import contextlib
+import threading
 import time
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
-from lazyscope.model import Event, RunWriter, Step
+from lazyscope.model import Capabilities, Stack
+from lazyscope.store import RunWriter
 
 
 class StepLimitReached(BaseException):  # noqa: N818 - a control-flow signal, like KeyboardInterrupt
@@ -34,114 +44,188 @@ class StepLimitReached(BaseException):  # noqa: N818 - a control-flow signal, li
     """
 
 
-class Recorder:
-    """Receives steps and events from a collector and writes them to the run directory."""
+class TraceAborted(BaseException):  # noqa: N818 - a control-flow signal
+    """Raised at a step barrier when lazyscope can no longer record (a full disk): ends the
+    traced program, which cannot swallow it; ``error`` is the LazyscopeError to report."""
 
-    def __init__(self, writer: RunWriter | None, max_steps: int | None = None):
+    def __init__(self, error: BaseException):
+        super().__init__(str(error))
+        self.error = error
+
+
+@dataclass
+class TraceOptions:
+    """How to trace: given once, to the collector's constructor."""
+
+    backend: str = "xla"
+    #: eager/compile: auto | cpu | cuda
+    device: str = "auto"
+    #: compile: torch.compile's dynamic= (None: torch's default)
+    dynamic: bool | None = None
+    #: xla: record each compiled graph's inputs from XLA's HLO dump (compile time only)
+    graph_shapes: bool = True
+    #: stop the program after this many barriers
+    max_steps: int | None = None
+    #: a fixed warm-up (compilations from this step on all count); None: found by the analysis
+    warmup_steps: int | None = None
+
+
+class Recorder:
+    """Receives steps and events from a collector and writes them to the run directory.
+
+    Thread-safe: a barrier or an event from another thread of the program is recorded under a
+    lock (steps stay in order)."""
+
+    def __init__(self, writer: RunWriter, max_steps: int | None = None):
         self.writer = writer
         self.max_steps = max_steps
-        self.steps: list[Step] = []
-        self.events: list[Event] = []
-        self.tail: Step | None = None
-        self._extra: dict[str, Any] = {}
+        self.steps = 0
+        self._annotations: dict[str, Any] = {}
+        self._lock = threading.RLock()
         self.t0 = time.perf_counter()
         #: called with the index of the next step after each step is recorded (profile window)
         self.step_hooks: list[Callable[[int], None]] = []
+        #: once set (a full disk), nothing more is written; the trace ends with that error
+        self.failed: BaseException | None = None
 
     @property
     def next_index(self) -> int:
         """Index of the step now in progress."""
-        return len(self.steps)
+        return self.steps
 
-    def annotate(self, **extra: Any) -> None:
+    @property
+    def meta(self) -> Any:
+        return self.writer.meta
+
+    def annotate(self, **values: Any) -> None:
         """Attach values (tokens, batch shape ...) to the step now in progress."""
-        self._extra.update(extra)
+        with self._lock:
+            self._annotations.update(values)
 
     def set_info(self, **info: Any) -> None:
         """Attach values that describe the whole run (``meta.json`` ``info``)."""
-        if self.writer is not None:
+        with self._lock:
             self.writer.meta.info.update(info)
+            self._write_meta()
+
+    def note(self, text: str) -> None:
+        """Add a line to the run's notes (shown by every report), once."""
+        with self._lock:
+            notes = list(self.writer.meta.info.get("notes") or [])
+            if text not in notes:
+                notes.append(text)
+                self.writer.meta.info["notes"] = notes
+                self._write_meta()
+
+    def _write_meta(self) -> None:
+        try:
             self.writer.write_meta()
+        except OSError as err:
+            self._fail(err)
 
-    def event(self, event: Event) -> None:
-        self.events.append(event)
-        if self.writer is not None:
-            self.writer.write_event(event)
+    def _fail(self, err: BaseException) -> None:
+        from lazyscope.errors import OutputError
 
-    def step(self, step: Step, *, enforce_limit: bool = True) -> None:
-        """Record a finished step; raise StepLimitReached once the limit is reached."""
-        step.index = self.next_index
-        step.extra = {**self._extra, **step.extra}
-        self._extra = {}
-        self.steps.append(step)
-        if self.writer is not None:
-            self.writer.write_step(step)
+        if self.failed is None:
+            self.failed = (err if not isinstance(err, OSError) else
+                           OutputError.from_os(err, self.writer.path, steps=self.steps))
+
+    def event(self, kind: str, *, seconds: float = 0.0, stack: Stack | None = None,
+              payload: Any = None, key: str = "", value: float = 0.0,
+              step: int | None = None) -> None:
+        """Record an event (in the step now in progress unless ``step`` is given)."""
+        if self.failed is not None:
+            return
+        with self._lock:
+            try:
+                self.writer.write_event(kind, self.steps if step is None else step,
+                                        seconds=seconds, stack=stack, payload=payload, key=key,
+                                        value=value)
+            except Exception as err:  # noqa: BLE001 - OutputError: stop writing, keep the run
+                self._fail(err)
+
+    def step(self, values: dict[str, float | None], *, enforce_limit: bool = True) -> None:
+        """Record a finished step; raise StepLimitReached once the limit is reached, or the
+        writing error that stopped the run."""
+        with self._lock:
+            if self.failed is None:
+                try:
+                    self.writer.write_step(self.steps, values, annotations=self._annotations)
+                except Exception as err:  # noqa: BLE001 - OutputError
+                    self._fail(err)
+            self._annotations = {}
+            if self.failed is not None:
+                raise TraceAborted(self.failed)
+            self.steps += 1
+            index = self.steps
         for hook in self.step_hooks:
-            hook(self.next_index)
-        if enforce_limit and self.max_steps is not None and len(self.steps) >= self.max_steps:
+            hook(index)
+        if enforce_limit and self.max_steps is not None and index >= self.max_steps:
             raise StepLimitReached()
 
-    def finish_tail(self, step: Step) -> None:
-        """Record work done after the last barrier, if there was any."""
-        step.kind = "tail"
-        step.index = self.next_index
-        step.extra = {**self._extra, **step.extra}
-        self._extra = {}
-        self.tail = step
-        if self.writer is not None:
-            self.writer.write_step(step)
+    def finish_tail(self, values: dict[str, float | None]) -> None:
+        """Record work done after the last barrier."""
+        with self._lock:
+            if self.failed is not None:
+                return
+            try:
+                self.writer.write_step(self.steps, values, tail=True,
+                                       annotations=self._annotations)
+            except Exception as err:  # noqa: BLE001
+                self._fail(err)
 
     def elapsed(self) -> float:
         return time.perf_counter() - self.t0
 
 
-_ACTIVE: Recorder | None = None
-
-
-def active_recorder() -> Recorder | None:
-    """The recorder of the trace in progress in this process, if any."""
-    return _ACTIVE
-
-
-def set_active_recorder(recorder: Recorder | None) -> None:
-    global _ACTIVE
-    _ACTIVE = recorder
-
-
-def annotate_step(**extra: Any) -> None:
-    """Attach values to the current step of the active trace; a no-op when not traced.
-
-    Scenarios call this with e.g. ``real_tokens=``, ``computed_tokens=``, ``seq_len=``.
-    """
-    if _ACTIVE is not None:
-        _ACTIVE.annotate(**extra)
-
-
-def set_run_info(**info: Any) -> None:
-    """Attach run-wide values to the active trace's ``meta.json``; a no-op when not traced."""
-    if _ACTIVE is not None:
-        _ACTIVE.set_info(**info)
-
-
-class Backend:
-    """Base class: the runtime face and the collector face of one backend."""
+class Collector:
+    """Base class of what collects (see the module docstring)."""
 
     name = "base"
-    #: extra needed, shown in "not installed" messages
+    #: the extra needed, shown in "not installed" messages
     install_hint = ""
+    #: True when start_profile/stop_profile capture a profile TensorBoard can show
+    supports_profile = False
 
-    # -- availability and environment -------------------------------------------------
+    def __init__(self, options: TraceOptions):
+        self.options = options
+
+    def capabilities(self) -> Capabilities:
+        """What this backend measures (written to ``meta.json``)."""
+        return Capabilities()
+
     def check_available(self) -> None:
         """Raise MissingDependencyError with an install hint when the backend cannot run."""
 
-    def prepare_env(self, run_dir: Any | None) -> None:
+    def prepare_env(self, run_dir: Path) -> None:
         """Set environment variables that must exist before the backend's heavy imports."""
 
     def describe(self) -> tuple[str, dict[str, str]]:
-        """Return ``(device description, {package: version})``."""
+        """``(device description, {package: version})``, without starting any runtime."""
         return "", {}
 
-    # -- runtime for scenarios ----------------------------------------------------------
+    def start(self, recorder: Recorder) -> None:
+        raise NotImplementedError
+
+    def stop(self) -> None:
+        raise NotImplementedError
+
+    def start_profile(self, logdir: Path) -> None:
+        raise NotImplementedError(f"the {self.name} backend cannot capture a profile")
+
+    def stop_profile(self) -> None:
+        raise NotImplementedError(f"the {self.name} backend cannot capture a profile")
+
+    def on_user_barrier(self) -> None:
+        """``lazyscope.barrier()`` was called by the program (backends without barriers of
+        their own record a step here)."""
+
+
+class Runtime:
+    """Base class of what a scenario runs on (see the module docstring)."""
+
+    name = "base"
+
     def device(self) -> Any:
         raise NotImplementedError
 
@@ -164,23 +248,22 @@ class Backend:
         """Wrap a model the way this backend runs it (``torch.compile`` for example)."""
         return model
 
-    # -- collection ---------------------------------------------------------------------
-    def start(self, recorder: Recorder) -> None:
-        """Begin collecting into ``recorder``."""
-        raise NotImplementedError
 
-    def stop(self) -> None:
-        """Stop collecting; record the tail (work after the last barrier)."""
-        raise NotImplementedError
+@dataclass
+class ActiveTrace:
+    recorder: Recorder
+    collector: Collector
+    options: TraceOptions
 
-    # -- profiler window (``lazyscope trace --profile``) ----------------------------------
-    #: True when start_profile/stop_profile capture a profile TensorBoard can show
-    supports_profile = False
 
-    def start_profile(self, logdir: Any) -> None:
-        """Start capturing a profile into ``logdir`` (TensorBoard's log directory)."""
-        raise NotImplementedError(f"the {self.name} backend cannot capture a profile")
+_ACTIVE: ActiveTrace | None = None
 
-    def stop_profile(self) -> None:
-        """Stop the capture started by :meth:`start_profile` and write it out."""
-        raise NotImplementedError(f"the {self.name} backend cannot capture a profile")
+
+def active() -> ActiveTrace | None:
+    """The trace in progress in this process, if any."""
+    return _ACTIVE
+
+
+def set_active(trace: ActiveTrace | None) -> None:
+    global _ACTIVE
+    _ACTIVE = trace

@@ -1,65 +1,96 @@
-"""Collect torch.compile (dynamo/inductor) compilations and graph breaks from structured sources.
+"""Collect torch.compile (dynamo/inductor) compilations, graph breaks and recompile-limit
+fallbacks from structured sources, into the run model.
 
 Sources, all structured (no human log is parsed), each feature-detected so a newer or older
 torch degrades to a recorded note instead of a crash:
 
 * ``torch._dynamo.utils.get_compilation_metrics()``: one ``CompilationMetrics`` record per
-  dynamo frame compilation, with ``co_name``/``co_filename``/``co_firstlineno``, the duration,
-  ``recompile_reason`` (the first guard failure, computed by
-  ``guards.get_and_maybe_log_recompilation_reasons`` whether or not a log is enabled),
-  ``num_graph_breaks``, ``fail_type``/``fail_reason``. New records are taken at each barrier.
-* ``torch._dynamo.callback.callback_handler`` start callbacks: the Python stack at the moment a
-  compilation starts, so a compilation is tied to the user's line that triggered it.
+  dynamo frame compilation (and per lazy backward compilation, ``is_forward=False``), with the
+  compiled code's location, the duration, the failing guards (``recompile_reason``) and
+  ``fail_type`` / ``fail_reason``. New records are taken when a compilation ends (dynamo's end
+  callback) and at every barrier.
+* ``torch._dynamo.callback.callback_handler`` start callbacks: the Python stack when a
+  compilation starts, so a compilation is tied to the user's line that called the function.
 * ``torch._dynamo.symbolic_convert.log_graph_break`` (wrapped for the trace): the reason and the
-  user's stack (``FrameSummary`` objects) of each graph break. Without it, the reasons (no
-  lines) are taken from ``torch._dynamo.utils.counters["graph_break"]``.
+  user's stack of each graph break.
+* ``torch._dynamo.convert_frame.ConvertFrameAssert.__call__`` (wrapped for the trace): the frame
+  dynamo is about to compile, so each compilation records the dtypes and shapes of its tensor
+  arguments and the values of its scalar ones (dynamo itself reports only the first failing
+  guard of a recompile; comparing the arguments finds every change), which dimensions
+  automatic dynamic shapes made dynamic (``torch._dynamo.pgo``'s code state), and the recompile
+  limit when dynamo gives up on the function (``RecompileLimitExceeded``: from then on it runs
+  eagerly).
 
-The pure helpers (:func:`parse_guard_failure`, :func:`compile_event_data`) take plain values
-and are unit-tested without torch.
+The pure helpers (:func:`parse_guard_failures`, :func:`compile_payload`) take plain values and
+are unit-tested without torch.
 """
 
 from __future__ import annotations
 
 import re
 import traceback
-from dataclasses import dataclass, field
 from typing import Any
 
-from lazyscope.backends.frames import user_site
-from lazyscope.model import Event, Site
+from lazyscope.backends.base import Recorder
+from lazyscope.frames import bound_stack, capture_stack, frames_from_summary, make_frame
+from lazyscope.model import Change, Compile, EagerFallback, GraphBreak, GraphInput, Stack
 
 #: compilation records kept by torch; raised for the trace so a busy step loses none
 METRICS_LIMIT = 4096
 
 _SIZE_RE = re.compile(
-    r"(?:tensor\s+)?'?(?P<tensor>[^'\s]+)'?\s+(?P<what>size|stride) mismatch at index "
-    r"(?P<index>-?\d+)\.\s+expected\s+(?P<expected>-?\d+),\s+actual\s+(?P<actual>-?\d+)"
-)
+    r"(?:tensor\s+)?'?(?P<tensor>[^'\s]+(?:\['[^']*'\])*)'?\s+(?P<what>size|stride) mismatch "
+    r"at index (?P<index>-?\d+)\.\s+expected\s+(?P<expected>-?\d+),\s+actual\s+(?P<actual>-?\d+)")
+_DTYPE_RE = re.compile(
+    r"(?:tensor\s+)?'?(?P<tensor>[^'\s]+(?:\['[^']*'\])*)'?\s+dtype mismatch\. expected "
+    r"(?P<expected>\S+), actual (?P<actual>\S+)")
+_RANK_RE = re.compile(
+    r"(?:tensor\s+)?'?(?P<tensor>[^'\s]+(?:\['[^']*'\])*)'?\s+rank mismatch\. expected "
+    r"(?P<expected>-?\d+), actual (?P<actual>-?\d+)")
+_VALUE_RE = re.compile(r"(?P<name>[A-Za-z_][A-Za-z0-9_.\[\]'()]*?)(?:\)\.item\(\))?\s*==\s*"
+                       r"(?P<value>[^\s,)]+)")
 _PREFIX_RE = re.compile(r"^\s*(?P<cid>\d+/\d+):\s*")
+_LOCAL_RE = re.compile(r"^L\['(?P<name>[^']+)'\]$")
 
 
-def parse_guard_failure(reason: str | None) -> dict[str, Any] | None:
-    """The varying dimension named by a dynamo guard failure, or None.
+def _name(expr: str) -> str:
+    """``L['x']`` -> ``x`` (a guarded local's name); ``___stack0`` -> the value a graph break
+    hands to the resumed graph; other sources as dynamo wrote them."""
+    m = _LOCAL_RE.match(expr.strip())
+    name = m["name"] if m else expr.strip()
+    if name.startswith("___stack"):
+        return "the value passed across the graph break"
+    return name
 
-    ``"0/0: tensor 'x' size mismatch at index 1. expected 64, actual 97"`` ->
-    ``{"tensor": "x", "what": "size", "index": 1, "expected": 64, "actual": 97,
-    "failed_entry": "0/0"}``.
-    """
+
+def parse_guard_failures(reason: str | None) -> list[Change]:
+    """Every failing guard of a dynamo recompile reason, as changes. Lines dynamo could not
+    have produced from a size, dtype, rank or value guard become ``guard`` changes with the
+    text. ``"0/0: tensor 'x' size mismatch at index 1. expected 64, actual 97"`` ->
+    ``[Change("x", "dim", 1, 64, 97)]``."""
     if not reason:
-        return None
-    match = _SIZE_RE.search(reason)
-    if match is None:
-        return None
-    out: dict[str, Any] = {
-        "tensor": match["tensor"],
-        "what": match["what"],
-        "index": int(match["index"]),
-        "expected": int(match["expected"]),
-        "actual": int(match["actual"]),
-    }
-    prefix = _PREFIX_RE.match(reason)
-    if prefix:
-        out["failed_entry"] = prefix["cid"]
+        return []
+    out: list[Change] = []
+    for raw in reason.replace(";", "\n").splitlines():
+        line = _PREFIX_RE.sub("", raw).strip()
+        if not line:
+            continue
+        if (m := _SIZE_RE.search(line)) is not None:
+            what = "dim" if m["what"] == "size" else "stride"
+            out.append(Change(_name(m["tensor"]), what, int(m["index"]), int(m["expected"]),
+                              int(m["actual"]), text=line))
+        elif (m := _DTYPE_RE.search(line)) is not None:
+            out.append(Change(_name(m["tensor"]), "dtype", None, m["expected"], m["actual"],
+                              text=line))
+        elif (m := _RANK_RE.search(line)) is not None:
+            out.append(Change(_name(m["tensor"]), "rank", None, int(m["expected"]),
+                              int(m["actual"]), text=line))
+        elif (m := _VALUE_RE.search(line)) is not None:
+            name = m["name"].removeprefix("___as_tensor(")
+            out.append(Change(_name(name), "value", None, m["value"], None,
+                              text=line.split("  #", 1)[0].strip()))
+        else:
+            out.append(Change("guard", "guard", None, None, None, text=line))
     return out
 
 
@@ -83,73 +114,55 @@ def is_frame_compile(record: Any) -> bool:
     return _get(record, "is_forward") is not False and not _get(record, "is_runtime")
 
 
-def compile_event_data(record: Any) -> dict[str, Any]:
-    """The ``data`` of a ``compile`` event from a ``CompilationMetrics`` record (or a dict)."""
-    reason = _get(record, "recompile_reason")
+def function_of(record: Any) -> str:
+    """``forward (/path/model.py:17)``: the compiled code."""
     name = _get(record, "co_name") or "?"
-    code = f"{_get(record, 'co_filename') or '?'}:{_get(record, 'co_firstlineno') or 0}"
+    return f"{name} ({_get(record, 'co_filename') or '?'}:{_get(record, 'co_firstlineno') or 0})"
+
+
+def compile_payload(record: Any) -> Compile:
+    """A ``compile`` event's payload from a ``CompilationMetrics`` record (or a dict)."""
+    reason = _get(record, "recompile_reason")
+    function = function_of(record)
+    compile_id = str(_get(record, "compile_id") or "")
     if not is_frame_compile(record):
-        cause_kind = "backward" if _get(record, "is_forward") is False else "runtime"
-        cause = f"{cause_kind} compilation of {name}"
-    elif reason:
-        cause_kind, cause = "recompile", f"recompiling {name}: guard failed: {reason}"
-    else:
-        cause_kind, cause = "first", f"first compilation of {name} ({code})"
-    data: dict[str, Any] = {
-        "compile_id": str(_get(record, "compile_id") or ""),
-        "frame": name,
-        "code": code,
-        "cause": cause,
-        "cause_kind": cause_kind,
-        "recompile_reason": reason,
-        "varying": parse_guard_failure(reason),
-        "num_graph_breaks": _get(record, "num_graph_breaks"),
-        "graph_ops": _get(record, "graph_op_count"),
-        "cache_size": _get(record, "cache_size"),
-        "has_guarded_code": _get(record, "has_guarded_code"),
-    }
-    fail = _get(record, "fail_type")
-    if fail:
-        data["fail_type"] = fail
-        data["fail_reason"] = _get(record, "fail_reason")
-    return data
-
-
-def frames_from_summary(stack: Any) -> list[Site]:
-    """Sites, innermost first, from a traceback ``StackSummary`` (outermost first)."""
-    sites = []
-    for frame in reversed(list(stack or [])):
-        sites.append(Site(str(frame.filename), int(frame.lineno or 0), str(frame.name)))
-    return sites
-
-
-@dataclass
-class Drained:
-    """What dynamo did since the previous barrier."""
-
-    compiles: list[Event] = field(default_factory=list)  # frame compilations
-    other: list[Event] = field(default_factory=list)  # backward/runtime compilations
-    graph_breaks: list[Event] = field(default_factory=list)
-
-    @property
-    def compile_seconds(self) -> float:
-        return sum(e.seconds for e in self.compiles + self.other)
+        return Compile(phase="backward", cause=f"backward compilation of {function}",
+                       cause_kind="backward", function=function, forward_of=compile_id)
+    if reason:
+        changes = parse_guard_failures(reason)
+        return Compile(phase="forward", cause=f"guard failed: {reason.strip()}",
+                       cause_kind="recompile", function=function, changes=changes)
+    return Compile(phase="forward", cause=f"first compilation of {function}", cause_kind="first",
+                   function=function)
 
 
 class DynamoCollector:
-    """Installs the hooks for a trace; ``drain(step)`` returns the events since the last call."""
+    """Installs the hooks for a trace and writes dynamo's events to the recorder as they
+    happen; :meth:`drain` also returns the frame compilations and their seconds since the last
+    call (a step's numbers)."""
 
-    def __init__(self) -> None:
+    def __init__(self, recorder: Recorder):
+        self.recorder = recorder
         self.notes: list[str] = []
         self._seen: list[Any] = []  # references keep ids unique
         self._seen_ids: set[int] = set()
-        self._start_frames: dict[str, list[Site]] = {}
-        self._breaks: list[tuple[str, list[Site]]] = []
+        self._start_frames: dict[str, Stack] = {}
+        self._callbacks: list[tuple[str, Any]] = []
         self._orig_log_graph_break: Any = None
-        self._callback: Any = None
-        self._counter_base: dict[str, int] = {}
-        self._use_counters = False
         self._metrics_ok = False
+        self._count = 0
+        self._seconds = 0.0
+        #: (co_filename, co_firstlineno, co_name) -> (arguments, dynamic dims) of the frame
+        #: dynamo was last asked to compile
+        self._frames: dict[tuple[str, int, str], tuple[list[GraphInput], list[str]]] = {}
+        self._orig_convert: Any = None
+        #: functions that hit the recompile limit, with the stack of that call, until dynamo's
+        #: record of the failed attempt arrives
+        self._limit_pending: list[tuple[tuple[str, int, str], Stack]] = []
+        #: compile id -> the function its forward compiled and the stack that called it
+        #: (backward records carry neither)
+        self._functions: dict[str, tuple[str, Stack]] = {}
+        self._forward_done: set[str] = set()
 
     # -- install / uninstall ---------------------------------------------------------------
     def start(self) -> None:
@@ -164,28 +177,83 @@ class DynamoCollector:
         except (ImportError, AttributeError) as err:
             self.notes.append(
                 f"compilations: not collected: torch._dynamo.utils.get_compilation_metrics "
-                f"unavailable in this torch ({err})"
-            )
-        self._install_start_callback()
+                f"unavailable in this torch ({err})")
+        self._install_callbacks()
         self._install_graph_break_hook()
+        self._install_frame_hook()
 
-    def _install_start_callback(self) -> None:
+    def _install_frame_hook(self) -> None:
+        try:
+            from torch._dynamo.convert_frame import ConvertFrameAssert
+        except ImportError:
+            self.notes.append("compile arguments: torch._dynamo.convert_frame.ConvertFrameAssert "
+                              "is unavailable; recompiles carry dynamo's first failing guard only")
+            return
+        orig = ConvertFrameAssert.__call__
+        collector = self
+
+        def __call__(self_: Any, frame: Any, cache_entry: Any, hooks: Any, frame_state: Any,
+                     *args: Any, **kwargs: Any) -> Any:
+            key = None
+            try:
+                code = frame.f_code
+                key = (code.co_filename, code.co_firstlineno, code.co_name)
+                inputs = frame_arguments(frame.f_locals)
+            except Exception:  # noqa: BLE001 - never break the user's compile
+                inputs = []
+            try:
+                return orig(self_, frame, cache_entry, hooks, frame_state, *args, **kwargs)
+            except Exception as err:
+                if key is not None and (type(err).__name__ in LIMIT_ERRORS
+                                        or "cache limit exceeded" in str(err).lower()):
+                    collector._limit_hit(key, err)
+                raise
+            finally:
+                if key is not None:
+                    collector._frames[key] = (inputs, dynamic_dims(frame.f_code))
+                    # dynamo appended this call's record before returning (its end callback
+                    # runs earlier, one record behind): take it now, paired with these
+                    # arguments, before another call of the same function replaces them
+                    try:
+                        collector._take_metrics()
+                    except Exception:  # noqa: BLE001 - never break the user's compile
+                        pass
+                    collector._frames.pop(key, None)
+
+        ConvertFrameAssert.__call__ = __call__
+        self._orig_convert = (ConvertFrameAssert, orig)
+
+    def _limit_hit(self, key: tuple[str, int, str], err: BaseException) -> None:
+        """Dynamo gave up compiling a function (it runs eagerly from this call on); the event
+        is written when dynamo's record of the attempt, with the last reason, arrives."""
+        if not any(k == key for k, _ in self._limit_pending):
+            self._limit_pending.append((key, capture_stack(1)))
+
+    def _install_callbacks(self) -> None:
         try:
             from torch._dynamo.callback import callback_handler
         except ImportError:
-            self.notes.append(
-                "compile sites: torch._dynamo.callback is unavailable; compile events carry the "
-                "compiled function's location only"
-            )
+            self.notes.append("compile sites: torch._dynamo.callback is unavailable; compile "
+                              "events carry the compiled function's location only")
             return
 
         def on_start(*args: Any, **_kwargs: Any) -> None:
+            # dynamo starts a compile id twice: the frame's forward, then (lazily, at the first
+            # backward) AOTAutograd's backward: the forward's stack is the one to keep
             compile_id = str(getattr(args[0], "compile_id", "")) if args else ""
-            stack = traceback.extract_stack()[:-1]
-            self._start_frames[compile_id] = frames_from_summary(stack)
+            if compile_id in self._forward_done or compile_id in self._start_frames:
+                return
+            self._start_frames[compile_id] = bound_stack(
+                frames_from_summary(traceback.extract_stack()[:-1]))
+
+        def on_end(*_args: Any, **_kwargs: Any) -> None:
+            self._take_metrics()
 
         callback_handler.register_start_callback(on_start)
-        self._callback = on_start
+        self._callbacks.append(("start", on_start))
+        if hasattr(callback_handler, "register_end_callback"):
+            callback_handler.register_end_callback(on_end)
+            self._callbacks.append(("end", on_end))
 
     def _install_graph_break_hook(self) -> None:
         try:
@@ -193,31 +261,13 @@ class DynamoCollector:
 
             orig = sc.log_graph_break
         except (ImportError, AttributeError):
-            orig = None
-        if orig is None:
-            self._use_counters = True
-            self.notes.append(
-                "graph breaks: symbolic_convert.log_graph_break is unavailable in this torch; "
-                "reasons come from torch._dynamo counters, without source lines"
-            )
-            self._counter_base = self._graph_break_counters()
+            self.notes.append("graph breaks: symbolic_convert.log_graph_break is unavailable in "
+                              "this torch; graph breaks are not collected")
             return
 
         def log_graph_break(code_options: Any, reason: str = "", *args: Any, **kwargs: Any) -> Any:
             try:
-                stack = kwargs.get("user_stack")
-                if stack is None and len(args) >= 2:
-                    stack = args[1]
-                if stack is None:
-                    import torch._guards
-
-                    stack = torch._guards.TracingContext.extract_stack()
-                frames = frames_from_summary(stack)
-                if not frames and isinstance(code_options, dict):
-                    frames = [Site(str(code_options.get("co_filename", "?")),
-                                   int(code_options.get("co_firstlineno", 0) or 0),
-                                   str(code_options.get("co_name", "")))]
-                self._breaks.append((str(reason), frames))
+                self._record_break(code_options, str(reason), args, kwargs)
             except Exception:  # noqa: BLE001 - never break the user's compile
                 pass
             return orig(code_options, reason, *args, **kwargs)
@@ -225,68 +275,216 @@ class DynamoCollector:
         sc.log_graph_break = log_graph_break
         self._orig_log_graph_break = orig
 
+    def _record_break(self, code_options: Any, reason: str, args: Any, kwargs: Any) -> None:
+        stack = kwargs.get("user_stack")
+        if stack is None and len(args) >= 2:
+            stack = args[1]
+        if stack is None:
+            import torch._guards
+
+            stack = torch._guards.TracingContext.extract_stack()
+        frames = frames_from_summary(stack)
+        function = ""
+        if isinstance(code_options, dict):
+            function = (f"{code_options.get('co_name', '?')} "
+                        f"({code_options.get('co_filename', '?')}:"
+                        f"{code_options.get('co_firstlineno', 0)})")
+            if not frames:
+                frames = [make_frame(str(code_options.get("co_filename", "?")),
+                                     int(code_options.get("co_firstlineno", 0) or 0),
+                                     str(code_options.get("co_name", "")))]
+        reason_text, hints = split_hints(reason)
+        self.recorder.event("graph_break", stack=bound_stack(frames),
+                            payload=GraphBreak(reason=reason_text, hints=hints,
+                                               function=function))
+
     def stop(self) -> None:
+        self._take_metrics()
+        if self._orig_convert is not None:
+            cls, orig = self._orig_convert
+            cls.__call__ = orig
+            self._orig_convert = None
         if self._orig_log_graph_break is not None:
             import torch._dynamo.symbolic_convert as sc
 
             sc.log_graph_break = self._orig_log_graph_break
             self._orig_log_graph_break = None
-        if self._callback is not None:
+        if self._callbacks:
             from torch._dynamo.callback import callback_handler
 
-            try:
-                callback_handler.remove_start_callback(self._callback)
-            except (AttributeError, ValueError):
-                pass
-            self._callback = None
+            for which, fn in self._callbacks:
+                try:
+                    getattr(callback_handler, f"remove_{which}_callback")(fn)
+                except (AttributeError, ValueError):
+                    pass
+            self._callbacks = []
 
     # -- reading -----------------------------------------------------------------------------
     def _mark_seen(self, record: Any) -> None:
         self._seen.append(record)
         self._seen_ids.add(id(record))
 
-    @staticmethod
-    def _graph_break_counters() -> dict[str, int]:
+    def _take_metrics(self) -> None:
+        if not self._metrics_ok:
+            return
+        import torch._dynamo.utils as du
+
+        for record in du.get_compilation_metrics():
+            if id(record) in self._seen_ids:
+                continue
+            self._mark_seen(record)
+            self._take(record)
+
+    def _take(self, record: Any) -> None:
+        key = str(_get(record, "compile_id") or "")
+        fail = str(_get(record, "fail_type") or "")
+        if fail and (_get(record, "is_forward") is None or not _get(record, "has_guarded_code")):
+            # an attempt that compiled nothing: the recompile limit, or dynamo giving up
+            stack = self._start_frames.pop(key, ())
+            if "RecompileLimit" in fail or "limit" in str(_get(record, "fail_reason")).lower():
+                self._eager_fallback(record)
+            elif _get(record, "is_forward") is not None:
+                self._whole_function(record, stack)
+            return
+        if _get(record, "is_forward") and _get(record, "graph_op_count") is None and \
+                _get(record, "guard_count") is None:
+            # dynamo skipped the frame (a graph break inside a loop, or nothing to compile):
+            # no graph; the break itself was logged where it happened
+            self._start_frames.pop(key, None)
+            return
+        payload = compile_payload(record)
+        seconds = compile_seconds(record)
+        if payload.phase == "forward":
+            stack = self._start_frames.pop(key, ())
+            self._forward_done.add(key)
+            self._functions[key] = (payload.function, stack)
+            code = (str(_get(record, "co_filename") or ""),
+                    int(_get(record, "co_firstlineno") or 0), str(_get(record, "co_name") or ""))
+            inputs, dynamic = self._frames.pop(code, ([], []))
+            payload.inputs = inputs or None
+            payload.dynamic = dynamic or None
+            self._count += 1
+        else:  # AOTAutograd's lazy backward compile: belongs to its forward
+            payload.function, stack = self._functions.get(key, (payload.function, ()))
+            payload.cause = f"backward compilation of {payload.function}"
+            key = f"{key} backward"
+        self._seconds += seconds
+        self.recorder.event("compile", seconds=seconds, stack=stack, payload=payload, key=key)
+
+    def _whole_function(self, record: Any, stack: Stack) -> None:
+        """Dynamo could not trace a function at all (e.g. a break under a user context
+        manager) and runs it eagerly at every call; dynamo logs no graph break for it."""
+        reason_text, hints = split_hints(str(_get(record, "fail_reason") or ""))
+        file = _get(record, "fail_user_frame_filename")
+        line = _get(record, "fail_user_frame_lineno")
+        frames = list(stack)
+        if file and line:
+            frames.insert(0, make_frame(str(file), int(line), ""))
+        self.recorder.event("graph_break", stack=bound_stack(frames), payload=GraphBreak(
+            reason=reason_text, hints=hints, kind=WHOLE_FUNCTION, function=function_of(record)))
+
+    def _eager_fallback(self, record: Any) -> None:
+        reason = str(_get(record, "recompile_reason") or "")
+        key, stack = self._limit_pending.pop(0) if self._limit_pending else (None, ())
+        function = (f"{key[2]} ({key[0]}:{key[1]})" if key else
+                    function_of(record) if _get(record, "co_name") else "a compiled function")
         try:
-            import torch._dynamo.utils as du
+            import torch._dynamo.config as dconfig
 
-            return {str(k): int(v) for k, v in du.counters["graph_break"].items()}
-        except (ImportError, AttributeError, KeyError):
-            return {}
+            limit = getattr(dconfig, "recompile_limit", None)
+            if limit is None:
+                limit = getattr(dconfig, "cache_size_limit", None)
+        except ImportError:
+            limit = None
+        self.recorder.event("eager_fallback", stack=stack, payload=EagerFallback(
+            function=function, limit=limit if isinstance(limit, int) else None,
+            last_reason=reason or str(_get(record, "fail_reason") or "")))
 
-    def drain(self, step: int) -> Drained:
-        """Events for everything dynamo did since the previous call, attributed to ``step``."""
-        out = Drained()
-        if self._metrics_ok:
-            import torch._dynamo.utils as du
+    def drain(self) -> tuple[int, float]:
+        """Frame compilations and compile seconds since the last call."""
+        self._take_metrics()
+        count, seconds = self._count, self._seconds
+        self._count, self._seconds = 0, 0.0
+        return count, seconds
 
-            for record in du.get_compilation_metrics():
-                if id(record) in self._seen_ids:
-                    continue
-                self._mark_seen(record)
-                data = compile_event_data(record)
-                frames = self._start_frames.pop(data["compile_id"], [])
-                site = user_site(frames)
-                if site is None:
-                    filename, _, line = data["code"].rpartition(":")
-                    site = Site(filename, int(line) if line.isdigit() else 0, data["frame"])
-                event = Event(kind="compile", step=step, seconds=compile_seconds(record),
-                              site=site, frames=frames[:32], data=data)
-                if is_frame_compile(record):
-                    out.compiles.append(event)
-                else:
-                    event.kind = "compile_backward"
-                    out.other.append(event)
-        breaks, self._breaks = self._breaks, []
-        for reason, frames in breaks:
-            site = user_site(frames) or (frames[0] if frames else None)
-            out.graph_breaks.append(Event(kind="graph_break", step=step, site=site,
-                                          frames=frames[:32], data={"reason": reason}))
-        if self._use_counters:
-            now = self._graph_break_counters()
-            for reason, n in now.items():
-                for _ in range(n - self._counter_base.get(reason, 0)):
-                    out.graph_breaks.append(Event(kind="graph_break", step=step,
-                                                  data={"reason": reason}))
-            self._counter_base = now
-        return out
+
+#: a graph break's kind when dynamo gave up on the whole function (it runs eagerly)
+WHOLE_FUNCTION = "whole function"
+#: what dynamo raises when a function hits the recompile limit (torch 2.9: convert_frame.py)
+LIMIT_ERRORS = ("RecompileLimitExceeded", "FailOnRecompileLimitHit", "CacheLimitExceeded")
+#: arguments of a compiled frame worth recording: at most this many
+MAX_ARGUMENTS = 64
+
+
+def frame_arguments(f_locals: dict[str, Any]) -> list[GraphInput]:
+    """The tensors (dtype, shape) and Python scalars (value) among a frame's locals at the time
+    dynamo compiles it: its arguments, since it has not run yet. Tensors inside a list, tuple or
+    dict argument are named ``arg[i]`` / ``arg['k']``."""
+    import torch
+
+    out: list[GraphInput] = []
+
+    def add(name: str, value: Any) -> None:
+        if len(out) >= MAX_ARGUMENTS:
+            return
+        if isinstance(value, torch.Tensor):
+            dtype = str(value.dtype).removeprefix("torch.")
+            try:
+                shape = [int(d) for d in value.shape]
+            except (TypeError, RuntimeError):  # nested / symbolic shapes
+                shape = []
+            out.append(GraphInput(dtype, shape, name=name))
+        elif isinstance(value, (bool, int, float)):
+            out.append(GraphInput(type(value).__name__, [], name=name, value=value))
+
+    for name, value in f_locals.items():
+        if name == "self" or name.startswith("__"):
+            continue
+        if isinstance(value, (list, tuple)):
+            for i, item in enumerate(value[:8]):
+                if isinstance(item, torch.Tensor):
+                    add(f"{name}[{i}]", item)
+        elif isinstance(value, dict):
+            for k, item in list(value.items())[:8]:
+                if isinstance(item, torch.Tensor):
+                    add(f"{name}[{k!r}]", item)
+        else:
+            add(name, value)
+    return out
+
+
+def dynamic_dims(code: Any) -> list[str]:
+    """``["x dim 1", "n"]``: what automatic dynamic shapes has made dynamic for a compiled code
+    object (torch 2.9 keeps it in ``torch._dynamo.pgo.get_code_state()[CodeId]``:
+    ``FrameStateSizeEntry.size`` / ``.scalar`` holding ``auto_dynamic``)."""
+    try:
+        from torch._dynamo import pgo
+
+        state = pgo.get_code_state().get(pgo.CodeId.make(code))
+        auto_dynamic = pgo.auto_dynamic
+    except Exception:  # noqa: BLE001 - another torch: no dynamic dims reported
+        return []
+    if state is None:
+        return []
+    out = []
+    for name, entry in state.automatic_dynamic.items():
+        label = _name(str(name))
+        size = getattr(entry, "size", None)
+        if isinstance(size, tuple):
+            out += [f"{label} dim {d}" for d, s in enumerate(size) if s is auto_dynamic]
+        elif getattr(entry, "scalar", None) is auto_dynamic:
+            out.append(label)
+    return out
+
+
+def split_hints(reason: str) -> tuple[str, list[str]]:
+    """Dynamo's graph-break text -> (the reason, its ``Hint:`` lines)."""
+    hints = []
+    kept = []
+    for line in reason.splitlines():
+        stripped = line.strip()
+        if stripped.lower().startswith("hint:"):
+            hints.append(stripped[5:].strip())
+        elif stripped:
+            kept.append(stripped)
+    return " ".join(kept), hints

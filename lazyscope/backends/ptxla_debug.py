@@ -29,7 +29,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from lazyscope.model import Site
+from lazyscope.model import Frame
 
 _PREFIXES = {
     "Compilation Analysis: ": "compile",
@@ -51,7 +51,7 @@ class DebugRecord:
     graph_name: str = ""
     num_inputs: int | None = None
     num_outputs: int | None = None
-    frames: list[Site] = field(default_factory=list)
+    frames: list[Frame] = field(default_factory=list)
     computation_hash: str = ""
     sizes_gb: dict[str, float] = field(default_factory=dict)
     unexpected: bool = False
@@ -84,7 +84,7 @@ def _parse_block(kind: str, lines: list[str], unexpected: bool) -> DebugRecord:
         elif section == "Python Frame Triggered Execution":
             m = _FRAME_RE.match(stripped)
             if m:
-                rec.frames.append(Site(m["file"], int(m["line"]), m["function"]))
+                rec.frames.append(Frame(m["file"], int(m["line"]), m["function"]))
     return rec
 
 

@@ -33,6 +33,7 @@ Pure text and file processing: no torch_xla import.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import re
@@ -40,6 +41,9 @@ import shutil
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
+
+from lazyscope.model import Compile, GraphInput
 
 SUFFIX = ".before_optimizations.txt"
 #: keep the HLO text of this many graphs per run (a run that recompiles every step would
@@ -51,6 +55,16 @@ _COMMENT_RE = re.compile(r"/\*.*?\*/")
 _ARRAY_RE = re.compile(r"^(?P<dtype>[a-z]+[0-9]*)\[(?P<dims>[^\]]*)\]")
 _OP_RE = re.compile(r"^\s*(?:ROOT\s+)?%\S+ = .*?(?<=[\s}\])])(?P<op>[a-z][a-z0-9-]*)\(", re.M)
 _DONOR_RE = re.compile(r"buffer_donor=\{(?P<d>[^=]*?)\}(?:,|$)")
+#: an instruction's source location (XLA_IR_DEBUG / XLA_HLO_DEBUG metadata)
+_META_RE = re.compile(r",?\s*metadata=\{(?P<m>[^{}]*)\}")
+_SOURCE_RE = re.compile(r'source_file="(?P<file>[^"]*)" source_line=(?P<line>\d+)')
+_PARAM_RE = re.compile(r"^\s*%\S+ = \S+ parameter\((?P<index>\d+)\)")
+_NAME_RE = re.compile(r"%[\w.\-]+")
+_SCALAR_CONST_RE = re.compile(r"= (?P<dtype>[a-z]+[0-9]*)\[\] constant\((?P<value>[^)]*)\)")
+#: scalars torch_xla bakes into a graph as constants (torch_xla's IsSpecialScalar)
+SPECIAL_SCALARS = ("0", "1", "-0", "0.0", "1.0")
+#: user lines whose instructions are digested per graph
+MAX_LINES = 512
 _ALIAS_RE = re.compile(r"input_output_alias=\{(?P<a>.*?)\}(?:, [a-z_]+=|$)")
 
 
@@ -69,15 +83,29 @@ class HloModuleInfo:
     digest: str = ""
     donors: str = ""
     path: str = ""
+    #: parameter index -> (file, line) where it was created or moved to the device
+    origins: dict[int, tuple[str, int]] = field(default_factory=dict)
+    #: (file, line, digest of that user line's instructions), in order of appearance
+    lines: list[tuple[str, int, str]] = field(default_factory=list)
+    #: special scalar constants baked into the graph, "dtype:value"
+    constants: list[str] = field(default_factory=list)
 
-    def to_json(self) -> dict[str, object]:
-        return {
-            "input_dtypes": [d for d, _ in self.inputs],
-            "input_shapes": [s for _, s in self.inputs],
-            "ops": self.ops,
-            "ir_digest": self.digest,
-            "buffer_donors": self.donors,
-        }
+    def fill(self, payload: Compile) -> None:
+        """Put what the module says into a compile event's payload."""
+        from lazyscope.frames import make_frame
+
+        inputs = []
+        for i, (dtype, shape) in enumerate(self.inputs):
+            where = self.origins.get(i) if len(self.inputs) == self.num_params else None
+            origin = make_frame(where[0], where[1]) if where else None
+            inputs.append(GraphInput(dtype, list(shape),
+                                     origin=origin if origin and not origin.library else None))
+        payload.inputs = inputs
+        payload.ops = self.ops
+        payload.digest = self.digest
+        payload.donors = self.donors or None
+        payload.lines = [[f, n, d] for f, n, d in self.lines] or None
+        payload.constants = self.constants or None
 
 
 def _split_top(text: str) -> list[str]:
@@ -138,6 +166,54 @@ def parse_entry_layout(header: str) -> tuple[int, list[tuple[str, list[int]]]] |
     return len(params), inputs
 
 
+def _entry_lines(body: str) -> list[str]:
+    """The instruction lines of the ENTRY computation."""
+    start = body.find("\nENTRY ")
+    if start < 0:
+        return []
+    out = []
+    for line in body[start + 1:].splitlines()[1:]:
+        if line.startswith("}"):
+            break
+        out.append(line)
+    return out
+
+
+def _source_locations(body: str) -> tuple[dict[int, tuple[str, int]],
+                                          list[tuple[str, int, str]], list[str]]:
+    """Parameter origins, per-user-line instruction digests and special scalar constants of
+    the ENTRY computation (source locations exist when IR debug was on while it was traced)."""
+    from lazyscope.frames import is_library_file
+
+    origins: dict[int, tuple[str, int]] = {}
+    digests: dict[tuple[str, int], Any] = {}
+    constants: Counter[str] = Counter()
+    for line in _entry_lines(body):
+        meta = _META_RE.search(line)
+        source = _SOURCE_RE.search(meta["m"]) if meta else None
+        bare = _META_RE.sub("", line)
+        const = _SCALAR_CONST_RE.search(bare)
+        if const and const["value"] in SPECIAL_SCALARS:
+            constants[f"{const['dtype']}:{float(const['value']):g}"] += 1
+        if source is None:
+            continue
+        where = (source["file"], int(source["line"]))
+        param = _PARAM_RE.match(bare)
+        if param is not None:
+            origins[int(param["index"])] = where
+            continue
+        if is_library_file(where[0]):
+            continue
+        h = digests.get(where)
+        if h is None:
+            if len(digests) >= MAX_LINES:
+                continue
+            h = digests[where] = hashlib.sha1()
+        h.update(_NAME_RE.sub("%", bare.split("=", 1)[-1]).encode("utf-8"))
+    lines = [(f, n, h.hexdigest()[:10]) for (f, n), h in digests.items()]
+    return origins, lines, sorted(constants.elements())
+
+
 def parse_module(text: str, number: int = 0, name: str = "") -> HloModuleInfo | None:
     """Parse one ``before_optimizations`` HLO text; None when it has no entry layout."""
     header, _, body = text.partition("\n")
@@ -147,14 +223,19 @@ def parse_module(text: str, number: int = 0, name: str = "") -> HloModuleInfo | 
     num_params, inputs = layout
     ops = Counter(m["op"] for m in _OP_RE.finditer(body))
     module_name = header.split()[1].rstrip(",") if len(header.split()) > 1 else ""
-    canonical = body.replace(module_name, "M") if module_name else body
+    # the digest ignores source locations: the same graph traced with IR debug on and off is
+    # the same graph
+    canonical = _META_RE.sub("", body)
+    canonical = canonical.replace(module_name, "M") if module_name else canonical
     donors = _DONOR_RE.search(header)
     alias = _ALIAS_RE.search(header)
+    origins, lines, constants = _source_locations(body)
     return HloModuleInfo(
         number=number, name=name or module_name, num_params=num_params, inputs=inputs,
         ops=dict(sorted(ops.items())),
         digest=hashlib.sha1(canonical.encode("utf-8")).hexdigest()[:16],
         donors=(donors["d"].strip() if donors else "") or (alias["a"].strip() if alias else ""),
+        origins=origins, lines=lines, constants=constants,
     )
 
 
@@ -243,14 +324,20 @@ class HloDumpReader:
         if self.keep_dir is None or not info.path or self.kept >= self.keep:
             return None
         name = f"{graph_hash or f'module_{info.number:04d}'}.hlo.txt"
+        target = self.keep_dir / name
         try:
             self.keep_dir.mkdir(parents=True, exist_ok=True)
-            target = self.keep_dir / name
             if self.owned:
                 shutil.move(info.path, target)
             else:
                 shutil.copyfile(info.path, target)
         except OSError:
+            # a full disk: no half-written graph file in the run (a cross-device move can
+            # leave an empty one behind)
+            with contextlib.suppress(OSError):
+                if target.exists() and os.path.exists(info.path) and \
+                        target.stat().st_size < os.path.getsize(info.path):
+                    target.unlink()
             return None
         self.kept += 1
         return f"{self.keep_dir.name}/{name}"

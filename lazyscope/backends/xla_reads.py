@@ -9,20 +9,27 @@ materialised tensor executes nothing, so the reads are recorded here, at the Pyt
 
 A wrapper checks ``tensor.device.type == "xla"`` and otherwise calls straight through; for an XLA
 tensor it times the call, notes whether an execution happened (the ``ExecuteTime`` sample count,
-a structured metric read) and emits one ``sync`` event at the user's line. Only the outermost
-read is recorded (``print(t)`` calls ``.cpu()`` and more inside). The wrappers add no
-computation, transfer or compilation of their own.
+a structured metric read) and emits one ``sync`` event with the user's stack. It also says
+whether the read runs inside a step closure (after the barrier; ``closure``) and whether
+torch_xla itself made it for its own purposes (``owner``). Only the outermost read is recorded
+(``print(t)`` calls ``.cpu()`` and more inside). The wrappers add no computation, transfer or
+compilation of their own.
+
+Reads that happen inside a torch op (``torch.linalg.inv`` checks a flag on the host) never go
+through these methods; :mod:`lazyscope.backends.xla_watch` finds them.
 """
 
 from __future__ import annotations
 
 import sys
+import threading
 import time
 from collections.abc import Callable
 from typing import Any
 
-from lazyscope.backends.frames import is_library_file
-from lazyscope.model import Event, Site
+from lazyscope.backends.xla_causes import closure_kind, library_call
+from lazyscope.frames import bound_stack, make_frame
+from lazyscope.model import OWNER_LIBRARY, Frame, Stack, Sync
 
 #: torch.Tensor attribute -> how the read is named in reports
 READ_METHODS = {
@@ -37,36 +44,47 @@ READ_METHODS = {
     "__repr__": "print(tensor) / repr",
     "__format__": "f-string / format(tensor)",
 }
-MAX_FRAMES = 12
+MAX_WALK = 64
 
 
-def python_frames(skip: int = 2, limit: int = MAX_FRAMES) -> list[Site]:
-    """The Python stack (innermost first) above the caller, without walking all of it."""
-    frames: list[Site] = []
+def walk_frames(skip: int) -> list[Frame]:
+    """The Python stack above the caller (innermost first), classified, at most MAX_WALK."""
+    frames: list[Frame] = []
     try:
-        f: Any = sys._getframe(skip)
+        f: Any = sys._getframe(skip + 1)
     except ValueError:  # a shallow stack (the autograd engine's thread)
         return frames
-    while f is not None and len(frames) < 64:
-        frames.append(Site(f.f_code.co_filename, f.f_lineno, f.f_code.co_name))
+    while f is not None and len(frames) < MAX_WALK:
+        code = f.f_code
+        frames.append(make_frame(code.co_filename, f.f_lineno, code.co_name))
         f = f.f_back
-    # keep the innermost user frame and a little context around it
-    for i, site in enumerate(frames):
-        if not is_library_file(site.file):
-            return frames[max(0, i - 2): i + limit]
-    return frames[:limit]
+    return frames
+
+
+def read_event_data(frames: list[Frame], label: str, shape: list[int]) -> tuple[Stack, Sync]:
+    """The stack an event keeps and its Sync payload, from a full walk of the stack."""
+    api = library_call(frames)
+    payload = Sync(read=label, shape=shape, closure=closure_kind(frames),
+                   owner=OWNER_LIBRARY if api else "user")
+    if api:
+        payload.read = f"{label} by {api}"
+    return bound_stack(frames), payload
 
 
 class ValueReadHooks:
-    """Installs the wrappers on ``torch.Tensor``; ``emit(event)`` receives one per read."""
+    """Installs the wrappers on ``torch.Tensor``; ``emit(stack, payload, seconds, executions)``
+    receives one call per read."""
 
-    def __init__(self, emit: Callable[[Event], None], step_index: Callable[[], int],
+    def __init__(self, emit: Callable[[Stack, Sync, float, int], None],
                  executions: Callable[[], int]):
         self._emit = emit
-        self._step_index = step_index
         self._executions = executions
         self._saved: dict[str, Any] = {}
-        self._depth = 0
+        self._local = threading.local()
+
+    @property
+    def depth(self) -> int:
+        return getattr(self._local, "depth", 0)
 
     def install(self) -> None:
         import torch
@@ -87,15 +105,16 @@ class ValueReadHooks:
 
     def _wrap(self, original: Any, label: str) -> Any:
         hooks = self
+        local = self._local
 
         def read(self_t: Any, *args: Any, **kwargs: Any) -> Any:
             try:
-                is_xla = hooks._depth == 0 and self_t.device.type == "xla"
+                is_xla = getattr(local, "depth", 0) == 0 and self_t.device.type == "xla"
             except Exception:  # noqa: BLE001 - odd subclasses: just call through
                 is_xla = False
             if not is_xla:
                 return original(self_t, *args, **kwargs)
-            hooks._depth += 1
+            local.depth = 1
             execs_before = hooks._executions()
             tic = time.perf_counter()
             try:
@@ -103,15 +122,10 @@ class ValueReadHooks:
             finally:
                 seconds = time.perf_counter() - tic
                 executed = hooks._executions() - execs_before
-                hooks._depth -= 1
-                frames = python_frames()
-                site = next((f for f in frames if not is_library_file(f.file)), None)
-                hooks._emit(Event(
-                    kind="sync", step=hooks._step_index(), seconds=seconds, site=site,
-                    frames=frames,
-                    data={"read": label, "executions": executed,
-                          "shape": list(getattr(self_t, "shape", []))},
-                ))
+                local.depth = 0
+                stack, payload = read_event_data(walk_frames(1), label,
+                                                 list(getattr(self_t, "shape", [])))
+                hooks._emit(stack, payload, seconds, executed)
 
         read.__name__ = getattr(original, "__name__", "read")
         read.__qualname__ = getattr(original, "__qualname__", read.__name__)

@@ -52,19 +52,19 @@ def test_trace_without_torch_xla(tmp_path, no_xla_env) -> None:
 
 def test_trace_script_without_torch_xla_keeps_an_old_run(tmp_path, no_xla_env) -> None:
     old = tmp_path / "old"
-    shutil.copytree(DATA / "static20", old)
-    before = (old / "steps.jsonl").read_bytes()
+    shutil.copytree(DATA / "xla" / "static20", old)
+    before = (old / "steps.bin").read_bytes()
     script = tmp_path / "train.py"
     script.write_text("import torch_xla\n")
     proc = lazyscope_cmd("trace", str(script), "--out", str(old), "--force", env=no_xla_env)
     assert proc.returncode == 4
     assert "torch_xla is not installed" in _one_line(proc)
-    assert (old / "steps.jsonl").read_bytes() == before
+    assert (old / "steps.bin").read_bytes() == before
 
 
 def test_saved_runs_need_no_torch_xla(tmp_path, no_xla_env) -> None:
     run = tmp_path / "dyn"
-    shutil.copytree(DATA / "dynamic20", run)
+    shutil.copytree(DATA / "xla" / "dynamic20", run)
     for args, code in ((["report", str(run)], 0), (["check", str(run)], 1),
                        (["diff", str(run), str(run)], 0), (["scenarios"], 0)):
         proc = lazyscope_cmd(*args, env=no_xla_env)

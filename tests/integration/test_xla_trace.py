@@ -9,52 +9,63 @@ from pathlib import Path
 
 import pytest
 
+from lazyscope.model import load_run
 from tests.conftest import REPO, lazyscope_cmd, report_json
 
 pytestmark = pytest.mark.xla
+SCENARIOS = REPO / "lazyscope" / "scenarios"
+
+
+def compile_events(run_dir: Path) -> list:
+    return list(load_run(run_dir).events.iter("compile"))
 
 
 def test_dynamic_mode_recompiles_every_step(lazytensor_runs) -> None:
     summary = report_json(lazytensor_runs["dynamic"])
     assert summary["steps"] == 20 and summary["status"] == "ok"
-    assert summary["compiles_after_warmup"] >= 17
-    assert summary["distinct_graphs"] == summary["compiles"]
-    assert summary["verdict"].startswith("recompiled on 18 of 18 steps after warm-up")
+    assert summary["distinct_graphs"] == summary["compiles"] == 20
+    (finding,) = summary["findings"]
+    assert finding["kind"] == "recompile" and finding["count"] == 19
+    line = (SCENARIOS / "lazytensor_dynamic.py").read_text().splitlines()[finding["line"] - 1]
+    assert "torch.cat" in line  # the line to change, not the barrier
+    assert summary["verdict"].startswith("recompiles in steady state: 19 recompilations")
 
 
-def test_static_mode_compiles_nothing_after_warmup(lazytensor_runs) -> None:
+def test_static_mode_compiles_nothing_in_steady_state(lazytensor_runs) -> None:
     summary = report_json(lazytensor_runs["static"])
-    assert summary["steps"] == 20
-    assert summary["compiles_after_warmup"] == 0
-    assert summary["compiles"] >= 1
+    assert summary["steps"] == 20 and summary["compiles"] >= 1
+    assert summary["findings"] == [] and summary["clean"]
     assert summary["fallback_ops"] == {}
 
 
 def test_trace_prints_report_and_writes_files(lazytensor_runs) -> None:
     out = lazytensor_runs["dynamic_stdout"]
     assert "lazytensor-dynamic dynamic: 20 steps" in out  # the scenario's own output
-    assert "verdict: recompiled on 18 of 18 steps" in out
+    assert "verdict: recompiles in steady state: 19 recompilations" in out
     run = lazytensor_runs["dynamic"]
-    for name in ("meta.json", "steps.jsonl", "events.jsonl", "timeline.png"):
+    for name in ("meta.json", "steps.bin", "events.bin", "intern.jsonl", "timeline.png",
+                 "report.html"):
         assert (run / name).is_file(), name
     meta = json.loads((run / "meta.json").read_text())
     assert meta["versions"]["torch_xla"].startswith("2.9")
-    assert meta["status"] == "ok" and meta["ended_at"]
+    assert meta["status"] == "ok" and meta["ended_at"] and meta["schema_version"] == 2
+    assert meta["device"].startswith("xla:0")  # recorded once the program made the device
 
 
-def test_compile_events_name_the_scenario_line(lazytensor_runs) -> None:
-    events = [json.loads(line) for line in
-              (lazytensor_runs["dynamic"] / "events.jsonl").read_text().splitlines()]
-    compiles = [e for e in events if e["kind"] == "compile"]
+def test_compile_events_name_the_barrier_and_the_line_to_change(lazytensor_runs) -> None:
+    compiles = compile_events(lazytensor_runs["dynamic"])
     assert len(compiles) == 20
-    source = (REPO / "scenarios" / "lazytensor_dynamic.py").read_text().splitlines()
+    source = (SCENARIOS / "lazytensor_dynamic.py").read_text().splitlines()
     for event in compiles:
-        site = event["site"]
-        assert site["file"].endswith("scenarios/lazytensor_dynamic.py")
-        assert "backend.step(" in source[site["line"] - 1]
-        assert event["data"]["cause_kind"] == "barrier"
-        assert "StepTrace" in event["data"]["cause"]
-    assert len({e["data"]["graph_hash"] for e in compiles}) == 20
+        site = event.site
+        assert site.file.endswith("scenarios/lazytensor_dynamic.py")
+        assert "backend.step(" in source[site.line - 1]  # where the graph was cut
+        assert event.data.cause_kind == "barrier" and "StepTrace" in event.data.cause
+    assert len({e.key for e in compiles}) == 20
+    # IR source lines are on in warm-up and after compiling steps: the accumulated loss
+    # input names the torch.cat line that made it
+    origins = {i.origin.line for e in compiles[1:] for i in e.data.inputs if i.origin}
+    assert any("torch.cat" in source[n - 1] for n in origins)
 
 
 _METRICS_DRIVER = r"""
@@ -64,11 +75,12 @@ import torch_xla.debug.metrics as met
 mode, out, scenario = sys.argv[1:4]
 argv = sys.argv[4:]
 if mode == "traced":
+    from lazyscope.backends.base import TraceOptions
     from lazyscope.runner import resolve_target, trace_target
-    trace_target(resolve_target(scenario, argv), out)
+    trace_target(resolve_target(scenario, argv), out, options=TraceOptions())
 else:
-    sys.path.insert(0, "scenarios")
-    module = __import__(scenario.replace("-", "_"))
+    import importlib
+    module = importlib.import_module("lazyscope.scenarios." + scenario.replace("-", "_"))
     module.main(argv)
 xm.wait_device_ops()  # executions are asynchronous: count them all
 counts = {}
@@ -118,13 +130,13 @@ def test_cli_subprocess_unknown_scenario() -> None:
     assert proc.returncode == 2
     assert proc.stderr.strip() == (
         "lazyscope: unknown scenario 'no-such-scenario'; scenarios: "
-        + ", ".join(sorted(__import__("scenarios").SCENARIOS))
+        + ", ".join(sorted(__import__("lazyscope.scenarios").scenarios.SCENARIOS))
         + " (or give the path of a .py script)"
     )
 
 
 def test_scenario_runs_standalone() -> None:
-    proc = subprocess.run([sys.executable, "scenarios/lazytensor_dynamic.py", "--help"],
+    proc = subprocess.run([sys.executable, "lazyscope/scenarios/lazytensor_dynamic.py", "--help"],
                           cwd=REPO, capture_output=True, text=True, timeout=60,
                           env={**__import__("os").environ, "PYTHONPATH": str(REPO)})
     assert proc.returncode == 0 and "--mode {static,dynamic}" in proc.stdout
@@ -167,23 +179,22 @@ def test_steps_limit_stops_a_script(tmp_path: Path) -> None:
     assert proc.returncode == 0, proc.stderr
     summary = report_json(out)
     assert summary["steps"] == 4 and summary["status"] == "ok"
-    assert summary["compiles_after_warmup"] == 0
+    assert summary["findings"] == []
 
 
 def test_graph_shapes_on_by_default_and_off_on_request(lazytensor_runs, tmp_path: Path) -> None:
-    """Default: compile events carry each graph's input shapes (XLA's HLO dump, paired with the
+    """Default: compile events carry each graph's inputs (XLA's HLO dump, paired with the
     compilation) and the run keeps each graph's HLO; with --no-graph-shapes no dump is made,
     compilations are still counted and placed."""
     run = lazytensor_runs["dynamic"]
-    events = [json.loads(line) for line in (run / "events.jsonl").read_text().splitlines()]
-    compiles = [e for e in events if e["kind"] == "compile"]
-    shapes = [e["data"].get("input_shapes") for e in compiles]
+    compiles = compile_events(run)
+    shapes = [[i.shape for i in e.data.inputs] for e in compiles]
     assert all(shapes) and len({json.dumps(s) for s in shapes}) == len(shapes)  # loss grows
     for event in compiles:
-        data = event["data"]
-        assert len(data["input_shapes"]) == data["num_inputs"]  # pairing checked on the count
-        hlo = (run / data["hlo_file"]).read_text()
-        assert data["hlo_file"] == f"graphs/{data['graph_hash']}.hlo.txt"
+        data = event.data
+        assert len(data.inputs) == data.num_inputs  # pairing checked on the count
+        hlo = (run / data.hlo_file).read_text()
+        assert data.hlo_file == f"graphs/{event.key}.hlo.txt"
         assert hlo.startswith("HloModule ") and "entry_computation_layout" in hlo
     # the shapes name the graph that compiled: step k's loss input has one more element
     grown = [s for s in shapes[-1] if s not in shapes[-2]]
@@ -197,11 +208,9 @@ def test_graph_shapes_on_by_default_and_off_on_request(lazytensor_runs, tmp_path
     meta = json.loads((out / "meta.json").read_text())
     assert meta["info"]["graph_shapes"] is False
     summary = report_json(out)
-    assert summary["compiles_after_warmup"] == 4
-    compiles = [json.loads(line) for line in (out / "events.jsonl").read_text().splitlines()
-                if json.loads(line)["kind"] == "compile"]
-    assert len(compiles) == 6 and not any(e["data"].get("input_shapes") for e in compiles)
-    assert all(e["site"]["file"].endswith("lazytensor_dynamic.py") for e in compiles)
+    compiles = compile_events(out)
+    assert len(compiles) == 6 and not any(e.data.inputs for e in compiles)
+    assert all(e.site.file.endswith("lazytensor_dynamic.py") for e in compiles)
     (finding,) = [f for f in summary["findings"] if f["kind"] == "recompile"]
     assert "--no-graph-shapes" in finding["fix"]
 
@@ -231,10 +240,10 @@ def test_hlo_dump_directory_is_ours_and_temporary_or_the_users_and_kept(tmp_path
     out = tmp_path / "own"
     proc = lazyscope_cmd("trace", str(script), "--out", str(out), env={"TMPDIR": str(tmp)})
     assert proc.returncode == 0, proc.stderr
-    compiles = [json.loads(line) for line in (out / "events.jsonl").read_text().splitlines()
-                if json.loads(line)["kind"] == "compile"]
-    assert [c["data"]["input_shapes"] for c in compiles] == [[[], [3, 4]], [[], [5, 4]], [[], [7, 4]]]  # the scalar 2, x
-    assert [c["step"] for c in compiles] == [0, 1, 3]  # n=3 again at step 2: cached
+    compiles = compile_events(out)
+    assert [[i.shape for i in c.data.inputs] for c in compiles] == [
+        [[], [3, 4]], [[], [5, 4]], [[], [7, 4]]]  # the scalar 2, x
+    assert [c.step for c in compiles] == [0, 1, 3]  # n=3 again at step 2: cached
     assert len(list((out / "graphs").iterdir())) == 3
     assert dump_dirs() <= before  # the temp dump directory is gone with the process
 
@@ -243,9 +252,9 @@ def test_hlo_dump_directory_is_ours_and_temporary_or_the_users_and_kept(tmp_path
     proc = lazyscope_cmd("trace", str(script), "--out", str(out2),
                          env={"TMPDIR": str(tmp), "XLA_FLAGS": f"--xla_dump_to={mine}"})
     assert proc.returncode == 0, proc.stderr
-    compiles = [json.loads(line) for line in (out2 / "events.jsonl").read_text().splitlines()
-                if json.loads(line)["kind"] == "compile"]
-    assert [c["data"]["input_shapes"] for c in compiles] == [[[], [3, 4]], [[], [5, 4]], [[], [7, 4]]]  # the scalar 2, x
+    compiles = compile_events(out2)
+    assert [[i.shape for i in c.data.inputs] for c in compiles] == [
+        [[], [3, 4]], [[], [5, 4]], [[], [7, 4]]]  # the scalar 2, x
     assert len(list(mine.glob("*.before_optimizations.txt"))) == 3  # left where XLA wrote them
     assert dump_dirs() <= before
 

@@ -8,7 +8,6 @@ Cases already in test_cli.py (unknown scenario, missing/unparsable script, --ste
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 
@@ -103,33 +102,36 @@ def test_force_with_bad_arguments_keeps_the_old_run(capsys, data_run) -> None:
     assert {p.name: p.read_bytes() for p in path.iterdir()} == before
 
 
-def _corrupt_line(path: Path, index: int, text: bytes) -> None:
-    lines = path.read_bytes().splitlines(keepends=True)
-    lines[index] = text
-    path.write_bytes(b"".join(lines))
-
-
 @pytest.mark.parametrize("command", [["report"], ["report", "--format", "json"], ["check"]])
-def test_corrupt_middle_of_steps(capsys, data_run, command) -> None:
+def test_a_hole_in_the_middle_of_steps(capsys, data_run, command) -> None:
     path = data_run("dynamic20")
-    _corrupt_line(path / "steps.jsonl", 5, b'{"step": 5, "wall_s": \n')
+    data = bytearray((path / "steps.bin").read_bytes())
+    data[5 * 120:6 * 120] = bytes(120)  # step 5's record zeroed
+    (path / "steps.bin").write_bytes(bytes(data))
     assert main([command[0], str(path), *command[1:]]) == EXIT_RUN_DIR
-    assert "steps.jsonl line 6 is not a valid JSON object: the run file is corrupt" in one_line(capsys)
+    assert "steps.bin has an empty record in the middle: the run file is corrupt" in one_line(
+        capsys)
 
 
-def test_corrupt_middle_of_events(capsys, data_run) -> None:
+def test_corrupt_intern_entry(capsys, data_run) -> None:
     path = data_run("dynamic20")
-    _corrupt_line(path / "events.jsonl", 2, b"\x00\xff garbage\n")
+    lines = (path / "intern.jsonl").read_bytes().splitlines(keepends=True)
+    lines[2] = b"\x00\xff garbage\n"
+    (path / "intern.jsonl").write_bytes(b"".join(lines))
     assert main(["report", str(path)]) == EXIT_RUN_DIR
-    assert "events.jsonl line 3 is not a valid JSON object" in one_line(capsys)
+    assert "intern.jsonl line 3 is not a valid entry: the run file is corrupt" in one_line(capsys)
 
 
-def test_step_with_an_impossible_value(capsys, data_run) -> None:
-    """`Infinity` is valid to Python's json; int(inf) must be corruption, not an OverflowError."""
+def test_a_step_value_that_is_not_a_number(capsys, data_run) -> None:
+    """NaN / inf bytes in a measured field: counted as 0, with a warning; never a crash."""
+    import struct
+
     path = data_run("dynamic20")
-    _corrupt_line(path / "steps.jsonl", 3, b'{"step": Infinity}\n')
-    assert main(["report", str(path)]) == EXIT_RUN_DIR
-    assert "steps.jsonl line 4 is not a valid step" in one_line(capsys)
+    data = bytearray((path / "steps.bin").read_bytes())
+    data[3 * 120 + 16:3 * 120 + 24] = struct.pack("<d", float("inf"))  # step 3's wall_s
+    (path / "steps.bin").write_bytes(bytes(data))
+    assert main(["report", str(path)]) == 0
+    assert "measured value(s) were not numbers" in capsys.readouterr().out
 
 
 @pytest.mark.parametrize(
@@ -138,7 +140,7 @@ def test_step_with_an_impossible_value(capsys, data_run) -> None:
         (lambda m: m.write_text('{"status": "ok", '), "meta.json is not valid JSON"),
         (lambda m: m.unlink(), "is not a lazyscope run: it has no meta.json"),
         (lambda m: m.write_text(json.dumps({**json.loads(m.read_text()), "schema_version": 99})),
-         "was written with run schema 99, newer than this lazyscope understands (1); "
+         "was written with run schema 99, newer than this lazyscope understands (2); "
          "upgrade lazyscope to read it"),
         (lambda m: m.write_text(json.dumps({**json.loads(m.read_text()), "warmup_steps": "two"})),
          "meta.json has unexpected content: 'warmup_steps' is not an integer"),
@@ -153,12 +155,13 @@ def test_bad_meta(capsys, data_run, mutate, needle) -> None:
 
 def test_run_killed_before_its_first_step(capsys, data_run) -> None:
     path = data_run("static20")
-    (path / "steps.jsonl").write_bytes(b"")
+    (path / "steps.bin").write_bytes(b"")
+    (path / "events.bin").write_bytes(b"")
     meta = json.loads((path / "meta.json").read_text())
     (path / "meta.json").write_text(json.dumps({**meta, "status": "running", "ended_at": None}))
     assert main(["report", str(path)]) == 0
     out = capsys.readouterr().out
-    assert "verdict: incomplete run (0 finished steps): no step finished" in out
+    assert "verdict: incomplete run (0 finished steps): no step finished" in out, out
 
 
 @pytest.mark.parametrize(

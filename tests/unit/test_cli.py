@@ -18,15 +18,19 @@ def test_scenarios_lists_names(capsys) -> None:
 def test_report_text_and_json(capsys, data_run) -> None:
     path = data_run("dynamic20")
     assert main(["report", str(path)]) == 0
-    assert "verdict: recompiled" in capsys.readouterr().out
-    assert (path / "timeline.png").exists()
+    assert "verdict: recompiles in steady state" in capsys.readouterr().out
+    assert not (path / "timeline.png").exists()  # text and json only render
+    assert main(["report", str(path), "--format", "html"]) == 0
+    assert capsys.readouterr().out.strip() == str(path / "report.html")
+    assert (path / "timeline.png").exists() and (path / "report.html").exists()
     assert main(["report", str(path), "--format", "json"]) == 0
-    assert json.loads(capsys.readouterr().out)["compiles_after_warmup"] == 18
+    out = json.loads(capsys.readouterr().out)
+    assert out["compiles"] == 20 and out["findings"][0]["count"] == 19
 
 
 def test_report_on_cut_steps_file(capsys, data_run) -> None:
     path = data_run("dynamic20")
-    steps = path / "steps.jsonl"
+    steps = path / "steps.bin"
     data = steps.read_bytes()
     steps.write_bytes(data[: len(data) - 100])
     assert main(["report", str(path)]) == 0
@@ -62,7 +66,7 @@ def test_unparsable_script(capsys, tmp_path) -> None:
 
 def test_existing_out_is_refused(capsys, data_run) -> None:
     path = data_run("static20")
-    before = (path / "steps.jsonl").read_bytes()
+    before = (path / "steps.bin").read_bytes()
     assert main(["trace", "lazytensor-dynamic", "--out", str(path)]) == 3
     assert "--force" in capsys.readouterr().err
-    assert (path / "steps.jsonl").read_bytes() == before
+    assert (path / "steps.bin").read_bytes() == before

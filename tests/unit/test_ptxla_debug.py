@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from lazyscope.backends.frames import classify_barrier, user_site
 from lazyscope.backends.ptxla_debug import DebugFileReader, parse_debug_text
-from lazyscope.model import Site
+from lazyscope.frames import make_frame
+from lazyscope.model import Frame, user_site
 
 SAMPLE = Path(__file__).resolve().parents[1] / "data" / "ptxla_debug" / "compile_two_blocks.txt"
 
@@ -63,21 +63,9 @@ def test_reader_is_incremental(tmp_path: Path) -> None:
     assert reader.read_new() == []
 
 
-def test_execution_block_and_user_site() -> None:
+def test_execution_block_and_its_frames() -> None:
     records, _ = parse_debug_text(EXECUTION_BLOCK)
     (rec,) = records
     assert rec.kind == "execute" and "access tensor value" in rec.cause
-    assert user_site(rec.frames) == Site("/home/me/train.py", 42, "train")
-
-
-def test_classify_barrier_causes() -> None:
-    sync = Site("/x/site-packages/torch_xla/torch_xla.py", 87, "sync")
-    step_exit = Site("/x/site-packages/torch_xla/debug/profiler.py", 179, "__exit__")
-    loader = Site("/x/site-packages/torch_xla/distributed/parallel_loader.py", 46, "next")
-    user = Site("/home/me/train.py", 3, "main")
-    item = Site("/x/site-packages/torch/_tensor.py", 10, "item")
-    assert classify_barrier([sync, user]) == ("barrier", "step barrier: torch_xla.sync()")
-    assert classify_barrier([sync, step_exit, user])[1].endswith("StepTrace region")
-    assert "parallel loader" in classify_barrier([sync, loader, user])[1]
-    assert classify_barrier([item, user])[0] == "value_read"
-    assert classify_barrier([])[0] == "other"
+    frames = tuple(make_frame(f.file, f.line, f.function) for f in rec.frames)
+    assert user_site(frames) == Frame("/home/me/train.py", 42, "train")

@@ -16,6 +16,7 @@ from lazyscope.backends.xla_hlo import (
     parse_entry_layout,
     parse_module,
 )
+from lazyscope.model import Compile
 from tests.conftest import DATA
 
 SEQ17 = (DATA / "xla_hlo" / "seq17.hlo.txt").read_text()
@@ -146,3 +147,27 @@ def test_stale_dump_dirs_of_dead_processes_are_swept(tmp_path: Path) -> None:
     (stale / "module_0000.x.before_optimizations.txt").write_text("x")
     sweep_stale_dump_dirs(str(tmp_path))
     assert not stale.exists() and alive.exists() and other.exists()
+
+
+def test_source_metadata_gives_input_origins_and_line_digests() -> None:
+    """A module traced with IR debug on (torch_xla's `_set_ir_debug`): each data input names the
+    line that moved it to the device, each user line gets a digest of its instructions, and the
+    graph's digest is the same as without the metadata."""
+    import re
+
+    text = (DATA / "xla_hlo" / "with_source.hlo.txt").read_text()
+    info = parse_module(text)
+    assert info is not None
+    # parameter 2 is x.to(dev) at line 5; the model's parameters come from torch's module.py
+    assert info.origins[2] == ("/home/me/train.py", 5)
+    assert "site-packages" in info.origins[0][0]
+    lines = {(f, n) for f, n, _ in info.lines}
+    assert ("/home/me/train.py", 6) in lines and ("/home/me/train.py", 7) in lines
+    assert not any("site-packages" in f for f, _ in lines)  # library lines are not listed
+    bare = parse_module(re.sub(r", metadata=\{[^{}]*\}", "", text))
+    assert bare is not None and bare.digest == info.digest and bare.lines == []
+    payload = Compile()
+    info.fill(payload)
+    assert payload.inputs[2].origin is not None and payload.inputs[2].origin.line == 5
+    assert payload.inputs[0].origin is None  # a library line is no origin
+    assert payload.lines and payload.constants is None or isinstance(payload.constants, list)

@@ -57,8 +57,8 @@ def test_quickstart(tmp_path: Path, monkeypatch) -> None:
     book = _execute("quickstart", tmp_path, monkeypatch, steps=5)
     text = _text(book)
     assert "PJRT_DEVICE = CPU" in text and "Successfully installed" not in text
-    assert "the graph changes every step" in text  # the dynamic run's verdict
-    assert "no recompilation after warm-up" in text  # the static run's verdict
+    assert "recompiles in steady state" in text  # the dynamic run's verdict
+    assert "no recompilation in steady state" in text  # the static run's verdict
     assert "<h1>lazyscope report" in text  # the HTML report shown inline
     assert (tmp_path / "runs/quickstart-dynamic/report.html").is_file()
     assert list((tmp_path / "runs/quickstart-profile/tensorboard/plugins/profile").glob("*/*.xplane.pb"))
@@ -67,7 +67,7 @@ def test_quickstart(tmp_path: Path, monkeypatch) -> None:
 def test_your_own_loop(tmp_path: Path, monkeypatch) -> None:
     book = _execute("your_own_loop", tmp_path, monkeypatch, steps=6)
     text = _text(book)
-    assert "verdict: recompiled" in text and "<h1>lazyscope report" in text
+    assert "verdict: recompiles in steady state" in text and "<h1>lazyscope report" in text
     from lazyscope.model import load_run
 
     run = load_run(tmp_path / "runs/own-loop")

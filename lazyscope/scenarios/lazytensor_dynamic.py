@@ -6,7 +6,7 @@ previous one, so the graph is the same every step: compile once, execute often. 
 mode the loss is accumulated with ``torch.cat``, so the loss tensor grows by one element per step,
 its shape is new every step, and XLA compiles a new graph at every barrier.
 
-    python scenarios/lazytensor_dynamic.py --mode dynamic --steps 30
+    python -m lazyscope.scenarios.lazytensor_dynamic --mode dynamic --steps 30
     lazyscope trace lazytensor-dynamic --mode dynamic --steps 30 --out runs/dyn
 """
 
@@ -16,7 +16,8 @@ import statistics
 import sys
 import time
 
-from lazyscope.scenario_kit import backend_from_args, base_parser
+import lazyscope
+from lazyscope.scenarios.kit import base_parser, runtime_from_args
 
 
 def build_parser():
@@ -50,16 +51,14 @@ def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
     import torch
 
-    from lazyscope.backends import set_run_info
-
-    backend = backend_from_args(args)
+    backend = runtime_from_args(args)
     dev = backend.device()
     torch.manual_seed(args.seed)
     x = torch.rand((args.size, 8)).to(dev)
     y = torch.rand((args.size, args.size)).to(dev)
     loss = torch.zeros(1).to(dev)
     step_fn = backend.prepare_model(dummy_step)  # torch.compile under --backend compile
-    set_run_info(scenario="lazytensor-dynamic", mode=args.mode, size=args.size)
+    lazyscope.set_info(scenario="lazytensor-dynamic", mode=args.mode, size=args.size)
     times = []
     for i in range(args.steps):
         tic = time.perf_counter()

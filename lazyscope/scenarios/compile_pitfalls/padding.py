@@ -6,9 +6,9 @@ every step has the same shape; ``--policy longest``: to the longest sequence of 
 dimension 1 varies) and runs a two-layer model over the padded batch. ``--graph-break`` plants a
 ``.item()`` inside ``forward`` (a graph break under torch.compile, a host sync everywhere).
 
-    lazyscope trace scenarios/compile_pitfalls/padding.py --backend compile --steps 6 -- \
+    lazyscope trace lazyscope/scenarios/compile_pitfalls/padding.py --backend compile --steps 6 -- \
         --policy longest
-    python scenarios/compile_pitfalls/padding.py --backend eager --policy max
+    python lazyscope/scenarios/compile_pitfalls/padding.py --backend eager --policy max
 """
 
 from __future__ import annotations
@@ -17,7 +17,8 @@ import statistics
 import sys
 import time
 
-from lazyscope.scenario_kit import backend_from_args, base_parser, positive_int
+import lazyscope
+from lazyscope.scenarios.kit import base_parser, positive_int, runtime_from_args
 
 
 def build_parser():
@@ -67,22 +68,20 @@ def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
     import torch
 
-    from lazyscope.backends import annotate_step, set_run_info
-
-    backend = backend_from_args(args)
+    backend = runtime_from_args(args)
     dev = backend.device()
     torch.manual_seed(args.seed)
     gen = torch.Generator().manual_seed(args.seed)
     model = build_model(args.dim, args.graph_break).to(dev)
     opt = torch.optim.SGD(model.parameters(), lr=0.01) if args.train else None
     run_model = backend.prepare_model(model)
-    set_run_info(scenario="compile-pitfalls/padding", policy=args.policy, batch=args.batch,
+    lazyscope.set_info(scenario="compile-pitfalls/padding", policy=args.policy, batch=args.batch,
                  max_len=args.max_len, train=args.train, graph_break=args.graph_break)
     times = []
     for i in range(args.steps):
         x, mask, lengths = make_batch(gen, args.batch, args.max_len, args.dim, args.policy)
         x, mask = x.to(dev), mask.to(dev)
-        annotate_step(seq_len=x.shape[1], real_tokens=int(lengths.sum()),
+        lazyscope.annotate_step(seq_len=x.shape[1], real_tokens=int(lengths.sum()),
                       computed_tokens=x.shape[0] * x.shape[1])
         tic = time.perf_counter()
         with backend.step(i, "padding_step"):

@@ -14,10 +14,10 @@ torch.manual_seed(0)
 model = torch.nn.Linear(32, 32).to(dev)
 opt = torch.optim.SGD(model.parameters(), lr=0.01)
 for seq_len in LENGTHS:
-    x = torch.randn(4, seq_len, 32).to(dev)
+    x = torch.randn(4, seq_len, 32).to(dev)  # lazyscope-expect: recompile
     loss = model(x).pow(2).mean()
     loss.backward()
     opt.step()
     opt.zero_grad()
-    torch_xla.sync()  # lazyscope-expect: recompile
+    torch_xla.sync()
 print("done")

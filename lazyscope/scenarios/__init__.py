@@ -1,4 +1,5 @@
-"""Built-in scenarios: standalone scripts, each runnable as ``python scenarios/NAME.py --help``.
+"""Built-in scenarios: standalone scripts, each runnable as
+``python -m lazyscope.scenarios.NAME --help`` (or by path).
 
 ``lazyscope trace NAME`` runs the script exactly as ``lazyscope trace path/to/script.py`` runs a
 user's own: the scenarios are no more privileged than user code. This registry only names them.
@@ -37,6 +38,13 @@ SCENARIOS: dict[str, ScenarioInfo] = {
             "decoder.py",
             "GPT-style decoder on variable-length sequences: padding policies max, longest, "
             "pow2, bucket:B1,..|auto, packed (--padding), --mode train|eval, --preset tiny|seed",
+        ),
+        ScenarioInfo(
+            "hf-gpt2",
+            "hf_gpt2.py",
+            "Hugging Face transformers GPT-2 (built from code, sdpa) on variable-length "
+            "sequences: the decoder's --padding policies, packed rows by position_ids (needs "
+            "transformers: lazyscope[hf])",
         ),
     ]
 }

@@ -1,0 +1,99 @@
+"""What built-in scenarios (and users' own scripts, if they like) share: common arguments and
+the runtime they run on.
+
+Every scenario takes ``--steps``, ``--backend``, ``--device``, ``--dynamic`` and ``--seed`` so
+that ``lazyscope trace NAME --steps N`` and ``python -m lazyscope.scenarios.NAME --steps N``
+mean the same. Traced, a scenario runs on the trace's backend, and its device and ``dynamic``
+come from the trace's options (``lazyscope trace --device cuda NAME``) unless its own arguments
+say otherwise. This module imports no torch: the CLI validates a scenario's arguments before
+anything heavy loads.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from lazyscope.backends import BACKENDS, Runtime, active, get_runtime
+
+DYNAMIC_CHOICES = {"auto": None, "true": True, "false": False}
+
+
+def positive_int(text: str) -> int:
+    """argparse type: an integer >= 1."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
+def read_lengths(path: str | Path) -> list[int]:
+    """A lengths file: one positive integer per line, blank lines skipped.
+
+    Raises ValueError with a message naming the file and the bad line."""
+    try:
+        raw = Path(path).read_text(encoding="utf-8")
+    except OSError as err:
+        raise ValueError(f"cannot read lengths file {path}: {err.strerror}") from None
+    except UnicodeDecodeError:
+        raise ValueError(f"lengths file {path} is not text") from None
+    values = []
+    for n, line in enumerate(raw.splitlines(), 1):
+        line = line.strip()
+        if not line:
+            continue
+        try:
+            v = int(line)
+        except ValueError:
+            raise ValueError(f"lengths file {path} line {n}: {line[:30]!r} is not an integer") from None
+        if v < 1:
+            raise ValueError(f"lengths file {path} line {n}: length {v} is below 1")
+        values.append(v)
+    if not values:
+        raise ValueError(f"lengths file {path} holds no lengths")
+    return values
+
+
+def base_parser(description: str, *, default_steps: int = 20,
+                prog: str | None = None) -> argparse.ArgumentParser:
+    """An ArgumentParser with the arguments every scenario shares."""
+    parser = argparse.ArgumentParser(prog=prog, description=description)
+    parser.add_argument("--steps", type=positive_int, default=default_steps, help="number of steps")
+    parser.add_argument(
+        "--backend", choices=sorted(BACKENDS), default=_default_backend(),
+        help="where the workload runs (default: the backend of the trace in progress, else xla)",
+    )
+    parser.add_argument(
+        "--device", choices=["auto", "cpu", "cuda"], default=None,
+        help="device for the eager/compile backends (default: the trace's --device, else auto; "
+        "the XLA backend uses PJRT_DEVICE)",
+    )
+    parser.add_argument("--seed", type=int, default=0, help="random seed")
+    parser.add_argument(
+        "--dynamic", choices=sorted(DYNAMIC_CHOICES), default=None,
+        help="torch.compile's dynamic= for --backend compile (default: the trace's --dynamic, "
+        "else auto: static first, dynamic after a shape recompiles)",
+    )
+    return parser
+
+
+def _default_backend() -> str:
+    """The backend of the trace in progress, else ``xla``."""
+    trace = active()
+    return trace.options.backend if trace is not None else "xla"
+
+
+def runtime_from_args(args: argparse.Namespace) -> Runtime:
+    """The runtime a scenario's parsed arguments ask for; what they leave open comes from the
+    trace in progress."""
+    trace = active()
+    device = getattr(args, "device", None) or (trace.options.device if trace else "auto")
+    dynamic_arg = getattr(args, "dynamic", None)
+    dynamic = (DYNAMIC_CHOICES[dynamic_arg] if dynamic_arg is not None
+               else (trace.options.dynamic if trace else None))
+    if args.backend == "xla":
+        return get_runtime("xla")
+    return get_runtime(args.backend, device=device, dynamic=dynamic)

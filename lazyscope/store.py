@@ -392,7 +392,7 @@ def _contains_cwd(path: Path) -> bool:
     try:
         cwd = Path.cwd().resolve()
         target = path.resolve()
-    except OSError:
+    except (OSError, RuntimeError):  # Python < 3.13 raises RuntimeError on a symlink loop
         return False
     return cwd == target or target in cwd.parents
 
@@ -433,6 +433,12 @@ def prepare_run_dir(path: Path, force: bool) -> None:
                           "or a new path")
     for parent in path.parents:
         if parent.is_symlink() and not parent.exists():
+            try:
+                os.stat(parent)
+            except OSError as err:
+                if err.errno == errno.ELOOP:  # a loop, not a dangling link
+                    raise OutputError.from_os(OSError(err.errno, err.strerror, str(path)),
+                                              path) from None
             raise OutputError(f"cannot write {path}: {parent} is a symbolic link to "
                               f"{os.readlink(parent)}, which does not exist")
     if path.exists() and not path.is_dir():

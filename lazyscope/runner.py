@@ -54,7 +54,7 @@ from lazyscope.model import (
     load_run,
     user_site,
 )
-from lazyscope.store import RunWriter, prepare_run_dir
+from lazyscope.store import RunWriter, check_run_dir, prepare_run_dir
 
 ERROR_FILE = "error.txt"
 
@@ -225,6 +225,7 @@ class Tracer:
             # the backend is imported (describe) before the run directory is touched: a broken
             # install is one line and no half-made run
             self.collector.check_available()
+            check_run_dir(self.out, self.force)  # no side effect, before the slow import
             self.collector.prepare_env(self.out)
             device, versions = self.collector.describe()
             prepare_run_dir(self.out, self.force)

@@ -413,16 +413,12 @@ def _unwritable(path: Path) -> OSError | None:
     return None
 
 
-def prepare_run_dir(path: Path, force: bool) -> None:
-    """Make ``path`` an empty directory for a new run, or refuse with a RunDirError /
-    OutputError (exit 3) that says why.
+def check_run_dir(path: Path, force: bool) -> bool:
+    """Refuse ``path`` as a run directory (RunDirError / OutputError, exit 3) for every reason
+    that can be known without changing anything; True when an old run there will be replaced.
 
-    An existing non-empty directory is refused without ``force``; with ``force`` it is replaced
-    only if it is a lazyscope run (never an arbitrary directory, never the current directory or
-    one holding it), and only when the whole old run can be removed: it is first moved aside,
-    the new directory created, and only then the old one deleted, so a failure at any point
-    leaves the old run as it was. A symbolic link as ``path`` is refused (replacing what it
-    points to is never what was meant).
+    Cheap and side-effect free, so a trace calls it before importing its backend (seconds for
+    torch_xla): a mistyped ``--out`` is refused at once. :func:`prepare_run_dir` calls it again.
     """
     path = Path(path)
     if str(path) in ("", "."):
@@ -443,7 +439,6 @@ def prepare_run_dir(path: Path, force: bool) -> None:
                               f"{os.readlink(parent)}, which does not exist")
     if path.exists() and not path.is_dir():
         raise RunDirError(f"{path} exists and is not a directory")
-    old: Path | None = None
     try:
         if path.is_dir() and any(path.iterdir()):
             if not force:
@@ -456,6 +451,48 @@ def prepare_run_dir(path: Path, force: bool) -> None:
             why = _unwritable(path)
             if why is not None:
                 raise OutputError.from_os(why, path, replacing=True)
+            return True
+        why = _uncreatable(path)
+        if why is not None:
+            raise why
+    except OSError as err:
+        raise OutputError.from_os(err, path) from None
+    return False
+
+
+def _uncreatable(path: Path) -> OSError | None:
+    """Why a new (or empty) directory at ``path`` cannot be made and written: the nearest
+    existing directory is on a read-only mount, or this process may not write it; or None."""
+    here = path if path.is_dir() else next((p for p in path.parents if p.exists()), Path("."))
+    if not here.is_dir():
+        return OSError(errno.ENOTDIR, os.strerror(errno.ENOTDIR), str(path))
+    if os.statvfs(here).f_flag & os.ST_RDONLY:
+        return OSError(errno.EROFS, os.strerror(errno.EROFS), str(path))
+    if not os.access(here, os.W_OK | os.X_OK):
+        # name what mkdir -p would fail on: the first directory to make below ``here``
+        first = path
+        while first != here and first.parent != here and first.parent != first:
+            first = first.parent
+        return OSError(errno.EACCES, os.strerror(errno.EACCES), str(first))
+    return None
+
+
+def prepare_run_dir(path: Path, force: bool) -> None:
+    """Make ``path`` an empty directory for a new run, or refuse with a RunDirError /
+    OutputError (exit 3) that says why.
+
+    An existing non-empty directory is refused without ``force``; with ``force`` it is replaced
+    only if it is a lazyscope run (never an arbitrary directory, never the current directory or
+    one holding it), and only when the whole old run can be removed: it is first moved aside,
+    the new directory created, and only then the old one deleted, so a failure at any point
+    leaves the old run as it was. A symbolic link as ``path`` is refused (replacing what it
+    points to is never what was meant).
+    """
+    path = Path(path)
+    replacing = check_run_dir(path, force)
+    old: Path | None = None
+    try:
+        if replacing:
             old = path.with_name(f".{path.name}.lazyscope-old-{os.getpid()}")
             os.rename(path, old)
         try:

@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from lazyscope.errors import RunDirError
+from lazyscope.errors import OutputError, RunDirError
 from lazyscope.model import (
     SCHEMA_VERSION,
     Change,
@@ -27,6 +27,7 @@ from lazyscope.store import (
     INTERN_FILE,
     STEPS_FILE,
     RunWriter,
+    check_run_dir,
     load_target,
     prepare_run_dir,
 )
@@ -201,6 +202,19 @@ def test_prepare_run_dir_refuses_and_replaces(tmp_path: Path) -> None:
     assert len(load_run(tmp_path / "r").steps) == 1  # untouched
     prepare_run_dir(tmp_path / "r", force=True)
     assert list((tmp_path / "r").iterdir()) == []
+
+
+def test_check_run_dir_decides_without_touching_anything(tmp_path: Path) -> None:
+    build_run(tmp_path / "r", steps=_steps(1))
+    assert check_run_dir(tmp_path / "r", force=True) is True  # would replace it ...
+    assert len(load_run(tmp_path / "r").steps) == 1  # ... but has not
+    assert check_run_dir(tmp_path / "new" / "deep", force=False) is False
+    assert not (tmp_path / "new").exists()
+    (tmp_path / "f").write_text("x")
+    with pytest.raises(RunDirError, match="not a directory"):
+        check_run_dir(tmp_path / "f", force=True)
+    with pytest.raises(OutputError, match="a part of the path is not a directory"):
+        check_run_dir(tmp_path / "f" / "run", force=False)
 
 
 def test_prepare_run_dir_never_deletes_a_foreign_directory(tmp_path: Path) -> None:

@@ -114,8 +114,9 @@ def test_a_cast_added_mid_run_is_named_at_the_cast_without_changing_the_program(
     [note] = report["notes"]
     assert note["line"] == expected_line("cast_added_midrun") and "cast" in note["fix"]
     script = pitfalls.script("cast_added_midrun")
-    code = ("import runpy, json, torch_xla.debug.metrics as met; "
+    code = ("import runpy, json, torch_xla.debug.metrics as met, torch_xla.core.xla_model as xm; "
             f"runpy.run_path({str(script)!r}, run_name='__main__'); "
+            "xm.wait_device_ops(); "  # executions are asynchronous: count the last one too
             "print(json.dumps([(met.metric_data(m) or [0])[0] for m in "
             "('CompileTime', 'ExecuteTime', 'TransferFromDeviceTime')]))")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,

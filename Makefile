@@ -23,9 +23,11 @@ demo: venv
 	$(VENV)/bin/lazyscope trace lazytensor-dynamic --mode dynamic --steps 30 --out runs/demo --force
 
 # The whole test suite (real torch_xla on the CPU). The HTML report test drives Debian's
-# chromium (headless): installed here when missing.
+# chromium (headless): installed here when missing. Two workers, a test file each at a time
+# (its session fixtures stay in one worker): most of the suite's time is fresh processes
+# importing torch_xla (~9 s each here), which run side by side.
 test: venv chromium
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q -n 2 --dist loadfile
 
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 chromium:

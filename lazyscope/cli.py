@@ -122,9 +122,12 @@ DYNAMIC = {"auto": None, "true": True, "false": False}
               help="XLA: record each compiled graph's inputs to explain recompilations "
               "(XLA dumps each graph's HLO when it compiles it; steps that reuse a compiled "
               "graph cost nothing extra)")
+@click.option("--views/--no-views", default=True, show_default=True,
+              help="write report.html, the PNG plots and TensorBoard scalars after the run "
+              "(a few seconds; `lazyscope report RUN --format html` writes them later)")
 def trace_cmd(target: str, target_args: tuple[str, ...], steps: int | None, out: Path | None,
               force: bool, backend: str, device: str, dynamic: str, warmup_steps: int | None,
-              profile: bool, profile_steps: str | None, graph_shapes: bool) -> None:
+              profile: bool, profile_steps: str | None, graph_shapes: bool, views: bool) -> None:
     """Run a scenario or a script under instrumentation and print its report.
 
     TARGET is a scenario name (see `lazyscope scenarios`) or a path to a .py script. lazyscope's
@@ -151,10 +154,11 @@ def trace_cmd(target: str, target_args: tuple[str, ...], steps: int | None, out:
         if not getattr(err, "nothing_recorded", False):
             # the error line first, then what could not be written: views are not even tried
             # on a full disk
-            err.after = _show_kept(_run_dir_of(out), views=not isinstance(err, NoSpaceError))
+            err.after = _show_kept(_run_dir_of(out),
+                                   views=views and not isinstance(err, NoSpaceError))
         raise
     run_dir = _run_dir_of(out)
-    report = _report_and_views(run_dir)
+    report = _report_and_views(run_dir, views=views)
     click.echo(render_text(report))
     click.echo(f"run saved in {run_dir}")
 

@@ -145,8 +145,10 @@ def run_compare(
         slug = f"{backend}/{policy_slug(policy_name)}" if backend else policy_slug(policy_name)
         run_dir = out / slug
         run_dir.parent.mkdir(parents=True, exist_ok=True)
+        # --no-views: the comparison draws its own picture and page; a policy's run draws
+        # its views on request (`lazyscope report DIR/<policy> --format html`)
         cmd = [sys.executable, "-m", "lazyscope", "trace", scenario, "--steps", str(steps),
-               "--out", str(run_dir), "--padding", policy_name, *extra]
+               "--out", str(run_dir), "--no-views", "--padding", policy_name, *extra]
         if backend:
             cmd[4:4] = ["--backend", backend]
         try:

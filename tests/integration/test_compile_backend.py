@@ -51,7 +51,7 @@ def compile_runs(tmp_path_factory) -> dict[str, Path]:
     for name, (script, args) in CASES.items():
         out = base / name
         proc = lazyscope_cmd("trace", str(PITFALLS / script), "--backend", "compile",
-                             "--out", str(out), "--", *args, timeout=600)
+                             "--out", str(out), "--no-views", "--", *args, timeout=600)
         assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
         (out / "stdout.txt").write_text(proc.stdout)
         runs[name] = out

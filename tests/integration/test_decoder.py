@@ -35,7 +35,7 @@ def decoder_runs(tmp_path_factory) -> dict[str, Path]:
                                ("auto", "bucket:auto", auto)):
         out = base / name
         proc = lazyscope_cmd("trace", "decoder", "--padding", policy, "--steps", "6", *SMALL,
-                             *more, "--out", str(out))
+                             *more, "--out", str(out), "--no-views")
         assert proc.returncode == 0, proc.stdout + proc.stderr
         runs[name] = out
     return runs

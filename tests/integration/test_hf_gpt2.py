@@ -46,7 +46,7 @@ def hf_runs(tmp_path_factory) -> dict[str, Path]:
     for policy in ("max", "longest"):
         out = base / policy
         proc = lazyscope_cmd("trace", "hf-gpt2", "--steps", str(STEPS), "--out", str(out),
-                             "--", "--padding", policy, *SMALL)
+                             "--no-views", "--", "--padding", policy, *SMALL)
         assert proc.returncode == 0, proc.stdout + proc.stderr
         assert f"hf-gpt2 tiny train padding={policy}" in proc.stdout
         runs[policy] = out

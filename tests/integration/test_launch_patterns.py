@@ -53,7 +53,7 @@ def _untraced(name: str) -> dict:
 
 
 def _traced(name: str, out: Path) -> tuple[dict, subprocess.CompletedProcess]:
-    proc = lazyscope_cmd("trace", str(PROGRAMS / f"{name}.py"), "--out", str(out),
+    proc = lazyscope_cmd("trace", str(PROGRAMS / f"{name}.py"), "--out", str(out), "--no-views",
                          env={**CASES[name], "PYTHONPATH": f"{REPO}{os.pathsep}{PROGRAMS}"})
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
     return counts(proc.stdout), proc

@@ -78,6 +78,9 @@ def test_your_own_loop(tmp_path: Path, monkeypatch) -> None:
 def test_bucketing(tmp_path: Path, monkeypatch) -> None:
     if not _compare_available():
         pytest.skip("`lazyscope compare` is not available in this checkout yet (issue 3)")
+    # two policies, not the notebook's four: `longest` (what the advise cell reads) and one
+    # more; tests/integration/test_compare.py covers compare itself
+    monkeypatch.setenv("LAZYSCOPE_NB_POLICIES", "longest,packed")
     book = _execute("bucketing", tmp_path, monkeypatch, steps=4)
     assert (tmp_path / "runs/bucketing/compare.png").is_file()
     assert "<h1>lazyscope report" in _text(book)

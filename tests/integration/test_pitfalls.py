@@ -29,7 +29,8 @@ def _trace_all(base: Path, scripts: dict[str, Path]) -> dict[str, tuple[Path, di
     def trace(item: tuple[str, Path]) -> tuple[str, tuple[Path, dict]]:
         name, script = item
         out = base / name
-        proc = lazyscope_cmd("trace", str(script), "--out", str(out))
+        # the findings are read from the JSON report: no PNGs or HTML needed
+        proc = lazyscope_cmd("trace", str(script), "--out", str(out), "--no-views")
         assert proc.returncode == 0, proc.stdout + proc.stderr
         return name, (out, report_json(out))
 

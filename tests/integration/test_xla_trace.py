@@ -164,7 +164,9 @@ def test_trace_a_user_script_that_raises(tmp_path: Path) -> None:
     assert "boom" in (out / "error.txt").read_text()
 
 
-def test_steps_limit_stops_a_script(tmp_path: Path) -> None:
+def test_steps_limit_stops_a_script_and_no_views_draws_nothing(tmp_path: Path) -> None:
+    """--steps N stops a script after N barriers; --no-views prints the report but writes no
+    report.html, PNG or TensorBoard scalars (``report --format html`` makes them later)."""
     script = tmp_path / "loop.py"
     script.write_text(
         "import torch, torch_xla\n"
@@ -175,11 +177,16 @@ def test_steps_limit_stops_a_script(tmp_path: Path) -> None:
         "    torch_xla.sync()\n"
     )
     out = tmp_path / "run"
-    proc = lazyscope_cmd("trace", str(script), "--steps", "4", "--out", str(out))
+    proc = lazyscope_cmd("trace", str(script), "--steps", "4", "--out", str(out), "--no-views")
     assert proc.returncode == 0, proc.stderr
+    assert "verdict: " in proc.stdout and "steps           4" in proc.stdout
     summary = report_json(out)
     assert summary["steps"] == 4 and summary["status"] == "ok"
     assert summary["findings"] == []
+    views = ("report.html", "timeline.png", "time_split.png", "cumulative.png", "tensorboard")
+    assert not [v for v in views if (out / v).exists()]
+    assert lazyscope_cmd("report", str(out), "--format", "html").returncode == 0
+    assert all((out / v).exists() for v in views)
 
 
 def test_graph_shapes_on_by_default_and_off_on_request(lazytensor_runs, tmp_path: Path) -> None:

@@ -37,7 +37,7 @@ def _lazyscope(*args: str) -> subprocess.CompletedProcess:
 
 def trace(path: Path, out: Path) -> tuple[dict | None, str]:
     """Trace ``path`` into ``out``; its JSON report (None on failure) and an error line."""
-    proc = _lazyscope("trace", str(path), "--out", str(out), "--force")
+    proc = _lazyscope("trace", str(path), "--out", str(out), "--force", "--no-views")
     if proc.returncode != 0:
         return None, (proc.stderr.strip().splitlines() or ["?"])[-1]
     rep = _lazyscope("report", str(out), "--format", "json")

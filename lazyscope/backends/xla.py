@@ -255,8 +255,8 @@ class XlaCollector(Collector):
         level = os.environ.get("PT_XLA_DEBUG_LEVEL", "")
         if not level.lstrip("-").isdigit() or int(level) < 1:
             os.environ["PT_XLA_DEBUG_LEVEL"] = "1"
-        # abspath, not resolve(): the run directory is not validated yet (a symbolic-link loop there
-        # is refused by prepare_run_dir with one line; resolve() would raise first)
+        # abspath, not resolve(): an absolute path is all torch_xla needs, and the directory may
+        # not exist yet (resolve() on a path through a symbolic-link loop raises)
         os.environ["PT_XLA_DEBUG_FILE"] = os.path.join(os.path.abspath(run_dir), DEBUG_FILE)
         os.environ.setdefault("PT_XLA_DEBUG_MAX_FRAME", "64")
         # torch_xla's timing metrics keep their last N samples (default 1024) for the

@@ -64,8 +64,23 @@ class TracedWorker:
         tracer = Tracer(out, options=self.options, force=True, target=self.target,
                         target_kind=self.target_kind, args=self.args, rank=local_rank,
                         world_size=local_world_size)
+        results: Any = None
         with tracer:
-            return real(local_rank, local_world_size, _InDeviceThread(fn), initializer_fn)
+            results = real(local_rank, local_world_size, _InDeviceThread(fn), initializer_fn)
+        if results is None:  # stopped by --steps (the tracer ends it ok): fn returned nothing
+            results = _no_results()
+        return results
+
+
+def _no_results() -> dict[int, None]:
+    """What ``_run_thread_per_device`` returns when ``fn`` returned None on every device of this
+    process: ``{device ordinal: None}`` (spawn merges these dicts and needs one entry per
+    device). The runtime exists by now: the worker ran."""
+    import torch_xla
+    import torch_xla.core.xla_model as xm
+
+    return {torch_xla._XLAC._xla_get_device_ordinal(d): None
+            for d in xm.get_xla_supported_devices()}
 
 
 class _InDeviceThread:

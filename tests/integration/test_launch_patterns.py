@@ -148,3 +148,16 @@ def test_two_ranks_under_a_launcher_write_their_own_directories(tmp_path: Path) 
     assert lazyscope_cmd("check", str(out)).returncode == 0
     gate = lazyscope_cmd("check", str(out), "--no-rank-divergence")
     assert gate.returncode == 1 and "FAIL no-rank-divergence" in gate.stdout
+
+
+def test_steps_limit_stops_a_launched_worker_cleanly(tmp_path: Path) -> None:
+    """--steps N under torch_xla.launch: the worker stops after N barriers, its run ends ok,
+    and the program goes on after launch() (the stopped worker returns an empty result dict
+    to torch_xla's spawn, which merges it; None made spawn raise)."""
+    out = tmp_path / "limited"
+    proc = lazyscope_cmd("trace", str(PROGRAMS / "launch_one.py"), "--steps", "2", "--out",
+                         str(out), "--no-views",
+                         env={"PYTHONPATH": f"{REPO}{os.pathsep}{PROGRAMS}"})
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    worker = report_json(out / "rank0")
+    assert worker["status"] == "ok" and worker["steps"] == 2

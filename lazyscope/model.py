@@ -15,7 +15,7 @@ Backend-neutral by construction:
   own sources into them (XLA: HLO dump + PT_XLA_DEBUG; dynamo: guard failures, compile
   metrics, graph-break records).
 * A stack is a tuple of :class:`Frame`, innermost first; every frame says whether it is library
-  code (torch, torch_xla, site-packages, the standard library, lazyscope itself) or the user's.
+  code (torch, the XLA package, site-packages, the standard library, lazyscope itself) or the user's.
   The user's line of an event is its innermost user frame.
 
 Columnar because runs get long: a million steps and as many events load as a few numpy arrays
@@ -58,7 +58,7 @@ def now_iso() -> str:
 @dataclass(frozen=True)
 class Frame:
     """A place in Python source. ``library`` is True for frames that are not the user's code
-    (torch, torch_xla, third-party packages, the standard library, lazyscope itself)."""
+    (torch, the XLA package, third-party packages, the standard library, lazyscope itself)."""
 
     file: str
     line: int
@@ -220,7 +220,7 @@ class Change:
                             str(data.get("text", "")), _frame(data.get("origin"))))
 
 
-#: who made a graph or a sync: the user's program, or torch_xla for its own bookkeeping
+#: who made a graph or a sync: the user's program, or the backend for its own bookkeeping
 OWNER_USER = "user"
 OWNER_LIBRARY = "library"
 

@@ -30,11 +30,11 @@ REPLACEMENTS = {
                "0) or multiply by the mask, keeping the shape fixed",
     "masked_select": "x[mask] has a data-dependent size: use torch.where(mask, x, 0) and keep "
                      "the shape fixed",
-    "_fft_r2c": "FFTs are not lowered by torch_xla: compute the spectrogram outside the step, "
+    "_fft_r2c": "FFTs have no XLA lowering: compute the spectrogram outside the step, "
                 "or express it as a matmul with a precomputed DFT matrix",
-    "_fft_c2r": "FFTs are not lowered by torch_xla: compute it outside the step, or as a matmul "
+    "_fft_c2r": "FFTs have no XLA lowering: compute it outside the step, or as a matmul "
                 "with a precomputed DFT matrix",
-    "_fft_c2c": "FFTs are not lowered by torch_xla: compute it outside the step, or as a matmul "
+    "_fft_c2c": "FFTs have no XLA lowering: compute it outside the step, or as a matmul "
                 "with a precomputed DFT matrix",
     "linalg_eig": "eigendecomposition of general matrices is not lowered: use torch.linalg.eigh "
                   "for symmetric matrices, or compute it outside the step",

@@ -1,7 +1,7 @@
 """Multi-process runs: one report for the ranks of ``RUN/rank<N>/``.
 
 A multi-process run is a directory whose ``rank<N>/`` subdirectories are runs (one per worker
-of ``torch_xla.launch`` / ``xmp.spawn``, or per process of a launcher that sets ``RANK``),
+of an XLA launch (``launch`` / ``xmp.spawn``), or per process of a launcher that sets ``RANK``),
 with or without the spawning parent's own ``meta.json`` beside them.
 
 The merged report is built from each rank's report (each built once):
@@ -9,7 +9,7 @@ The merged report is built from each rank's report (each built once):
 * the summary, steps and plots are rank 0's (the lowest rank), and ``ranks`` has one row per
   rank side by side: status, steps, compilations, distinct graphs, median step, wall, findings;
 * findings are merged by (kind, line) with the ranks they occur on (``ranks``); a rank other
-  than local rank 0 has no source lines for its compilations (torch_xla writes its analysis on
+  than local rank 0 has no source lines for its compilations (the XLA backend writes its analysis on
   local rank 0 only), so its recompile findings join rank 0's when rank 0 has one;
 * divergence is flagged: a rank that compiles graphs the others do not (by graph content), or
   whose median step is far from the median rank's (a straggler): the classic causes of

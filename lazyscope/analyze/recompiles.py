@@ -3,7 +3,7 @@ graph compiled before it there, by content.
 
 A *site* is where graphs are compiled: for XLA the user line where the graph was cut (the step
 barrier, or a value read), for torch.compile the compiled function. Library-owned graphs
-(torch_xla's own bookkeeping) are not analysed as the program's.
+(the backend's own bookkeeping) are not analysed as the program's.
 
 Each compilation gets a class:
 
@@ -13,7 +13,7 @@ Each compilation gets a class:
   momentum/Adam state, an eval pass, gradient accumulation's optimizer step);
 * ``variant``: the same structure with other shapes, dtypes, constants or guarded values: the
   kind of recompilation that repeats as the data changes;
-* ``identical``: same graph, same inputs (torch_xla re-compiled an identical graph, e.g. when
+* ``identical``: same graph, same inputs (the backend re-compiled an identical graph, e.g. when
   buffer donation settled).
 
 A site's *recompiles* are its variants plus its structure changes beyond the first
@@ -347,7 +347,7 @@ def _pair_changes(before: tuple, after: tuple, old: _Graph, new: _Graph) -> list
         else:
             name = f"the {d0} input of rank {len(s0)}"
     # where the tensor was made: known in either graph (a graph traced with source lines off
-    # has none), else the first user line whose instructions differ (an input torch_xla makes
+    # has none), else the first user line whose instructions differ (an input the backend makes
     # itself, such as a scalar, has no line of its own)
     origin = new.origins.get(after) or old.origins.get(before) or _first_changed_line(new, old)
     out = []

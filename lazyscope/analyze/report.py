@@ -219,7 +219,7 @@ def build_report(run: Run, *, warmup_steps: int | None = None) -> Report:
                 f"{s.site.file}:{s.site.line}" if s.site else f"{s.count} read(s)"
                 for s in lib_syncs[:3]))
     if summary.library_compiles:
-        notes_text.append(f"{summary.library_compiles} graph(s) compiled by torch_xla for its own "
+        notes_text.append(f"{summary.library_compiles} graph(s) compiled by the backend for its own "
                           "bookkeeping (not the program's; not findings)"
                           if b == "xla" else
                           f"{summary.library_compiles} graph(s) compiled by library code")

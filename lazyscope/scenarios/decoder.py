@@ -73,7 +73,13 @@ from lazyscope.padding import (
     plan_batches,
     policy_buckets,
 )
-from lazyscope.scenarios.kit import base_parser, positive_int, read_lengths, runtime_from_args
+from lazyscope.scenarios.kit import (
+    base_parser,
+    lengths_file,
+    n_params,
+    positive_int,
+    runtime_from_args,
+)
 
 
 class Preset(NamedTuple):
@@ -590,19 +596,7 @@ def build_model(p: Preset, variant: Variant | str, graph_break: bool = False) ->
     return Decoder()
 
 
-def n_params(model: Any) -> int:
-    return sum(t.numel() for t in model.parameters())
-
-
 # ------------------------------------------------------------------------------ arguments
-
-
-def lengths_file(text: str) -> list[int]:
-    """argparse type: a file with one positive integer length per line (blank lines skipped)."""
-    try:
-        return read_lengths(text)
-    except ValueError as err:
-        raise argparse.ArgumentTypeError(str(err)) from None
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -57,6 +57,19 @@ def read_lengths(path: str | Path) -> list[int]:
     return values
 
 
+def lengths_file(text: str) -> list[int]:
+    """argparse type: a file with one positive integer length per line (blank lines skipped)."""
+    try:
+        return read_lengths(text)
+    except ValueError as err:
+        raise argparse.ArgumentTypeError(str(err)) from None
+
+
+def n_params(model: object) -> int:
+    """The number of parameters of a torch module."""
+    return sum(t.numel() for t in model.parameters())  # type: ignore[attr-defined]
+
+
 def base_parser(description: str, *, default_steps: int = 20,
                 prog: str | None = None) -> argparse.ArgumentParser:
     """An ArgumentParser with the arguments every scenario shares."""

@@ -97,13 +97,12 @@ def is_no_space(err: BaseException) -> bool:
 # --------------------------------------------------------------------------- writing
 
 
-def atomic_write_json(path: Path, data: dict[str, Any], *, reserve: int = 0) -> None:
-    """Replace ``path`` with ``data`` as JSON, atomically (a reader sees the old or the new).
+def atomic_write_text(path: Path, text: str, *, reserve: int = 0) -> None:
+    """Replace ``path`` with ``text``, atomically (a reader sees the old or the new file; a
+    failed write leaves no temporary file behind).
 
-    ``reserve``: pad the file with spaces to that many bytes (JSON ignores them), so that a
-    later :func:`overwrite_json` has its blocks already allocated."""
+    ``reserve``: pad the file with spaces to that many bytes."""
     tmp = path.with_name(path.name + ".tmp")
-    text = json.dumps(data, indent=2, sort_keys=True, default=str) + "\n"
     try:
         with open(tmp, "w", encoding="utf-8") as fh:
             fh.write(text)
@@ -118,6 +117,13 @@ def atomic_write_json(path: Path, data: dict[str, Any], *, reserve: int = 0) -> 
         except OSError:
             pass
         raise
+
+
+def atomic_write_json(path: Path, data: dict[str, Any], *, reserve: int = 0) -> None:
+    """Replace ``path`` with ``data`` as JSON, atomically; ``reserve`` pads it with spaces
+    (JSON ignores them), so that a later :func:`overwrite_json` has its blocks allocated."""
+    atomic_write_text(path, json.dumps(data, indent=2, sort_keys=True, default=str) + "\n",
+                      reserve=reserve)
 
 
 def overwrite_json(path: Path, data: dict[str, Any]) -> None:

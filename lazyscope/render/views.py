@@ -13,6 +13,7 @@ import importlib.util
 from pathlib import Path
 
 from lazyscope.analyze.report import Report
+from lazyscope.store import atomic_write_text
 
 REPORT_HTML = "report.html"
 TENSORBOARD_DIR = "tensorboard"
@@ -47,16 +48,7 @@ def write_html(report: Report, run_dir: Path, images: dict[str, bytes]) -> Path:
     from lazyscope.render.html import render_html
 
     path = run_dir / REPORT_HTML
-    tmp = path.with_suffix(".html.tmp")
-    try:
-        tmp.write_text(render_html(report, images), encoding="utf-8")
-        tmp.replace(path)
-    except OSError:
-        try:
-            tmp.unlink()
-        except OSError:
-            pass
-        raise
+    atomic_write_text(path, render_html(report, images))
     return path
 
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import shutil
 from pathlib import Path
 
 import pytest
@@ -14,16 +13,10 @@ from lazyscope.cli import main
 from lazyscope.model import Compile, FallbackExec, Sync, load_run
 from tests.builders import build_run, frame
 
-DATA = Path(__file__).resolve().parents[1] / "data" / "xla"
-
 
 @pytest.fixture
-def runs(tmp_path: Path) -> dict[str, Path]:
-    out = {}
-    for name in ("dynamic20", "static20"):
-        shutil.copytree(DATA / name, tmp_path / name)
-        out[name] = tmp_path / name
-    return out
+def runs(data_run) -> dict[str, Path]:
+    return {name: data_run(name) for name in ("dynamic20", "static20")}
 
 
 def _metric(d: dict, name: str) -> dict:

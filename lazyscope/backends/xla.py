@@ -756,19 +756,27 @@ def _fast_tmp() -> str | None:
 DUMP_PREFIX = "lazyscope-hlo-"
 
 
+def dump_dir_owner_alive(path: str | os.PathLike[str]) -> bool:
+    """Whether the lazyscope process that made dump directory ``path`` still runs (its name
+    carries that pid); a name without a pid counts as alive (never ours to remove)."""
+    pid = os.path.basename(path)[len(DUMP_PREFIX):].split("-", 1)[0]
+    if not pid.isdigit():
+        return True
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # exists but not ours to signal: alive
+        return True
+    return True
+
+
 def sweep_stale_dump_dirs(base: str) -> None:
     """Remove dump directories of lazyscope processes that no longer run (a SIGKILLed trace
-    cannot remove its own; the name carries the pid that made it)."""
+    cannot remove its own)."""
     for path in glob.glob(os.path.join(glob.escape(base), DUMP_PREFIX + "*")):
-        pid = os.path.basename(path)[len(DUMP_PREFIX):].split("-", 1)[0]
-        if not pid.isdigit():
-            continue
-        try:
-            os.kill(int(pid), 0)
-        except ProcessLookupError:
+        if not dump_dir_owner_alive(path):
             shutil.rmtree(path, ignore_errors=True)
-        except OSError:  # exists but not ours to signal: alive
-            continue
 
 
 def remove_dump_flag(xla_flags: str) -> str:

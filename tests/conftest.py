@@ -8,6 +8,7 @@ import os
 import shutil
 import subprocess
 import sys
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -32,6 +33,22 @@ def report_json(run_dir: Path) -> dict:
     proc = lazyscope_cmd("report", str(run_dir), "--format", "json")
     assert proc.returncode == 0, proc.stderr
     return json.loads(proc.stdout)
+
+
+def trace_all(base: Path, scripts: dict[str, Path]) -> dict[str, tuple[Path, dict]]:
+    """`lazyscope trace SCRIPT --no-views` for each script (two at a time), with its JSON
+    report: {name: (run dir, report)}."""
+
+    def trace(item: tuple[str, Path]) -> tuple[str, tuple[Path, dict]]:
+        name, script = item
+        out = base / name
+        # the findings are read from the JSON report: no PNGs or HTML needed
+        proc = lazyscope_cmd("trace", str(script), "--out", str(out), "--no-views")
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+        return name, (out, report_json(out))
+
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        return dict(pool.map(trace, scripts.items()))
 
 
 @pytest.fixture

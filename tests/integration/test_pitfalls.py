@@ -1,9 +1,7 @@
 """Each pitfall script (lazyscope/scenarios/pitfalls/), traced with the real CLI in a fresh
 process, is reported at its marked line by findings of the planted kind only (a one-off
-recompilation as a note, the clean script with nothing); each healthy program
-(lazyscope/scenarios/healthy/) gets no finding and passes `lazyscope check` with its defaults.
-Also: the library API and the other barriers (xm.mark_step, xp.StepTrace, the parallel
-loader) give the same steps and findings as a script traced by the CLI."""
+recompilation as a note, the clean script with nothing). Also: the library API gives the same
+steps and findings as a script traced by the CLI. The healthy programs are in test_healthy.py."""
 
 from __future__ import annotations
 
@@ -12,7 +10,6 @@ import os
 import subprocess
 import sys
 import textwrap
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -20,40 +17,21 @@ import pytest
 from lazyscope.model import load_run
 from lazyscope.scenarios import healthy, pitfalls
 from lazyscope.scenarios.pitfalls import FALLBACK_OPS, PITFALLS, expected_line, judge
-from tests.conftest import REPO, lazyscope_cmd, report_json
+from tests.conftest import REPO, lazyscope_cmd, report_json, trace_all
 
 pytestmark = pytest.mark.xla
-
-
-def _trace_all(base: Path, scripts: dict[str, Path]) -> dict[str, tuple[Path, dict]]:
-    def trace(item: tuple[str, Path]) -> tuple[str, tuple[Path, dict]]:
-        name, script = item
-        out = base / name
-        # the findings are read from the JSON report: no PNGs or HTML needed
-        proc = lazyscope_cmd("trace", str(script), "--out", str(out), "--no-views")
-        assert proc.returncode == 0, proc.stdout + proc.stderr
-        return name, (out, report_json(out))
-
-    with ThreadPoolExecutor(max_workers=2) as pool:
-        return dict(pool.map(trace, scripts.items()))
 
 
 @pytest.fixture(scope="session")
 def pitfall_runs(tmp_path_factory) -> dict[str, tuple[Path, dict]]:
     """`lazyscope trace lazyscope/scenarios/pitfalls/X.py` + its JSON report, for every one."""
-    return _trace_all(tmp_path_factory.mktemp("pitfalls"),
-                      {name: pitfalls.script(name) for name in PITFALLS})
+    return trace_all(tmp_path_factory.mktemp("pitfalls"),
+                     {name: pitfalls.script(name) for name in PITFALLS})
 
 
 @pytest.fixture(scope="session")
 def pitfall_reports(pitfall_runs) -> dict[str, dict]:
     return {name: report for name, (_, report) in pitfall_runs.items()}
-
-
-@pytest.fixture(scope="session")
-def healthy_runs(tmp_path_factory) -> dict[str, tuple[Path, dict]]:
-    return _trace_all(tmp_path_factory.mktemp("healthy"),
-                      {name: healthy.script(name) for name in healthy.HEALTHY})
 
 
 def test_the_suite_plants_every_kind_the_issue_lists() -> None:
@@ -79,15 +57,6 @@ def test_pitfall_is_reported_at_its_marked_line_and_nothing_else(pitfall_reports
         # the stack: the line to change first, its callers after it, never library frames
         assert finding["stack"][0]["line"] == finding["line"]
         assert not any("site-packages" in fr["file"] for fr in finding["stack"])
-
-
-@pytest.mark.parametrize("name", healthy.HEALTHY)
-def test_healthy_program_has_no_finding_and_passes_check(healthy_runs, name) -> None:
-    run, report = healthy_runs[name]
-    assert report["status"] == "ok" and report["findings"] == [], report["findings"]
-    assert report["clean"] and report["verdict"].startswith("no recompilation in steady state")
-    proc = lazyscope_cmd("check", str(run))
-    assert proc.returncode == 0, proc.stdout + proc.stderr
 
 
 def test_varying_length_names_the_dimension_the_values_and_the_fix(pitfall_reports) -> None:
@@ -206,29 +175,3 @@ def test_library_api_matches_the_cli(tmp_path: Path) -> None:
     # dim 1 changed there too
     assert [(v["dim"], v["values"]) for v in cli["findings"][0]["varying"]] == [
         (1, [3, 5, 7, 9, 11])]
-
-
-def test_steptrace_and_parallel_loader_are_step_barriers(tmp_path: Path) -> None:
-    script = tmp_path / "loaders.py"
-    script.write_text(textwrap.dedent("""\
-        import torch, torch_xla
-        import torch_xla.debug.profiler as xp
-        import torch_xla.distributed.parallel_loader as pl
-        dev = torch_xla.device()
-        w = torch.ones(8, device=dev)
-        for i in range(3):
-            with xp.StepTrace("step", step_num=i):
-                w = w * 2
-        data = [torch.ones(4, 8) for _ in range(3)]
-        for batch in pl.MpDeviceLoader(data, dev):
-            w = w + batch.sum()
-        torch_xla.sync()
-        """))
-    out = tmp_path / "run"
-    proc = lazyscope_cmd("trace", str(script), "--out", str(out))
-    assert proc.returncode == 0, proc.stderr
-    report = report_json(out)
-    # 3 StepTrace exits; the loader syncs before each batch but the first (a StepTrace just
-    # marked the step), before the end-of-data fetch and at StopIteration (4); the final sync
-    assert report["steps"] == 8, report["per_step"]
-    assert report["status"] == "ok"

@@ -1,0 +1,58 @@
+"""Each healthy program (lazyscope/scenarios/healthy/), traced with the real CLI in a fresh
+process, gets no finding and passes `lazyscope check` with its defaults; xp.StepTrace and the
+parallel loader are step barriers. (A file of its own: pytest-xdist runs it beside
+test_pitfalls.py, whose session fixture traces every pitfall.)"""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from lazyscope.scenarios import healthy
+from tests.conftest import lazyscope_cmd, report_json, trace_all
+
+pytestmark = pytest.mark.xla
+
+
+@pytest.fixture(scope="session")
+def healthy_runs(tmp_path_factory) -> dict[str, tuple[Path, dict]]:
+    return trace_all(tmp_path_factory.mktemp("healthy"),
+                     {name: healthy.script(name) for name in healthy.HEALTHY})
+
+
+@pytest.mark.parametrize("name", healthy.HEALTHY)
+def test_healthy_program_has_no_finding_and_passes_check(healthy_runs, name) -> None:
+    run, report = healthy_runs[name]
+    assert report["status"] == "ok" and report["findings"] == [], report["findings"]
+    assert report["clean"] and report["verdict"].startswith("no recompilation in steady state")
+    proc = lazyscope_cmd("check", str(run))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+
+def test_steptrace_and_parallel_loader_are_step_barriers(tmp_path: Path) -> None:
+    script = tmp_path / "loaders.py"
+    script.write_text(textwrap.dedent("""\
+        import torch, torch_xla
+        import torch_xla.debug.profiler as xp
+        import torch_xla.distributed.parallel_loader as pl
+        dev = torch_xla.device()
+        w = torch.ones(8, device=dev)
+        for i in range(3):
+            with xp.StepTrace("step", step_num=i):
+                w = w * 2
+        data = [torch.ones(4, 8) for _ in range(3)]
+        for batch in pl.MpDeviceLoader(data, dev):
+            w = w + batch.sum()
+        torch_xla.sync()
+        """))
+    out = tmp_path / "run"
+    proc = lazyscope_cmd("trace", str(script), "--out", str(out))
+    assert proc.returncode == 0, proc.stderr
+    report = report_json(out)
+    # 3 StepTrace exits; the loader syncs before each batch but the first (a StepTrace just
+    # marked the step), before the end-of-data fetch and at StopIteration (4); the final sync
+    assert report["steps"] == 8, report["per_step"]
+    assert report["status"] == "ok"

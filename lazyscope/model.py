@@ -97,19 +97,27 @@ def _from_dict(cls: type, data: Any) -> Any:
     """A dataclass from a JSON object, ignoring unknown keys (newer writers add fields)."""
     if not isinstance(data, dict):
         raise ValueError(f"{cls.__name__} payload is not an object")
-    names = {f.name for f in fields(cls)}
+    names = _field_names(cls)
     return cls(**{k: v for k, v in data.items() if k in names})
+
+
+@functools.cache
+def _field_names(cls: type) -> frozenset[str]:
+    return frozenset(f.name for f in fields(cls))
 
 
 def _checker(hint: Any) -> Callable[[Any], bool]:
     """A function telling whether a decoded JSON value has the shape of a type hint (str, int,
-    float, bool, None, lists and dicts of them, unions, dataclasses); built once per hint."""
+    float, bool, None, lists and dicts of them, unions, dataclasses); built once per hint.
+    Run for every payload of a run: the types ``json.loads`` gives are one ``type(v) in``
+    test, anything else (a subclass, a union's other member) takes the full check."""
     if hint is Any:
         return lambda v: True
     origin, args = typing.get_origin(hint), typing.get_args(hint)
     if origin in (typing.Union, types.UnionType):
+        exact = frozenset(t for a in args for t in _EXACT.get(a, ()))
         options = [_checker(a) for a in args]
-        return lambda v: any(c(v) for c in options)
+        return lambda v: type(v) in exact or any(c(v) for c in options)
     if hint is type(None):
         return lambda v: v is None
     if origin is list or hint is list:
@@ -120,11 +128,18 @@ def _checker(hint: Any) -> Callable[[Any], bool]:
             return lambda v: isinstance(v, dict)
         kc, vc = _checker(args[0]), _checker(args[1])
         return lambda v: isinstance(v, dict) and all(kc(k) and vc(x) for k, x in v.items())
+    exact = frozenset(_EXACT.get(hint, ()))
     if hint is float:
-        return lambda v: isinstance(v, (int, float)) and not isinstance(v, bool)
+        return lambda v: type(v) in exact or (isinstance(v, (int, float))
+                                              and not isinstance(v, bool))
     if hint is int:
-        return lambda v: isinstance(v, int) and not isinstance(v, bool)
-    return lambda v: isinstance(v, hint)
+        return lambda v: type(v) in exact or (isinstance(v, int) and not isinstance(v, bool))
+    return lambda v: type(v) in exact or isinstance(v, hint)
+
+
+#: the types ``json.loads`` gives that match a plain hint outright
+_EXACT: dict[Any, tuple[type, ...]] = {str: (str,), int: (int,), float: (int, float),
+                                       bool: (bool,), type(None): (type(None),)}
 
 
 @functools.cache

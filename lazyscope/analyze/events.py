@@ -31,32 +31,94 @@ def distinct(values: np.ndarray) -> np.ndarray:
     return values[keep]
 
 
+def _dense(ids: np.ndarray) -> int | None:
+    """The size of a table indexed by ``ids`` when that is cheap (intern ids: a small range),
+    else None (use a sort)."""
+    if not len(ids):
+        return 0
+    span = int(ids.max()) + 1
+    return span if span <= max(4 * len(ids), 1 << 20) else None
+
+
+def id_counts(ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``np.unique(ids, return_counts=True)`` for intern ids, linear: a bincount."""
+    if _dense(ids) is None:
+        return np.unique(ids, return_counts=True)
+    counts = np.bincount(ids.astype(np.int64))
+    uniq = np.flatnonzero(counts)
+    return uniq, counts[uniq]
+
+
+def id_first(ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``np.unique(ids, return_index=True)`` for intern ids: each distinct id and the position
+    of its first occurrence, linear."""
+    span = _dense(ids)
+    if span is None:
+        return np.unique(ids, return_index=True)
+    first = np.full(span, len(ids), dtype=np.int64)
+    np.minimum.at(first, ids.astype(np.int64), np.arange(len(ids)))
+    uniq = np.flatnonzero(first < len(ids))
+    return uniq, first[uniq]
+
+
+def pairs(events: EventTable, kind: str) -> tuple[np.ndarray, np.ndarray, np.ndarray,
+                                                   np.ndarray]:
+    """``(indices, stack ids, payload ids, inverse)`` for the events of ``kind``: the distinct
+    (stack, payload) pairs and, per event, the number of its pair. Computed once per table and
+    kind (every analyzer groups the same events by its own key). Ids are intern line numbers,
+    a small range, so the pairs are found by a scatter into a table of that range (linear),
+    and by numpy's sort only when the range is far larger than the events."""
+    cache = events.__dict__.setdefault("_pairs_cache", {})
+    hit = cache.get(kind)
+    if hit is not None and hit[0] is events.kind:
+        return hit[1]
+    idx = events.indices(kind)
+    stack, payload = events.stack[idx].astype(np.int64), events.payload[idx].astype(np.int64)
+    width = int(payload.max()) + 1 if len(idx) else 1
+    combo = stack * width + payload
+    span = (int(stack.max()) + 1) * width if len(idx) else 0
+    if span <= max(4 * len(idx), 1 << 20):
+        present = np.zeros(span, dtype=bool)
+        present[combo] = True
+        uniq = np.flatnonzero(present)
+        number = np.zeros(span, dtype=np.int64)
+        number[uniq] = np.arange(len(uniq))
+        inverse = number[combo]
+    else:
+        uniq, inverse = np.unique(combo, return_inverse=True)
+    result = (idx, uniq // width, uniq % width, inverse)
+    cache[kind] = (events.kind, result)
+    return result
+
+
 def group_events(events: EventTable, kind: str,
                  key: Callable[[Stack, Any], Hashable | None]) -> list[tuple[Hashable, np.ndarray]]:
     """``[(group key, event indices in recorded order)]`` for the events of ``kind``, groups in
     order of first appearance; ``key(stack, payload)`` returning None drops the events."""
-    idx = events.indices(kind)
+    idx, stacks, payloads, inverse = pairs(events, kind)
     if not len(idx):
         return []
-    combo = (events.stack[idx].astype(np.int64) << 32) | events.payload[idx].astype(np.int64)
-    uniq, inverse = np.unique(combo, return_inverse=True)
     names: dict[Hashable, int] = {}
-    combo_group = np.full(len(uniq), -1, dtype=np.int64)
-    for n, c in enumerate(uniq):
-        k = key(events.stack_of(int(c) >> 32), events.payload_of(int(c) & 0xFFFFFFFF))
+    pair_group = np.full(len(stacks), -1, dtype=np.int64)
+    for n, (sid, pid) in enumerate(zip(stacks.tolist(), payloads.tolist(), strict=True)):
+        k = key(events.stack_of(sid), events.payload_of(pid))
         if k is None:
             continue
-        combo_group[n] = names.setdefault(k, len(names))
-    gid = combo_group[inverse]
+        pair_group[n] = names.setdefault(k, len(names))
+    keys = list(names)
+    if len(names) == 1 and (pair_group == 0).all():
+        return [(keys[0], idx)]  # the usual shape of a long run: no sort at all
+    gid = pair_group[inverse]
     keep = gid >= 0
     idx, gid = idx[keep], gid[keep]
     if not len(idx):
         return []
-    order = np.argsort(gid, kind="stable")
+    # a stable sort of small integers is numpy's radix sort (linear)
+    small = np.uint16 if len(names) <= 0xFFFF else np.int64
+    order = np.argsort(gid.astype(small), kind="stable")
     idx, gid = idx[order], gid[order]
     starts = np.concatenate(([0], np.flatnonzero(np.diff(gid)) + 1))
     ends = np.append(starts[1:], len(idx))
-    keys = list(names)
     groups = [(keys[int(gid[a])], idx[a:b]) for a, b in zip(starts, ends, strict=True)]
     groups.sort(key=lambda g: int(g[1][0]))
     return groups

@@ -37,7 +37,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from lazyscope.analyze.events import distinct
+from lazyscope.analyze.events import distinct, id_counts, id_first, pairs
 from lazyscope.model import (
     KIND_CODE,
     OWNER_LIBRARY,
@@ -450,19 +450,19 @@ def explain_recompiles(run: Run) -> list[SiteCompiles]:
     compile of each graph id at a site is diffed (through the site's index); a graph id compiled
     again (the compile cache dropped it) is counted with numpy."""
     ev = run.events
-    idx = ev.indices("compile")
+    idx, pair_stack, pair_payload, inverse = pairs(ev, "compile")
     if not len(idx):
         return []
-    idx = idx[np.argsort(ev.step[idx], kind="stable")]
-    combo = (ev.stack[idx].astype(np.int64) << 32) | ev.payload[idx].astype(np.int64)
-    uniq, inverse = np.unique(combo, return_inverse=True)
+    steps = ev.step[idx]
+    if len(steps) > 1 and not (steps[1:] >= steps[:-1]).all():  # recorded order is step order
+        order = np.argsort(steps, kind="stable")
+        idx, inverse = idx[order], inverse[order]
     # per distinct (stack, payload): the site it belongs to (-1: not the program's)
     site_keys: dict[tuple, int] = {}
     sites: list[SiteCompiles] = []
-    combo_site = np.full(len(uniq), -1, dtype=np.int64)
+    combo_site = np.full(len(pair_stack), -1, dtype=np.int64)
     backward: list[int] = []
-    for n, c in enumerate(uniq):
-        sid, pid = int(c) >> 32, int(c) & 0xFFFFFFFF
+    for n, (sid, pid) in enumerate(zip(pair_stack.tolist(), pair_payload.tolist(), strict=True)):
         data: Compile | None = ev.payload_of(pid)
         if data is None or data.owner == OWNER_LIBRARY:
             continue
@@ -485,13 +485,13 @@ def explain_recompiles(run: Run) -> list[SiteCompiles]:
         _explain_site(run, entry, sel, warmup, forward_site, s_no)
     for n in backward:  # a backward compile belongs to its forward's site
         sel = idx[inverse == n]
-        data = ev.payload_of(int(uniq[n]) & 0xFFFFFFFF)
+        data = ev.payload_of(int(pair_payload[n]))
         s_no = forward_site.get(data.forward_of or "")
         seconds = float(ev.seconds[sel].sum())
         if s_no is not None:
             sites[s_no].backward_seconds += seconds
         else:  # its forward was not seen: a site of its own
-            stack = ev.stack_of(int(uniq[n]) >> 32)
+            stack = ev.stack_of(int(pair_stack[n]))
             sites.append(SiteCompiles(
                 site=user_site(stack), stack=tuple(user_frames(stack)), phase="backward",
                 function=data.function, compiles=len(sel), graphs=len(sel),
@@ -514,7 +514,7 @@ def _explain_site(run: Run, entry: SiteCompiles, sel: np.ndarray, warmup: int | 
     entry.seconds = float(seconds.sum())
     entry.first_step = int(steps[0])
     # the first compile of each graph id (events without an id are each their own graph)
-    _, first = np.unique(keys, return_index=True)
+    _, first = id_first(keys)
     is_first = np.zeros(len(sel), dtype=bool)
     is_first[first] = True
     is_first |= keys == 0
@@ -578,10 +578,10 @@ def library_compiles(events: EventTable) -> int:
     """Compilations of graphs a library made for its own bookkeeping."""
     idx = np.flatnonzero(events.kind == KIND_CODE["compile"])
     n = 0
-    for pid in np.unique(events.payload[idx]):
+    for pid, count in zip(*id_counts(events.payload[idx]), strict=True):
         data = events.payload_of(int(pid))
         if data is not None and data.owner == OWNER_LIBRARY:
-            n += int(np.count_nonzero(events.payload[idx] == pid))
+            n += int(count)
     return n
 
 

@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from lazyscope.analyze.breaks import eager_fallbacks, graph_breaks
-from lazyscope.analyze.events import EventGroup, event_groups
+from lazyscope.analyze.events import EventGroup, event_groups, id_counts
 from lazyscope.analyze.fallbacks import FallbackOp, fallback_ops
 from lazyscope.analyze.findings import Finding, make_findings
 from lazyscope.analyze.recompiles import SiteCompiles, explain_recompiles, library_compiles
@@ -135,7 +135,7 @@ def _distinct_graphs(run: Run) -> int:
     ev = run.events
     sel = ev.indices("compile")
     keys = ev.key[sel]
-    return int(len(np.unique(keys[keys != 0])) + np.count_nonzero(keys == 0))
+    return int(len(id_counts(keys[keys != 0])[0]) + np.count_nonzero(keys == 0))
 
 
 def verdict(report_backend: str, summary: Summary, findings: list[Finding],

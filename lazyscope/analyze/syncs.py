@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from lazyscope.analyze.events import distinct, group_events
+from lazyscope.analyze.events import distinct, group_events, id_counts
 from lazyscope.model import OWNER_LIBRARY, Frame, Run, Stack, Sync, user_frames, user_site
 
 
@@ -60,7 +60,7 @@ def sync_sites(run: Run) -> list[SyncSite]:
     for (where, closure, owner, lib), sel in group_events(ev, "sync", key):
         stack = ev.stack_of(int(ev.stack[sel[0]]))
         reads: Counter[str] = Counter()
-        payloads, counts = np.unique(ev.payload[sel], return_counts=True)
+        payloads, counts = id_counts(ev.payload[sel])
         for pid, n in zip(payloads, counts, strict=True):
             data = ev.payload_of(int(pid))
             reads[(data.read or data.message or "read") if data is not None else "read"] += int(n)

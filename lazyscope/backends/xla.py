@@ -108,6 +108,21 @@ def default_pjrt_device() -> str:
     return "CPU"
 
 
+#: torch_xla's own counters that the run's totals must equal (recorded at the end of the run as
+#: ``info["runtime_counts"]``, shown by the report beside lazyscope's counts)
+RUNTIME_COUNTERS = ("CompileTime", "EagerOpCompileTime", "ExecuteTime", "ExecuteReplicatedTime",
+                    "EagerOpExecuteTime", "TransferToDeviceTime", "TransferFromDeviceTime")
+
+
+def runtime_counts(met: Any) -> dict[str, int]:
+    """How many samples each of :data:`RUNTIME_COUNTERS` holds now (absent ones: 0)."""
+    out = {}
+    for name in RUNTIME_COUNTERS:
+        data = met.metric_data(name)
+        out[name] = int(data[0]) if data else 0
+    return out
+
+
 class _Snapshot:
     """The cumulative counters at one moment."""
 
@@ -117,10 +132,11 @@ class _Snapshot:
         self.counts: dict[str, int] = {}
         self.sums: dict[str, float] = {}
         self.compile_samples: list[tuple[float, float]] = []
+        metric_data = met.metric_data
         for key, names in _METRICS.items():
             count, acc = 0, 0.0
             for name in names:
-                data = met.metric_data(name)
+                data = metric_data(name)
                 if data is None:
                     continue
                 total, value, samples = data
@@ -214,6 +230,9 @@ class XlaCollector(Collector):
         self._orig_sync: Any = None
         self._met: Any = None
         self._last: _Snapshot | None = None
+        self._runtime_base: dict[str, int] = {}
+        #: the source of the last program barrier (see barrier_source)
+        self._last_barrier = ""
         self._t_last = 0.0
         self._debug: DebugFileReader | None = None
         self._in_barrier = False
@@ -314,6 +333,7 @@ class XlaCollector(Collector):
                 keep_dir=recorder.writer.path / GRAPHS_DIR)
             self._graphs.skip_existing()
         self._last = _Snapshot(met)
+        self._runtime_base = runtime_counts(met)
         self._t_last = time.perf_counter()
         submodule = sys.modules["torch_xla.torch_xla"]
         self._orig_sync = submodule.sync
@@ -378,8 +398,10 @@ class XlaCollector(Collector):
             return
         import torch_xla
 
-        self._ir_on = compiled or self._recorder.next_index + 1 < WATCH_WARMUP_STEPS
-        torch_xla._XLAC._set_ir_debug(self._ir_on)
+        on = compiled or self._recorder.next_index + 1 < WATCH_WARMUP_STEPS
+        if on != self._ir_on:  # a steady run switches nothing at its barriers
+            torch_xla._XLAC._set_ir_debug(on)
+            self._ir_on = on
 
     # -- source lines of a graph compiled while they were off -----------------------------
     def _hold_blind(self, payload: Compile, seconds: float, stack: Stack, key: str) -> bool:
@@ -535,6 +557,13 @@ class XlaCollector(Collector):
         values, active = self._collect_step()
         if active:
             self._recorder.finish_tail(values)
+        try:  # torch_xla's own count of the same run, for the report to set beside lazyscope's
+            end = runtime_counts(self._met)
+            self._recorder.set_info(runtime_counts={
+                k: n - self._runtime_base.get(k, 0) for k, n in end.items()
+                if n - self._runtime_base.get(k, 0)})
+        except Exception:  # noqa: BLE001 - descriptive only
+            pass
         self._watch = None
         self._recorder = None
 
@@ -566,7 +595,11 @@ class XlaCollector(Collector):
             info: dict[str, Any] = {"devices": len(devices)}
             if xr.is_spmd():
                 info["spmd"] = True
-                info["global_devices"] = xr.global_runtime_device_count()
+                info["global_devices"] = n = xr.global_runtime_device_count()
+                self._recorder.note(
+                    f"SPMD: one program over {n} devices; each execution of a graph over "
+                    "them counts once (torch_xla's ExecuteReplicatedTime), as torch_xla counts "
+                    "it")
             meta = self._recorder.meta
             meta.device = f"{torch_xla.device()} ({devices[0]})" + (
                 f", {len(devices)} devices" if len(devices) > 1 else "")
@@ -686,6 +719,10 @@ class XlaCollector(Collector):
         watched (warm-up, or something this step did that has no site yet)."""
         watch, recorder = self._watch, self._recorder
         if watch is None or recorder is None:
+            return
+        if not fallbacks and transfers <= self._reads_this_step and not watch.hits and \
+                not watch.active and recorder.next_index + 1 >= WATCH_WARMUP_STEPS:
+            self._reads_this_step = 0  # a steady step with nothing to explain: the fast path
             return
         explained = 0
         for hit in watch.take():

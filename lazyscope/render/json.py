@@ -51,7 +51,9 @@ def _per_step(report: Report) -> list[dict[str, Any]]:
 def report_dict(report: Report) -> dict[str, Any]:
     """The report as a JSON-able dict (see the module docstring)."""
     out = report.summary.to_json()
-    out.pop("info", None)
+    info = out.pop("info", None) or {}
+    if info.get("runtime_counts"):
+        out["runtime_counts"] = info["runtime_counts"]
     out.update({
         "run_dir": report.run_dir,
         "verdict": report.verdict,

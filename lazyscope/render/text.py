@@ -96,6 +96,9 @@ def render_summary_text(report: Report) -> list[str]:
                      f"{fmt_bytes(s.bytes_from_device or 0)}, "
                      f"{fmt_seconds(s.transfer_from_device_seconds)}")
     lines.append(f"  host syncs      {s.syncs}")
+    runtime = s.info.get("runtime_counts")
+    if runtime:  # the runtime's own counters over the same run, to check the counts above by
+        lines.append("  runtime counts  " + ", ".join(f"{k} {v}" for k, v in runtime.items()))
     if "fallback_exec" in report.capabilities.events:
         fb = s.fallback_ops
         lines.append("  CPU fallbacks   " + (", ".join(f"{op} x{n}" for op, n in fb.items())

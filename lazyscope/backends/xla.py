@@ -51,7 +51,7 @@ from typing import Any
 
 from lazyscope.backends.base import Collector, Recorder, Runtime, TraceOptions
 from lazyscope.backends.ptxla_debug import DebugFileReader
-from lazyscope.backends.xla_causes import classify_compile, is_program_barrier
+from lazyscope.backends.xla_causes import barrier_source, classify_compile, is_program_barrier
 from lazyscope.backends.xla_hlo import HloDumpReader, pair_modules, parse_module
 from lazyscope.backends.xla_reads import ValueReadHooks
 from lazyscope.backends.xla_watch import SCALAR_READ_OP, CallWatch, Counters, Hit, op_base
@@ -343,7 +343,18 @@ class XlaCollector(Collector):
             if self._in_barrier:
                 return self._orig_sync(*args, **kwargs)
             thread = threading.get_ident()
-            barrier = is_program_barrier(_caller_prefix(1))
+            callers = _caller_prefix(1)
+            barrier = is_program_barrier(callers)
+            if barrier:
+                # The parallel loader syncs before each batch unless a StepTrace just marked
+                # the step (torch_xla's own rule). A loop that marks its steps itself
+                # (torch_xla.compile'd step, torch_xla.step(), xm.mark_step()) over the loader
+                # would get two barriers per iteration: the loader's sync right after the
+                # program's own barrier ends no step of its own (its work goes to the next).
+                source = barrier_source(callers)
+                if source == "loader" and self._last_barrier == "own":
+                    barrier, source = False, "merged"
+                self._last_barrier = source
             if barrier and self._step_thread is None:
                 self._step_thread = thread
             if self._held and barrier and thread == self._step_thread:

@@ -82,6 +82,19 @@ def is_program_barrier(callers: Sequence[Frame]) -> bool:
         "torch_xla" not in _norm(f.file) for f in lib)
 
 
+def barrier_source(callers: Sequence[Frame]) -> str:
+    """Which barrier a program barrier is (``callers`` as for :func:`is_program_barrier`):
+    ``"loader"`` (the parallel loader's sync before each batch), ``"steptrace"`` (leaving an
+    ``xp.StepTrace``), or ``"own"`` (``torch_xla.sync()``, ``xm.mark_step()``, the end of
+    ``torch_xla.step()`` / a ``torch_xla.compile``d call)."""
+    lib = _library_prefix(callers)
+    if lib and _matches(lib[0], (("distributed/parallel_loader.py", "next"),)):
+        return "loader"
+    if lib and _matches(lib[0], (("debug/profiler.py", "__exit__"),)):
+        return "steptrace"
+    return "own"
+
+
 def closure_kind(frames: Sequence[Frame]) -> str:
     """``"sync"`` when the frames run inside torch_xla's step closures (after the barrier),
     ``"async"`` inside its async closure thread, else ``""``."""

@@ -32,6 +32,7 @@ CASES = {
     "step_ctx": {},
     "compiled_fn": {},
     "eager": {},
+    "loader_compiled": {},
 }
 
 
@@ -90,6 +91,8 @@ def test_steps_are_the_programs_barriers(patterns, name) -> None:
     assert report["compiles"] == compiles
     assert report["executions"] == (p["plain"]["ExecuteTime"] + p["plain"]["ExecuteReplicatedTime"]
                                     + p["plain"]["EagerOpExecuteTime"])
+    # the report sets torch_xla's own counters for the run beside its counts
+    assert report["runtime_counts"] == {m: p["plain"][m] for m in COUNTED if p["plain"][m]}
 
 
 def test_launch_traces_its_worker_into_a_rank_directory(patterns) -> None:
@@ -111,7 +114,9 @@ def test_spmd_records_its_devices_and_replicated_executions(patterns) -> None:
     meta = json.loads((p["out"] / "meta.json").read_text())
     assert meta["info"]["spmd"] is True and meta["info"]["global_devices"] == 4
     assert p["plain"]["ExecuteReplicatedTime"] == p["plain"]["barriers"]
-    assert report_json(p["out"])["findings"] == []
+    report = report_json(p["out"])
+    assert report["findings"] == []
+    assert any(n.startswith("SPMD: one program over 4 devices") for n in report["run_notes"])
 
 
 def test_openxla_first_compile_in_step_0_is_clean(patterns) -> None:

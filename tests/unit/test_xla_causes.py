@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from lazyscope.backends.xla_causes import (
+    barrier_source,
     classify_compile,
     closure_kind,
     is_program_barrier,
@@ -68,3 +69,11 @@ def test_compile_causes_and_owners() -> None:
     kind, _, owner = classify_compile([SYNC, BRIDGE, USER])  # the user's graph, via dynamo
     assert kind == "dynamo" and owner == "user"
     assert classify_compile([])[0] == "other"
+
+
+def test_barrier_source_tells_the_loaders_sync_from_the_programs_own() -> None:
+    assert barrier_source([LOADER, USER]) == "loader"
+    assert barrier_source([STEP_EXIT, USER]) == "steptrace"
+    assert barrier_source([COMPILE_END, CONTEXTLIB, USER]) == "own"
+    assert barrier_source([MARK_STEP, DEPRECATED, USER]) == "own"
+    assert barrier_source([USER]) == "own"

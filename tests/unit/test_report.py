@@ -103,3 +103,20 @@ def test_bucket_advice_in_every_report_of_a_recompiling_decoder_run(copy) -> Non
     assert "Bucket advice" in page
     assert "advice" not in json.loads(RENDERERS["json"](build_report(load_run(copy(
         "xla/static20")))))
+
+
+def test_runtime_counts_are_shown_beside_the_totals(copy) -> None:
+    run_dir = copy("xla/static20")
+    meta_path = run_dir / "meta.json"
+    meta = json.loads(meta_path.read_text())
+    meta.setdefault("info", {})["runtime_counts"] = {"CompileTime": 1, "ExecuteTime": 20}
+    meta_path.write_text(json.dumps(meta))
+    report = build_report(load_run(run_dir))
+    text = RENDERERS["text"](report)
+    assert "  runtime counts  CompileTime 1, ExecuteTime 20\n" in text
+    assert json.loads(RENDERERS["json"](report))["runtime_counts"] == {"CompileTime": 1,
+                                                                      "ExecuteTime": 20}
+    # a run without them (older runs, other backends) has no such line
+    plain = build_report(load_run(copy("xla/dynamic20")))
+    assert "runtime counts" not in RENDERERS["text"](plain)
+    assert "runtime_counts" not in json.loads(RENDERERS["json"](plain))

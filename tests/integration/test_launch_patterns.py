@@ -139,10 +139,24 @@ def test_two_ranks_under_a_launcher_write_their_own_directories(tmp_path: Path) 
         [sys.executable, "-m", "lazyscope", "trace", str(PROGRAMS / "ranked.py"), "--out",
          str(out)], cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
         env={**_env({}), "RANK": str(r), "WORLD_SIZE": "2"}) for r in (0, 1)]
-    for proc in procs:
+    plain = [subprocess.Popen(
+        [sys.executable, str(PROGRAMS / "ranked.py")], cwd=PROGRAMS, stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE, text=True, env={**_env({}), "RANK": str(r), "WORLD_SIZE": "2"})
+        for r in (0, 1)]
+    for rank, (proc, untraced) in enumerate(zip(procs, plain, strict=True)):
         stdout, stderr = proc.communicate(timeout=600)
         assert proc.returncode == 0, stderr[-2000:]
-        assert counts(stdout)["barriers"] == 4
+        traced = counts(stdout)
+        assert traced["barriers"] == 4
+        # each rank counts what the same rank counts untraced, and its run says so
+        ustdout, ustderr = untraced.communicate(timeout=600)
+        assert untraced.returncode == 0, ustderr[-2000:]
+        expected = counts(ustdout)
+        for metric in COUNTED:
+            assert traced[metric] == expected[metric], (rank, metric, traced, expected)
+        report = report_json(out / f"rank{rank}")
+        assert report["steps"] == 4 and report["compiles"] == expected["CompileTime"]
+        assert report["runtime_counts"] == {m: expected[m] for m in COUNTED if expected[m]}
     assert sorted(p.name for p in out.iterdir()) == ["rank0", "rank1"]
     merged = report_json(out)
     assert [(r["rank"], r["steps"]) for r in merged["ranks"]] == [(0, 4), (1, 4)]

@@ -120,3 +120,25 @@ def test_runtime_counts_are_shown_beside_the_totals(copy) -> None:
     plain = build_report(load_run(copy("xla/dynamic20")))
     assert "runtime counts" not in RENDERERS["text"](plain)
     assert "runtime_counts" not in json.loads(RENDERERS["json"](plain))
+
+
+def test_library_syncs_are_named_by_the_api_that_made_them(tmp_path: Path) -> None:
+    """Reads inside one torch_xla API (xm.rendezvous reads through helpers of its own: a list
+    comprehension, str.split) are one note entry named by the API, not by each helper."""
+    from lazyscope.model import OWNER_LIBRARY, Frame, Meta, Sync
+    from lazyscope.store import RunWriter
+
+    user = Frame("/home/me/train.py", 178, "test_loop_fn", False)
+    writer = RunWriter(tmp_path / "run", Meta(target="t"))
+    for i, helper in enumerate(("xla_rendezvous", "<listcomp>", "split")):
+        stack = (Frame("/sp/torch_xla/core/xla_model.py", 10 + i, helper, True), user)
+        writer.write_event("sync", 1, stack=stack, value=1,
+                           payload=Sync(read=".item() by xm.rendezvous", owner=OWNER_LIBRARY))
+    writer.write_step(0, {"wall_s": 0.01})
+    writer.write_step(1, {"wall_s": 0.01})
+    writer.finish("ok")
+    report = build_report(load_run(tmp_path / "run"))
+    (note,) = [n for n in report.run_notes if n.startswith("library syncs")]
+    assert note == ("library syncs (not findings): 3 read(s) by xm.rendezvous called at "
+                    "/home/me/train.py:178")
+    assert report.findings == []

@@ -311,13 +311,16 @@ class Sync:
     """The host waited for a value from the device (``.item()``, ``if tensor:``, ``.cpu()``,
     a torch op that checks a value on the host ...). The event's ``value`` is the number of
     executions the read forced. ``closure``: ``""`` (in the step), ``"sync"`` (inside a step
-    closure, after the barrier, blocking) or ``"async"`` (an async step closure)."""
+    closure, after the barrier, blocking) or ``"async"`` (an async step closure). ``api``: the
+    library API that made the read for its own purposes (``xm.rendezvous``), when not the
+    user's code."""
 
     read: str = ""
     shape: list[int] | None = None
     closure: str = ""
     owner: str = OWNER_USER
     message: str = ""
+    api: str = ""
 
     def to_json(self) -> dict[str, Any]:
         return {k: v for k, v in asdict(self).items()

@@ -76,8 +76,8 @@ def pairs(events: EventTable, kind: str) -> tuple[np.ndarray, np.ndarray, np.nda
     stack, payload = events.stack[idx].astype(np.int64), events.payload[idx].astype(np.int64)
     width = int(payload.max()) + 1 if len(idx) else 1
     combo = stack * width + payload
-    span = (int(stack.max()) + 1) * width if len(idx) else 0
-    if span <= max(4 * len(idx), 1 << 20):
+    span = _dense(combo)
+    if span is not None:
         present = np.zeros(span, dtype=bool)
         present[combo] = True
         uniq = np.flatnonzero(present)

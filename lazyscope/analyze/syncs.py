@@ -53,11 +53,10 @@ def sync_sites(run: Run) -> list[SyncSite]:
         owner = data.owner if data is not None else "user"
         lib = ""
         if owner == OWNER_LIBRARY:
-            # the API the backend named for the read (".item() by xm.rendezvous"), else the
-            # library function it happened in (not a helper inside it such as a <listcomp>)
-            read = data.read if data is not None else ""
-            if " by " in read:
-                lib = read.rpartition(" by ")[2]
+            # the API that made the read (xm.rendezvous), else the library function it
+            # happened in (runs recorded before the backend named the API)
+            if data is not None and data.api:
+                lib = data.api
             elif stack and stack[0].library:
                 lib = stack[0].function
         return (site.file, site.line, site.function) if site else ("", 0, ""), closure, owner, lib

@@ -68,6 +68,7 @@ def read_event_data(frames: list[Frame], label: str, shape: list[int]) -> tuple[
                    owner=OWNER_LIBRARY if api else "user")
     if api:
         payload.read = f"{label} by {api}"
+        payload.api = api
     return bound_stack(frames), payload
 
 

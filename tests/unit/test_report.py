@@ -133,7 +133,8 @@ def test_library_syncs_are_named_by_the_api_that_made_them(tmp_path: Path) -> No
     for i, helper in enumerate(("xla_rendezvous", "<listcomp>", "split")):
         stack = (Frame("/sp/torch_xla/core/xla_model.py", 10 + i, helper, True), user)
         writer.write_event("sync", 1, stack=stack, value=1,
-                           payload=Sync(read=".item() by xm.rendezvous", owner=OWNER_LIBRARY))
+                           payload=Sync(read=".item() by xm.rendezvous", owner=OWNER_LIBRARY,
+                                        api="xm.rendezvous"))
     writer.write_step(0, {"wall_s": 0.01})
     writer.write_step(1, {"wall_s": 0.01})
     writer.finish("ok")

@@ -77,3 +77,15 @@ def test_barrier_source_tells_the_loaders_sync_from_the_programs_own() -> None:
     assert barrier_source([COMPILE_END, CONTEXTLIB, USER]) == "own"
     assert barrier_source([MARK_STEP, DEPRECATED, USER]) == "own"
     assert barrier_source([USER]) == "own"
+
+
+def test_a_read_made_by_a_torch_xla_api_names_the_api() -> None:
+    from lazyscope.backends.xla_reads import read_event_data
+
+    rendezvous = lib("torch_xla/core/xla_model.py", "rendezvous")
+    helper = lib("torch_xla/core/xla_model.py", "<listcomp>")
+    _, payload = read_event_data([helper, rendezvous, USER], ".item()", [])
+    assert payload.owner == OWNER_LIBRARY and payload.api == "xm.rendezvous"
+    assert payload.read == ".item() by xm.rendezvous"
+    _, mine = read_event_data([USER], ".item()", [])
+    assert mine.api == "" and mine.read == ".item()"

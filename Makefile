@@ -45,6 +45,7 @@ bench: venv
 	$(PY) benchmarks/compare_policies.py --out runs/bench-compare
 	$(PY) benchmarks/overhead.py --reps 6 --steps 150 --ab-pairs 200
 	$(PY) benchmarks/hlo_dump_cost.py --reps 3 --steps 12
+	$(PY) benchmarks/barrier_cost.py --steps 400
 
 clean:
 	rm -rf runs .pytest_cache

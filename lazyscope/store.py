@@ -327,9 +327,10 @@ class RunWriter:
     def write_step(self, index: int, values: dict[str, float | None], *, tail: bool = False,
                    annotations: dict[str, Any] | None = None) -> None:
         """Append a step record; fields missing from ``values`` are written as NaN."""
-        record = STEP_RECORD.pack(
-            KIND_TAIL if tail else KIND_STEP, float(index),
-            *[NAN if values.get(f) is None else float(values[f]) for f in STEP_FIELDS])  # type: ignore[arg-type]
+        get = values.get
+        record = STEP_RECORD.pack(  # runs at every step barrier: no float() of each field
+            KIND_TAIL if tail else KIND_STEP, index,
+            *[NAN if (v := get(f)) is None else v for f in STEP_FIELDS])
         try:
             if annotations:
                 if self._annotations is None:

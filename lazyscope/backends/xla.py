@@ -123,60 +123,116 @@ def runtime_counts(met: Any) -> dict[str, int]:
     return out
 
 
-class _Snapshot:
-    """The cumulative counters at one moment."""
+class _Metrics:
+    """torch_xla's cumulative metrics, turned into what changed since the last :meth:`take`.
 
-    __slots__ = ("counts", "sums", "fallbacks", "compile_samples")
+    This runs at every step barrier, on the thread that feeds the device (where every
+    microsecond is the program's; on XLA:CPU it also takes the cores the step executes on): one
+    binding call per metric, the byte totals of a transfer direction read only when its
+    transfer count moved (torch_xla samples both in the same function), the compile samples
+    kept only when a compilation happened, no intermediate dicts."""
+
+    __slots__ = ("_data", "_met", "_seen", "_fallbacks")
 
     def __init__(self, met: Any):
-        self.counts: dict[str, int] = {}
-        self.sums: dict[str, float] = {}
-        self.compile_samples: list[tuple[float, float]] = []
-        metric_data = met.metric_data
-        for key, names in _METRICS.items():
-            count, acc = 0, 0.0
-            for name in names:
-                data = metric_data(name)
-                if data is None:
-                    continue
-                total, value, samples = data
-                count += int(total)
-                acc += float(value)
-                if name == "CompileTime":
-                    self.compile_samples = list(samples)
-            self.counts[key] = count
-            self.sums[key] = acc
-        self.fallbacks: dict[str, int] = {}
-        for op in met.executed_fallback_ops():
-            value = met.counter_value(op)
-            if value:
-                self.fallbacks[op] = int(value)
+        self._met = met
+        self._data = met.metric_data
+        #: metric -> (samples, accumulated value) at the last take
+        self._seen: dict[str, tuple[int, float]] = {}
+        self._fallbacks: dict[str, int] = {}
+        self.take(everything=True)  # the baseline: what ran before the trace is not the run's
 
-    def delta(self, before: _Snapshot) -> dict[str, Any]:
-        d: dict[str, Any] = {}
-        for key in _METRICS:
-            d[key] = self.counts[key] - before.counts[key]
-            d[key + "_sum"] = self.sums[key] - before.sums[key]
-        d["fallbacks"] = {op: n - before.fallbacks.get(op, 0) for op, n in self.fallbacks.items()
-                          if n - before.fallbacks.get(op, 0) > 0}
-        return d
+    def _delta(self, name: str) -> tuple[int, float, Any]:
+        data = self._data(name)
+        if data is None:
+            return 0, 0.0, None
+        total, acc, samples = data
+        seen = self._seen.get(name)
+        if seen is None:
+            self._seen[name] = (total, acc)
+            return total, acc, samples
+        if total == seen[0]:
+            return 0, 0.0, None
+        self._seen[name] = (total, acc)
+        return total - seen[0], acc - seen[1], samples
+
+    def _sum(self, names: tuple[str, ...]) -> tuple[int, float]:
+        count, acc = 0, 0.0
+        for name in names:
+            n, v, _ = self._delta(name)
+            count += n
+            acc += v
+        return count, acc
+
+    def take(self, everything: bool = False) -> tuple[dict[str, Any], list[tuple[float, float]],
+                                                     dict[str, int]]:
+        """(step values of the counters, the kept CompileTime samples when something compiled,
+        fallback op -> executions) since the last take; ``everything``: the byte totals too
+        even when no transfer was counted (the end of the run)."""
+        compiles, compile_ns, samples = self._delta("CompileTime")
+        n, v, _ = self._delta("EagerOpCompileTime")
+        executions, execute_ns = self._sum(_METRICS["execute"])
+        to_n, to_ns, _ = self._delta("TransferToDeviceTime")
+        from_n, from_ns, _ = self._delta("TransferFromDeviceTime")
+        values = {
+            "compile_count": compiles + n,
+            "compile_s": (compile_ns + v) / 1e9,
+            "execute_count": executions,
+            "execute_s": execute_ns / 1e9,
+            "to_device_count": to_n,
+            "to_device_bytes": self._delta("OutboundData")[1] if to_n or everything else 0.0,
+            "to_device_s": to_ns / 1e9,
+            "from_device_count": from_n,
+            "from_device_bytes": self._delta("InboundData")[1] if from_n or everything else 0.0,
+            "from_device_s": from_ns / 1e9,
+        }
+        fallbacks: dict[str, int] = {}
+        ops = self._met.executed_fallback_ops()
+        if ops:
+            counter_value, last = self._met.counter_value, self._fallbacks
+            for op in ops:
+                total = int(counter_value(op) or 0)
+                if total > last.get(op, 0):
+                    fallbacks[op] = total - last.get(op, 0)
+                    last[op] = total
+        return values, list(samples) if compiles and samples else [], fallbacks
 
 
-def _caller_prefix(skip: int, limit: int = 24) -> list[Frame]:
-    """The caller's frames up to and including the first user frame (innermost first)."""
+#: call sites of torch_xla.sync seen so far -> (ends a step of the program, barrier_source)
+_BARRIER_SITES: dict[tuple[Any, ...], tuple[bool, str]] = {}
+#: code object -> it is library code (the frames a sync is called through)
+_LIBRARY_CODE: dict[Any, bool] = {}
+
+
+def _barrier_site(skip: int, limit: int = 24) -> tuple[bool, str]:
+    """:func:`is_program_barrier` and :func:`barrier_source` of the caller's ``sync``, decided
+    once per call site: the key is the (code, line) of each frame up to the first user frame,
+    all the decision depends on. This runs at every sync of the program."""
     try:
         f: Any = sys._getframe(skip + 1)
     except ValueError:
-        return []
-    out: list[Frame] = []
-    while f is not None and len(out) < limit:
+        return True, "own"
+    key: list[Any] = []
+    lib = _LIBRARY_CODE
+    while f is not None and len(key) < 2 * limit:
         code = f.f_code
-        library = is_library_file(code.co_filename)
-        out.append(Frame(code.co_filename, f.f_lineno, code.co_name, library))
+        key += (code, f.f_lineno)
+        library = lib.get(code)
+        if library is None:
+            library = lib[code] = is_library_file(code.co_filename)
         if not library:
             break
         f = f.f_back
-    return out
+    site = tuple(key)
+    found = _BARRIER_SITES.get(site)
+    if found is None:
+        frames = [Frame(c.co_filename, line, c.co_name, lib[c])
+                  for c, line in zip(site[::2], site[1::2], strict=True)]
+        found = (is_program_barrier(frames), barrier_source(frames))
+        if len(_BARRIER_SITES) > 4096:  # a program that syncs from ever new lines
+            _BARRIER_SITES.clear()
+        _BARRIER_SITES[site] = found
+    return found
 
 
 # --------------------------------------------------------------------------- runtime
@@ -229,7 +285,7 @@ class XlaCollector(Collector):
         self._recorder: Recorder | None = None
         self._orig_sync: Any = None
         self._met: Any = None
-        self._last: _Snapshot | None = None
+        self._last: _Metrics | None = None
         self._runtime_base: dict[str, int] = {}
         #: the source of the last program barrier (see barrier_source)
         self._last_barrier = ""
@@ -243,6 +299,9 @@ class XlaCollector(Collector):
         self._transfer_windows = 0
         self._patched: list[tuple[Any, Any]] = []
         self._device_noted = False
+        #: the run's info says eager mode (set once)
+        self._eager_seen = False
+        self._use_eager_mode: Any = bool
         self._reads_this_step = 0
         #: the IR debug flag before the trace, or None when the user keeps it on by env
         self._ir_debug_saved: bool | None = None
@@ -332,7 +391,8 @@ class XlaCollector(Collector):
                 dump, owned=dump == os.environ.get(OWN_DUMP_ENV),
                 keep_dir=recorder.writer.path / GRAPHS_DIR)
             self._graphs.skip_existing()
-        self._last = _Snapshot(met)
+        self._last = _Metrics(met)
+        self._use_eager_mode = getattr(torch_xla._XLAC, "_get_use_eager_mode", bool)
         self._runtime_base = runtime_counts(met)
         self._t_last = time.perf_counter()
         submodule = sys.modules["torch_xla.torch_xla"]
@@ -343,15 +403,13 @@ class XlaCollector(Collector):
             if self._in_barrier:
                 return self._orig_sync(*args, **kwargs)
             thread = threading.get_ident()
-            callers = _caller_prefix(1)
-            barrier = is_program_barrier(callers)
+            barrier, source = _barrier_site(1)
             if barrier:
                 # The parallel loader syncs before each batch unless a StepTrace just marked
                 # the step (torch_xla's own rule). A loop that marks its steps itself
                 # (torch_xla.compile'd step, torch_xla.step(), xm.mark_step()) over the loader
                 # would get two barriers per iteration: the loader's sync right after the
                 # program's own barrier ends no step of its own (its work goes to the next).
-                source = barrier_source(callers)
                 if source == "loader" and self._last_barrier == "own":
                     barrier, source = False, "merged"
                 self._last_barrier = source
@@ -565,7 +623,7 @@ class XlaCollector(Collector):
                 xm.wait_device_ops()
         except Exception:  # noqa: BLE001 - best effort at shutdown
             pass
-        values, active = self._collect_step()
+        values, active = self._collect_step(everything=True)
         if active:
             self._recorder.finish_tail(values)
         try:  # torch_xla's own count of the same run, for the report to set beside lazyscope's
@@ -582,9 +640,11 @@ class XlaCollector(Collector):
         self._in_barrier = True
         try:
             values, _ = self._collect_step()
-            self._note_device()
-            if self._recorder is not None and not self._recorder.meta.info.get("eager_mode") \
-                    and self._eager_mode():
+            if not self._device_noted:
+                self._note_device()
+            if not self._eager_seen and self._eager_mode():
+                self._eager_seen = True
+                assert self._recorder is not None
                 self._recorder.set_info(eager_mode=True)
         finally:
             self._in_barrier = False
@@ -618,38 +678,27 @@ class XlaCollector(Collector):
         except Exception:  # noqa: BLE001 - descriptive only
             pass
 
-    def _collect_step(self) -> tuple[dict[str, float | None], bool]:
+    def _collect_step(self, everything: bool = False) -> tuple[dict[str, float | None], bool]:
         assert self._recorder is not None and self._last is not None
         now = time.perf_counter()
-        snap = _Snapshot(self._met)
-        d = snap.delta(self._last)
-        new_samples = snap.compile_samples
-        self._last = snap
+        values, samples, fallbacks = self._last.take(everything)
         wall = now - self._t_last
         self._t_last = now
-        self._compile_events(d["compile"], new_samples)
-        fallbacks = {op: n for op, n in d["fallbacks"].items() if op != SCALAR_READ_OP}
+        compiles = values["compile_count"]
+        if compiles:
+            self._compile_events(compiles, samples)
+        fallbacks.pop(SCALAR_READ_OP, None)
         for op, n in fallbacks.items():
             self._recorder.event("fallback_exec", payload=FallbackExec(op), value=n)
-        self._watch_results(fallbacks, d["from_device"])
-        self._next_source_lines(d["compile"] > 0)
-        values = {
-            "wall_s": wall,
-            "t_end_s": now - self._recorder.t0,
-            "compile_count": d["compile"],
-            "compile_s": d["compile_sum"] / 1e9,
-            "execute_count": d["execute"],
-            "execute_s": d["execute_sum"] / 1e9,
-            "to_device_count": d["to_device"],
-            "to_device_bytes": d["to_device_bytes_sum"],
-            "to_device_s": d["to_device_sum"] / 1e9,
-            "from_device_count": d["from_device"],
-            "from_device_bytes": d["from_device_bytes_sum"],
-            "from_device_s": d["from_device_sum"] / 1e9,
-            "fallback_count": sum(fallbacks.values()),
-        }
-        active = any(d[k] for k in ("compile", "execute", "to_device", "from_device")) or \
-            bool(fallbacks)
+        transfers = values["from_device_count"]
+        self._watch_results(fallbacks, transfers)
+        if compiles or self._ir_on:
+            self._next_source_lines(compiles > 0)
+        values["wall_s"] = wall
+        values["t_end_s"] = now - self._recorder.t0
+        values["fallback_count"] = sum(fallbacks.values()) if fallbacks else 0
+        active = bool(compiles or values["execute_count"] or values["to_device_count"] or
+                      transfers or fallbacks)
         return values, active
 
     def _compile_events(self, count: int, samples: list[tuple[float, float]]) -> None:
@@ -694,7 +743,8 @@ class XlaCollector(Collector):
         if self._eager_mode():
             # each op is its own graph, compiled once: counted per step, not analysed as
             # recompilations (the verdict speaks of eager mode)
-            if not self._recorder.meta.info.get("eager_mode"):
+            if not self._eager_seen:
+                self._eager_seen = True
                 self._recorder.set_info(eager_mode=True)
             modules = [] if graphs is None else modules
             for module in modules:
@@ -718,10 +768,8 @@ class XlaCollector(Collector):
 
     def _eager_mode(self) -> bool:
         try:
-            import torch_xla
-
-            return bool(torch_xla._XLAC._get_use_eager_mode())
-        except Exception:  # noqa: BLE001
+            return bool(self._use_eager_mode())
+        except Exception:  # noqa: BLE001 - no such binding: not eager
             return False
 
     # -- the watch window ----------------------------------------------------------------

@@ -134,9 +134,10 @@ class _Metrics:
 
     __slots__ = ("_data", "_met", "_seen", "_fallbacks")
 
-    def __init__(self, met: Any):
+    def __init__(self, met: Any, metric_data: Any = None):
         self._met = met
-        self._data = met.metric_data
+        #: torch_xla's binding itself (met.metric_data is a Python function around it)
+        self._data = metric_data or met.metric_data
         #: metric -> (samples, accumulated value) at the last take
         self._seen: dict[str, tuple[int, float]] = {}
         self._fallbacks: dict[str, int] = {}
@@ -229,8 +230,9 @@ def _barrier_site(skip: int, limit: int = 24) -> tuple[bool, str]:
         frames = [Frame(c.co_filename, line, c.co_name, lib[c])
                   for c, line in zip(site[::2], site[1::2], strict=True)]
         found = (is_program_barrier(frames), barrier_source(frames))
-        if len(_BARRIER_SITES) > 4096:  # a program that syncs from ever new lines
+        if len(_BARRIER_SITES) > 4096:  # a program that syncs from ever new code
             _BARRIER_SITES.clear()
+            lib.clear()
         _BARRIER_SITES[site] = found
     return found
 
@@ -391,7 +393,7 @@ class XlaCollector(Collector):
                 dump, owned=dump == os.environ.get(OWN_DUMP_ENV),
                 keep_dir=recorder.writer.path / GRAPHS_DIR)
             self._graphs.skip_existing()
-        self._last = _Metrics(met)
+        self._last = _Metrics(met, getattr(torch_xla._XLAC, "_xla_metric_data", None))
         self._use_eager_mode = getattr(torch_xla._XLAC, "_get_use_eager_mode", bool)
         self._runtime_base = runtime_counts(met)
         self._t_last = time.perf_counter()

@@ -144,3 +144,12 @@ def test_bytes_sampled_before_their_transfer_is_counted_are_not_lost() -> None:
     met.add("InboundData", 8)
     values, _, _ = reader.take(everything=True)  # the end of the run reads them regardless
     assert values["from_device_bytes"] == 8
+
+
+def test_the_site_cache_is_bounded() -> None:
+    xla._BARRIER_SITES.clear()
+    xla._BARRIER_SITES.update({(i,): (True, "own") for i in range(4097)})
+    assert sync() == (True, "own")
+    assert len(xla._BARRIER_SITES) == 1 and len(xla._LIBRARY_CODE) == 0
+    assert sync() == (True, "own")  # the next call still decides right
+    assert len(xla._LIBRARY_CODE) == 1

@@ -481,6 +481,12 @@ def _dollar_reports(ctx: Ctx, res: Result) -> list[str]:
     return problems
 
 
+def _served_location(port: int) -> str:
+    """The log directory the TensorBoard on ``port`` serves (OSError: nothing answers)."""
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/data/environment", timeout=2) as resp:
+        return str(json.loads(resp.read()).get("data_location", ""))
+
+
 def _tensorboard(ctx: Ctx) -> Result:
     """Start `lazyscope tensorboard RUN --port 0`, wait for it to serve, SIGTERM it."""
     import selectors
@@ -489,7 +495,7 @@ def _tensorboard(ctx: Ctx) -> Result:
     proc = subprocess.Popen([sys.executable, "-m", "lazyscope", "tensorboard", run, "--port", "0"],
                             cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             env={**os.environ, "PJRT_DEVICE": "CPU", "PYTHONPATH": str(REPO)})
-    out, port, served = b"", None, False
+    out, port, served, ours = b"", None, False, None
     sel = selectors.DefaultSelector()
     sel.register(proc.stdout, selectors.EVENT_READ)  # type: ignore[arg-type]
     deadline = time.monotonic() + 90
@@ -503,6 +509,7 @@ def _tensorboard(ctx: Ctx) -> Result:
             try:
                 with urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=2) as resp:
                     served = resp.status == 200
+                ours = _served_location(port)
             except OSError:
                 time.sleep(0.5)
     finally:
@@ -519,9 +526,10 @@ def _tensorboard(ctx: Ctx) -> Result:
     if not served:
         stderr += f"\n[test] TensorBoard never answered on port {port}"
     elif port is not None:
-        try:  # stopped with lazyscope: nothing left serving
-            urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=2)
-            stderr += f"\n[test] TensorBoard still answers on port {port} after lazyscope exited"
+        try:  # stopped with lazyscope: nothing left serving its log directory
+            if _served_location(port) == ours:  # (another test's server may take the port)
+                stderr += (f"\n[test] TensorBoard still serves {ours} on port {port} after "
+                           "lazyscope exited")
         except OSError:
             pass
     return Result(proc.returncode, stdout, stderr)

@@ -3,8 +3,9 @@
 The small MLP loop of ``overhead.py`` (hidden 512, 3 layers, batch 128, batches already on the
 device, one ``torch_xla.sync()`` per step) runs under ``lazyscope.trace()``; after a warm-up,
 each part of the XLA backend's barrier work is wrapped with a ``perf_counter`` timer and the
-loop runs ``--steps`` more steps. Printed: the step time and each part's wall time per step.
-Then the same parts are called back to back with the device idle (no step in flight), ``--calls``
+loop runs ``--steps`` more steps. Printed: the step time and each part's wall time per step,
+and lazyscope's whole work per step: ``torch_xla.sync()`` as the program sees it (lazyscope's
+wrapper) minus torch_xla's own sync inside it (the timers' own cost included). Then the same parts are called back to back with the device idle (no step in flight), ``--calls``
 times each, for comparison: the difference is what the loop's state (a step just launched, the
 main thread busy with torch_xla's own sync) does to the same work.
 

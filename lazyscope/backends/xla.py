@@ -89,16 +89,9 @@ MAX_PROBES = 8
 #: transfers happen outside any torch call, e.g. inside xm.mesh_reduce)
 MAX_TRANSFER_WINDOWS = 3
 
-#: counter key -> torch_xla metric (compilations and executions include eager mode's and the
-#: replicated executions of SPMD / multi-device programs)
-_METRICS = {
-    "compile": ("CompileTime", "EagerOpCompileTime"),
-    "execute": ("ExecuteTime", "ExecuteReplicatedTime", "EagerOpExecuteTime"),
-    "to_device": ("TransferToDeviceTime",),
-    "from_device": ("TransferFromDeviceTime",),
-    "to_device_bytes": ("OutboundData",),
-    "from_device_bytes": ("InboundData",),
-}
+#: torch_xla's metrics of executions: graph executions, the replicated executions of SPMD /
+#: multi-device programs and eager mode's op executions
+_EXECUTE_METRICS = ("ExecuteTime", "ExecuteReplicatedTime", "EagerOpExecuteTime")
 
 
 def default_pjrt_device() -> str:
@@ -172,7 +165,7 @@ class _Metrics:
         even when no transfer was counted (the end of the run)."""
         compiles, compile_ns, samples = self._delta("CompileTime")
         n, v, _ = self._delta("EagerOpCompileTime")
-        executions, execute_ns = self._sum(_METRICS["execute"])
+        executions, execute_ns = self._sum(_EXECUTE_METRICS)
         to_n, to_ns, _ = self._delta("TransferToDeviceTime")
         from_n, from_ns, _ = self._delta("TransferFromDeviceTime")
         values = {
@@ -201,8 +194,6 @@ class _Metrics:
 
 #: call sites of torch_xla.sync seen so far -> (ends a step of the program, barrier_source)
 _BARRIER_SITES: dict[tuple[Any, ...], tuple[bool, str]] = {}
-#: code object -> it is library code (the frames a sync is called through)
-_LIBRARY_CODE: dict[Any, bool] = {}
 
 
 def _barrier_site(skip: int, limit: int = 24) -> tuple[bool, str]:
@@ -214,25 +205,20 @@ def _barrier_site(skip: int, limit: int = 24) -> tuple[bool, str]:
     except ValueError:
         return True, "own"
     key: list[Any] = []
-    lib = _LIBRARY_CODE
     while f is not None and len(key) < 2 * limit:
         code = f.f_code
         key += (code, f.f_lineno)
-        library = lib.get(code)
-        if library is None:
-            library = lib[code] = is_library_file(code.co_filename)
-        if not library:
+        if not is_library_file(code.co_filename):
             break
         f = f.f_back
     site = tuple(key)
     found = _BARRIER_SITES.get(site)
     if found is None:
-        frames = [Frame(c.co_filename, line, c.co_name, lib[c])
+        frames = [Frame(c.co_filename, line, c.co_name, is_library_file(c.co_filename))
                   for c, line in zip(site[::2], site[1::2], strict=True)]
         found = (is_program_barrier(frames), barrier_source(frames))
         if len(_BARRIER_SITES) > 4096:  # a program that syncs from ever new code
             _BARRIER_SITES.clear()
-            lib.clear()
         _BARRIER_SITES[site] = found
     return found
 
@@ -584,7 +570,7 @@ class XlaCollector(Collector):
     def _executions(self) -> int:
         if self._met is None:
             return 0
-        return sum(int(d[0]) for d in (self._met.metric_data(n) for n in _METRICS["execute"])
+        return sum(int(d[0]) for d in (self._met.metric_data(n) for n in _EXECUTE_METRICS)
                    if d)
 
     def _on_read(self, stack: Stack, payload: Sync, seconds: float, executions: int) -> None:
@@ -698,7 +684,7 @@ class XlaCollector(Collector):
             self._next_source_lines(compiles > 0)
         values["wall_s"] = wall
         values["t_end_s"] = now - self._recorder.t0
-        values["fallback_count"] = sum(fallbacks.values()) if fallbacks else 0
+        values["fallback_count"] = sum(fallbacks.values())
         active = bool(compiles or values["execute_count"] or values["to_device_count"] or
                       transfers or fallbacks)
         return values, active

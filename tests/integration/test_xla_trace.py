@@ -88,6 +88,9 @@ counts = {}
 for name in ("CompileTime", "TransferFromDeviceTime", "ExecuteTime"):
     data = met.metric_data(name)
     counts[name] = data[0] if data else 0
+for name in ("OutboundData", "InboundData"):  # bytes: the accumulated value
+    data = met.metric_data(name)
+    counts[name] = int(data[1]) if data else 0
 print("COUNTS " + json.dumps(counts))
 """
 
@@ -124,6 +127,21 @@ def test_tracing_adds_no_compilation_and_no_transfer(tmp_path: Path, workload: s
     assert traced["CompileTime"] == untraced["CompileTime"]
     assert traced["TransferFromDeviceTime"] == untraced["TransferFromDeviceTime"]
     assert traced["ExecuteTime"] == untraced["ExecuteTime"]
+    # the byte totals the run recorded (read only at barriers whose transfer count moved, and
+    # at the end) are torch_xla's own
+    assert untraced["OutboundData"] > 0 and traced["OutboundData"] == untraced["OutboundData"]
+    report = report_json(tmp_path / "traced")
+    assert report["bytes_to_device"] == traced["OutboundData"]
+    assert report["bytes_from_device"] == traced["InboundData"]
+    if workload == "lazytensor":
+        assert traced["InboundData"] > 0  # the .item() reads: the test can fail
+    # ... and each step's bytes go with that step's transfers (the program transfers on its
+    # own thread: both samples are in before the barrier that follows)
+    steps = load_run(tmp_path / "traced").steps
+    for way in ("to_device", "from_device"):
+        count, size = steps.col(f"{way}_count"), steps.col(f"{way}_bytes")
+        assert count is not None and size is not None
+        assert ((count > 0) == (size > 0)).all(), way
 
 
 def test_cli_subprocess_unknown_scenario() -> None:

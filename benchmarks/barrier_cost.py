@@ -43,7 +43,7 @@ def main(argv: list[str] | None = None) -> int:
     import torch_xla
     import torch_xla.core.xla_model as xm
 
-    from lazyscope.backends import xla as xla_backend
+    from lazyscope.backends.xla.metrics import Metrics
 
     measuring = [False]
     torch.manual_seed(0)
@@ -88,7 +88,7 @@ def main(argv: list[str] | None = None) -> int:
         timed(collector, name, name)
     timed(collector._recorder, "step", "recorder.step")
     timed(collector, "_orig_sync", "torch_xla's sync")
-    reader_cls = xla_backend._Metrics
+    reader_cls = Metrics
     take = reader_cls.take
     timed(reader_cls, "take", "metric reads")
     measuring[0] = True

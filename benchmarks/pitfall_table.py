@@ -1,6 +1,6 @@
-"""The pitfall table: every planted mistake under ``lazyscope/scenarios/pitfalls`` traced by the
+"""The pitfall table: every planted mistake under ``tests/programs/pitfalls`` traced by the
 real CLI (each in a fresh process), its report judged against the marked line; then every
-healthy program under ``lazyscope/scenarios/healthy`` traced and checked with
+healthy program under ``tests/programs/healthy`` traced and checked with
 ``lazyscope check`` (defaults).
 
     python benchmarks/pitfall_table.py                 # both tables
@@ -24,7 +24,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from lazyscope.scenarios import healthy, pitfalls  # noqa: E402
+from tests.programs import healthy, pitfalls  # noqa: E402
 
 
 def _lazyscope(*args: str) -> subprocess.CompletedProcess:

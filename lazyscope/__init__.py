@@ -12,8 +12,13 @@ Library API::
 A program (a built-in scenario is one too) talks to the trace in progress through
 :func:`annotate_step` (values for the step now in progress), :func:`note` (a line about the run)
 and :func:`set_info` (run-wide values); :func:`barrier` ends a step on the eager/compile
-backends. Each is a no-op when nothing is traced. Importing lazyscope imports neither torch_xla
+backends. Each is a no-op when nothing is traced. A workload that runs on every backend asks
+:func:`tracing` what the trace in progress runs on and :func:`runtime` for the device and step
+barrier of a backend (the built-in scenarios do). Importing lazyscope imports neither torch_xla
 nor matplotlib.
+
+The modules :mod:`lazyscope.errors` (errors and exit codes) and :mod:`lazyscope.padding`
+(padding policies) are public too.
 """
 
 from __future__ import annotations
@@ -21,12 +26,22 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from lazyscope.model import Run, load_run
-from lazyscope.runner import Tracer
+from lazyscope.analyze.buckets import COMPILE_PRIOR_STEPS, CostModel, advise, cost_model_from_info
+from lazyscope.analyze.ranks import build_any
+from lazyscope.backends import BACKENDS, get_runtime
+from lazyscope.backends.base import Runtime, TraceOptions, active
+from lazyscope.backends.pytorch.collector import synchronize
+from lazyscope.model import Run
+from lazyscope.render import RENDERERS
+from lazyscope.render.html import render_html
+from lazyscope.render.views import write_plots
+from lazyscope.runner import Tracer, ranked_out
+from lazyscope.store import load_run, load_target
 
-__version__ = "0.2.0"
-__all__ = ["Run", "Tracer", "__version__", "annotate_step", "barrier", "load_run", "note",
-           "report", "set_info", "trace"]
+__version__ = "0.3.0"
+__all__ = ["Run", "Runtime", "TraceOptions", "Tracer", "__version__", "advise_buckets",
+           "annotate_step", "backend_names", "barrier", "load_run", "note", "report", "runtime",
+           "set_info", "trace", "tracing"]
 
 
 def trace(
@@ -52,8 +67,6 @@ def trace(
     """
     import inspect
 
-    from lazyscope.backends.base import TraceOptions
-    from lazyscope.runner import ranked_out
 
     caller = inspect.stack()[1].filename
     options = TraceOptions(backend=backend, device=device, graph_shapes=graph_shapes,
@@ -69,15 +82,10 @@ def report(run: Run | str | os.PathLike[str], fmt: str = "text") -> Any:
     directory on the way)."""
     from pathlib import Path
 
-    from lazyscope.analyze.report import build_any
-    from lazyscope.render import RENDERERS
-    from lazyscope.store import load_target
 
     target = run if isinstance(run, Run) else load_target(run)
     built = build_any(target)
     if fmt == "html":
-        from lazyscope.render.html import render_html
-        from lazyscope.render.views import write_plots
 
         images, _ = write_plots(built, Path(built.run_dir))
         return render_html(built, images)
@@ -87,8 +95,6 @@ def report(run: Run | str | os.PathLike[str], fmt: str = "text") -> Any:
 def annotate_step(**values: Any) -> None:
     """Attach values (``real_tokens=``, ``seq_len=`` ...) to the step in progress of the active
     trace; a no-op when nothing is traced."""
-    from lazyscope.backends.base import active
-
     trace_ = active()
     if trace_ is not None:
         trace_.recorder.annotate(**values)
@@ -96,8 +102,6 @@ def annotate_step(**values: Any) -> None:
 
 def set_info(**values: Any) -> None:
     """Attach run-wide values to the active trace's ``meta.json``; a no-op when not traced."""
-    from lazyscope.backends.base import active
-
     trace_ = active()
     if trace_ is not None:
         trace_.recorder.set_info(**values)
@@ -106,8 +110,6 @@ def set_info(**values: Any) -> None:
 def note(text: str) -> None:
     """Add a line to the active trace's notes (every report shows it); a no-op when not
     traced."""
-    from lazyscope.backends.base import active
-
     trace_ = active()
     if trace_ is not None:
         trace_.recorder.note(text)
@@ -117,12 +119,55 @@ def barrier() -> None:
     """End a step of a program traced with ``--backend eager|compile``: waits for CUDA when it
     is in use and records the step; untraced it only waits. XLA programs use their own
     barrier (``torch_xla.sync()``); there this is a no-op."""
-    from lazyscope.backends.base import active
-
     trace_ = active()
     if trace_ is not None:
         trace_.collector.on_user_barrier()
     else:
-        from lazyscope.backends.torch_backend import synchronize
-
         synchronize(None)
+
+
+def backend_names() -> list[str]:
+    """The backends lazyscope can trace on (``xla``, ``eager``, ``compile``)."""
+    return sorted(BACKENDS)
+
+
+def tracing() -> TraceOptions | None:
+    """How the trace in progress in this process runs (its ``backend``, ``device``, ``dynamic``
+    ...), or None when nothing is traced. Read-only."""
+    trace_ = active()
+    return trace_.options if trace_ is not None else None
+
+
+def runtime(backend: str | None = None, *, device: str | None = None,
+            dynamic: bool | None = None) -> Runtime:
+    """What a workload runs on: ``runtime.device()``, ``runtime.barrier()`` (the end of a step),
+    ``runtime.step(i)`` (a region that ends at one), ``runtime.region(name)`` (a profiler
+    annotation) and ``runtime.prepare_model(model)`` (``torch.compile`` on the compile backend).
+
+    ``backend`` defaults to the trace in progress (else ``xla``); ``device`` (``auto``, ``cpu``,
+    ``cuda``) and ``dynamic`` (torch.compile's ``dynamic=``) apply to the eager/compile backends
+    and default to the trace's own."""
+    options = tracing()
+    name = backend or (options.backend if options is not None else "xla")
+    if name == "xla":
+        return get_runtime("xla")
+    if device is None:
+        device = options.device if options is not None else "auto"
+    if dynamic is None and options is not None:
+        dynamic = options.dynamic
+    return get_runtime(name, device=device, dynamic=dynamic)
+
+
+def advise_buckets(lengths: list[int], *, batch: int, max_len: int, max_buckets: int = 8,
+                   grouped: bool = False, horizon: int, dims: dict[str, Any] | None = None
+                   ) -> dict[str, Any]:
+    """The bucket advisor's answer for a planned length stream before anything ran (the
+    ``bucket:auto`` policy of the decoder scenarios): boundaries priced by a cost model of the
+    model's ``dims`` (``dim``, ``vocab``: see :func:`lazyscope.analyze.buckets.cost_model_from_info`)
+    and a prior compile cost. ``result["best"]["boundaries"]`` are the buckets to pad to."""
+
+    base = cost_model_from_info(dims or {})
+    prior = CostModel(crossover=base.crossover,
+                      compile_s=COMPILE_PRIOR_STEPS * batch * base.row(max_len))
+    return advise(lengths, batch=batch, top=max_len, max_buckets=max_buckets, grouped=grouped,
+                  horizon=horizon, model=prior)

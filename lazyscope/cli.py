@@ -14,15 +14,52 @@ from typing import Any
 
 import click
 
+from lazyscope.analyze.buckets import advice_for_run, advise
+from lazyscope.analyze.check import Rules, check_report
+from lazyscope.analyze.diff import diff_reports
+from lazyscope.analyze.ranks import build_any
 from lazyscope.backends import BACKENDS
+from lazyscope.backends.base import TraceOptions
+from lazyscope.backends.profiling import ProfileWindow, default_steps, parse_profile_steps
+from lazyscope.compare import (
+    DEFAULT_POLICIES,
+    parse_backends,
+    parse_policies,
+    read_lengths_file,
+    run_compare,
+)
 from lazyscope.errors import (
+    EXIT_CHECK_FAILED,
     EXIT_INTERRUPTED,
+    EXIT_TARGET_FAILED,
+    Interrupted,
     LazyscopeError,
     NoSpaceError,
     OutputError,
     RunDirError,
+    TargetFailed,
+    UsageError,
 )
-from lazyscope.model import load_run
+from lazyscope.render import RENDERERS, render_text
+from lazyscope.render.check import CHECK_RENDERERS
+from lazyscope.render.compare import (
+    COMPARE_PNG,
+    render_advice_text,
+    render_compare_text,
+    write_compare_png,
+)
+from lazyscope.render.diff import DIFF_RENDERERS
+from lazyscope.render.html import write_compare_html
+from lazyscope.render.tensorboard import (
+    check_tensorboard,
+    free_port,
+    serving_dir,
+    start_tensorboard,
+    stop_tensorboard,
+)
+from lazyscope.render.views import write_views
+from lazyscope.runner import SCENARIOS, launcher_rank, ranked_out, resolve_target, trace_target
+from lazyscope.store import load_run, load_target
 
 CONTEXT = {"help_option_names": ["-h", "--help"]}
 
@@ -43,8 +80,6 @@ def cli() -> None:
 @cli.command("scenarios")
 def scenarios_cmd() -> None:
     """List the built-in scenarios."""
-    from lazyscope.scenarios import SCENARIOS
-
     width = max(len(n) for n in SCENARIOS)
     for name, info in sorted(SCENARIOS.items()):
         click.echo(f"{name:<{width}}  {info.description}")
@@ -55,7 +90,6 @@ def _default_out(name: str) -> Path:
     the launcher's run id, else the minute)."""
     import os
 
-    from lazyscope.runner import launcher_rank
 
     stem = Path(name).stem if name.endswith(".py") else name
     if launcher_rank() is not None:
@@ -76,9 +110,6 @@ def _report_and_views(run_dir: Path, *, warmup_steps: int | None = None,
                       warnings: list[str] | None = None) -> Any:
     """Load a run (or a multi-process run), build its report once, write its views (their
     warnings printed, or appended to ``warnings`` when given)."""
-    from lazyscope.analyze.report import build_any
-    from lazyscope.render.views import write_views
-    from lazyscope.store import load_target
 
     report = build_any(load_target(run_dir), warmup_steps=warmup_steps)
     if views:
@@ -134,10 +165,6 @@ def trace_cmd(target: str, target_args: tuple[str, ...], steps: int | None, out:
     own options may stand anywhere; other arguments go to the scenario or script, and so does
     everything after `--` (use it for a script option that shares a name with one of ours).
     """
-    from lazyscope.backends.base import TraceOptions
-    from lazyscope.errors import Interrupted, TargetFailed
-    from lazyscope.render import render_text
-    from lazyscope.runner import resolve_target, trace_target
 
     args = list(target_args)
     if args and args[0] == "--":
@@ -165,15 +192,12 @@ def trace_cmd(target: str, target_args: tuple[str, ...], steps: int | None, out:
 
 def _run_dir_of(out: Path) -> Path:
     """Where this process's run went (``OUT/rank<N>`` under a launcher)."""
-    from lazyscope.runner import ranked_out
-
     return ranked_out(out)[0]
 
 
 def _show_kept(out: Path, *, views: bool = True) -> list[str]:
     """After a failed trace, print what was recorded (if anything readable was); return the
     warning lines (printed after the error line)."""
-    from lazyscope.render import render_text
 
     warnings: list[str] = []
     try:
@@ -193,10 +217,8 @@ def _show_kept(out: Path, *, views: bool = True) -> list[str]:
 def report_cmd(run_dir: Path, fmt: str, warmup_steps: int | None) -> None:
     """Re-render a saved run as text or json, or write its views (--format html:
     RUN_DIR/report.html with the plots inline, the PNGs, the TensorBoard scalars)."""
-    from lazyscope.render import RENDERERS
 
     if fmt == "html" and (run_dir / "compare.json").is_file() and not (run_dir / "meta.json").exists():
-        from lazyscope.render.html import write_compare_html
 
         click.echo(str(write_compare_html(run_dir)))  # a `lazyscope compare` directory
         return
@@ -236,9 +258,6 @@ def check_cmd(run_dir: Path, max_recompiles: int | None, warmup_steps: int | Non
     With no rule given, checks --max-recompiles 0: no recompilation in steady state. A run that
     did not end ok (failed, interrupted, killed) fails unless --allow-incomplete.
     """
-    from lazyscope.analyze.check import Rules, check_report
-    from lazyscope.errors import EXIT_CHECK_FAILED
-    from lazyscope.render.check import CHECK_RENDERERS
 
     rules = Rules(max_recompiles=max_recompiles, max_syncs_per_step=max_syncs_per_step,
                   no_fallbacks=no_fallbacks, no_graph_breaks=no_graph_breaks,
@@ -257,9 +276,6 @@ def check_cmd(run_dir: Path, max_recompiles: int | None, warmup_steps: int | Non
               show_default=True)
 def diff_cmd(run_a: Path, run_b: Path, fmt: str) -> None:
     """What changed from RUN_A (the baseline) to RUN_B: metrics, sites, findings."""
-    from lazyscope.analyze.diff import diff_reports
-    from lazyscope.render.diff import DIFF_RENDERERS
-
     a = _report_and_views(run_a, views=False)
     b = _report_and_views(run_b, views=False)
     click.echo(DIFF_RENDERERS[fmt](diff_reports(a, b)), nl=False)
@@ -270,8 +286,6 @@ def diff_cmd(run_a: Path, run_b: Path, fmt: str) -> None:
 
 def _profile_window(profile: bool, profile_steps: str | None, steps: int | None, out: Path):
     """The ProfileWindow that --profile/--profile-steps ask for, or None."""
-    from lazyscope.backends.profiling import ProfileWindow, default_steps, parse_profile_steps
-
     if not profile and profile_steps is None:
         return None
     first, last = parse_profile_steps(profile_steps) if profile_steps else default_steps(steps)
@@ -288,13 +302,6 @@ def tensorboard_cmd(run_dir: Path, port: int) -> None:
     A run on a read-only file system is served from a temporary copy of its log directory."""
     import signal
 
-    from lazyscope.render.tensorboard import (
-        check_tensorboard,
-        free_port,
-        serving_dir,
-        start_tensorboard,
-        stop_tensorboard,
-    )
 
     def _terminate(signum: int, frame: object) -> None:
         raise SystemExit(0)
@@ -326,7 +333,7 @@ def tensorboard_cmd(run_dir: Path, port: int) -> None:
 )
 @click.argument("scenario")
 @click.argument("scenario_args", nargs=-1, type=click.UNPROCESSED)
-@click.option("--policies", default="max,longest,pow2,bucket:auto,packed", show_default=True,
+@click.option("--policies", default=DEFAULT_POLICIES, show_default=True,
               help="comma-separated padding policies (bucket:B1,B2,... keeps its commas)")
 @click.option("--steps", type=click.IntRange(min=1), default=40, show_default=True)
 @click.option("--backends", default=None,
@@ -350,9 +357,6 @@ def compare_cmd(scenario: str, scenario_args: tuple[str, ...], policies: str, st
     """
     import json as _json
 
-    from lazyscope.compare import parse_backends, parse_policies, run_compare
-    from lazyscope.errors import EXIT_TARGET_FAILED
-    from lazyscope.render.compare import COMPARE_PNG, render_compare_text, write_compare_png
 
     extra = list(scenario_args)
     if extra and extra[0] == "--":
@@ -370,7 +374,6 @@ def compare_cmd(scenario: str, scenario_args: tuple[str, ...], policies: str, st
     except OSError as err:
         click.echo(f"lazyscope: warning: could not write {out / COMPARE_PNG}: {err}", err=True)
     try:
-        from lazyscope.render.html import write_compare_html
 
         write_compare_html(out, result)
     except OSError as err:
@@ -403,10 +406,6 @@ def advise_cmd(run_dir: Path | None, lengths_path: Path | None, max_buckets: int
     """Exact bucket boundaries for a run's (or a file's) length histogram, per K."""
     import json as _json
 
-    from lazyscope.analyze.buckets import advice_for_run, advise
-    from lazyscope.compare import read_lengths_file
-    from lazyscope.errors import UsageError
-    from lazyscope.render.compare import render_advice_text
 
     if (run_dir is None) == (lengths_path is None):
         raise UsageError("give either RUN_DIR or --lengths FILE")

@@ -29,8 +29,11 @@ from pathlib import Path
 from typing import Any
 
 from lazyscope.analyze.compare import compare_rows, failed_row, ratios
+from lazyscope.backends import BACKENDS
 from lazyscope.errors import LazyscopeError, RunDirError, UsageError
-from lazyscope.model import load_run
+from lazyscope.padding import read_lengths
+from lazyscope.runner import resolve_target, validate_scenario_args
+from lazyscope.store import load_run
 
 COMPARE_JSON = "compare.json"
 DEFAULT_POLICIES = "max,longest,pow2,bucket:auto,packed"
@@ -60,8 +63,6 @@ def parse_policies(text: str) -> list[str]:
 
 def parse_backends(text: str | None) -> list[str]:
     """``xla,compile`` -> ``["xla", "compile"]``; UsageError naming the choices."""
-    from lazyscope.backends import BACKENDS
-
     if not text:
         return []
     out = [b.strip() for b in text.split(",")]
@@ -75,7 +76,6 @@ def parse_backends(text: str | None) -> list[str]:
 
 
 def _validate(scenario: str, policies: list[str], steps: int, extra: list[str]) -> Path:
-    from lazyscope.runner import resolve_target, validate_scenario_args
 
     target = resolve_target(scenario, [])
     if target.kind != "scenario":
@@ -220,21 +220,8 @@ def backend_ratios(rows: list[dict[str, Any]], backends: list[str],
     return out
 
 
-def load_compare(out: Path) -> dict[str, Any]:
-    """Read ``out/compare.json``; RunDirError when missing or corrupt."""
-    path = Path(out) / COMPARE_JSON
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except OSError as err:
-        raise RunDirError(f"cannot read {path}: {err.strerror}") from None
-    except json.JSONDecodeError as err:
-        raise RunDirError(f"{path} is corrupt: {err}") from None
-
-
 def read_lengths_file(path: Path) -> list[int]:
     """One positive integer per line (blank lines skipped); UsageError naming the bad line."""
-    from lazyscope.scenarios.kit import read_lengths
-
     try:
         return read_lengths(path)
     except ValueError as err:

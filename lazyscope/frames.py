@@ -1,21 +1,34 @@
 """Which frames are the user's, and the bounded stacks that events keep.
 
-A frame is *library* code when it is in torch, torch_xla, any third-party package
-(``site-packages`` / ``dist-packages``), the standard library, or lazyscope itself, except
-``lazyscope/scenarios/`` (the built-in scenarios are user programs like any other). The user's
-line of an event is its innermost non-library frame, so a third-party frame (a Hugging Face
-model's forward, say) is never reported as the line to change: the user's call into it is.
+A frame is *library* code when its file lies in:
 
-:func:`capture_stack` walks the Python stack without building a traceback and keeps what events
-store: the few library frames just inside the innermost user frame (which torch or torch_xla
-call was running) and the user frames outward, bounded (``benchmarks/scale.py``: full stacks made
-events 25x larger). Pure standard library.
+* lazyscope's own package;
+* the standard library;
+* a directory distributions are installed into: the interpreter's site directories, its
+  scripts directory (console scripts such as ``lazyscope``, ``torchrun``, ``accelerate``), and
+  any ``sys.path`` entry that holds ``*.dist-info`` (a ``pip install --target`` or
+  ``PYTHONPATH`` directory, Colab's ``/usr/local/lib/python3.X/dist-packages``); any path
+  with a ``site-packages`` or ``dist-packages`` part (another environment's packages);
+* a source checkout of torch or torch_xla (an editable install is not under site-packages).
+
+The traced program's own root (the script's directory, a built-in scenario's package) is the
+user's even when it is installed: :func:`set_user_roots`. Where a user root and a library
+directory nest, the deeper one decides (a virtual environment inside the user's project is
+still library code).
+
+The user's line of an event is its innermost non-library frame, so a third-party frame (a
+Hugging Face model's forward, say) is never reported as the line to change: the user's call
+into it is. :func:`capture_stack` walks the Python stack without building a traceback and keeps
+what events store: the few library frames just inside the innermost user frame (which torch or
+torch_xla call was running) and the user frames outward, bounded (``benchmarks/scale.py``: full
+stacks made events 25x larger). Pure standard library.
 """
 
 from __future__ import annotations
 
 import functools
 import os
+import site
 import sys
 import sysconfig
 from pathlib import Path
@@ -24,12 +37,7 @@ from typing import Any
 from lazyscope.model import Frame, Stack
 
 _PACKAGE_DIR = str(Path(__file__).resolve().parent) + os.sep
-_SCENARIOS_DIR = _PACKAGE_DIR + "scenarios" + os.sep
-_STDLIB_DIRS = tuple(
-    str(Path(p).resolve()) + os.sep
-    for p in {sysconfig.get_paths().get("stdlib", ""), sysconfig.get_paths().get("platstdlib", "")}
-    if p
-)
+#: path parts that mark installed or framework code wherever it is
 _LIBRARY_PARTS = (
     f"{os.sep}site-packages{os.sep}",
     f"{os.sep}dist-packages{os.sep}",
@@ -44,32 +52,91 @@ LEADING_LIBRARY_FRAMES = 6
 #: user frames kept per event
 MAX_USER_FRAMES = 24
 
+_user_roots: tuple[str, ...] = ()
+_own_files: set[str] = set()
+
+
+def _dir(path: str) -> str:
+    try:
+        return str(Path(path).resolve()) + os.sep
+    except (OSError, RuntimeError):
+        return os.path.abspath(path) + os.sep
+
+
+def _holds_distributions(path: str) -> bool:
+    try:
+        return any(name.endswith(".dist-info") for name in os.listdir(path))
+    except OSError:
+        return False
+
+
+@functools.lru_cache(maxsize=1)
+def library_roots() -> tuple[str, ...]:
+    """The directories whose files are library code (see the module docstring), resolved."""
+    paths = sysconfig.get_paths()
+    roots = {paths.get(k, "") for k in ("stdlib", "platstdlib", "purelib", "platlib",
+                                       "scripts")}
+    try:
+        roots.update(site.getsitepackages())
+    except AttributeError:  # pragma: no cover - an old virtualenv's site module
+        pass
+    roots.add(site.getusersitepackages() if site.ENABLE_USER_SITE else "")
+    roots.update(p for p in sys.path if p and os.path.isdir(p) and _holds_distributions(p))
+    return tuple(sorted({_dir(r) for r in roots if r}))
+
+
+def set_user_roots(paths: list[str | os.PathLike[str]]) -> None:
+    """Declare the traced program's own directories user code, even where they are installed
+    (a built-in scenario in site-packages). Called by the runner before the program starts."""
+    global _user_roots
+    _user_roots = tuple(sorted({_dir(str(p)) for p in paths}))
+    is_library_file.cache_clear()
+
+
+def add_own_file(path: str | os.PathLike[str]) -> None:
+    """A file that is lazyscope's own although it lies elsewhere (the ``lazyscope`` console
+    script that started this process)."""
+    try:
+        _own_files.add(str(Path(path).resolve()))
+    except (OSError, RuntimeError):
+        return
+    is_library_file.cache_clear()
+
+
+def _deepest(resolved: str, roots: tuple[str, ...]) -> int:
+    return max((len(r) for r in roots if resolved.startswith(r)), default=-1)
+
 
 @functools.lru_cache(maxsize=8192)
 def is_library_file(file: str) -> bool:
-    """True for frames of torch, torch_xla, third-party packages, the standard library and
-    lazyscope itself (its scenarios excepted). Cached per file name: it resolves the path, and
-    runs for every frame walked at each value read and fallback call during a trace."""
+    """True for frames of lazyscope itself, the standard library, installed distributions and
+    the frameworks' checkouts (see the module docstring). Cached per file name: it resolves the
+    path, and runs for every frame walked at each value read and fallback call during a
+    trace."""
     if not file or file.startswith("<"):
         return True
     try:
         resolved = str(Path(file).resolve())
-    except OSError:
+    except (OSError, RuntimeError):
         resolved = file
-    if resolved.startswith(_PACKAGE_DIR):
-        return not resolved.startswith(_SCENARIOS_DIR)
-    if any(part in resolved for part in _LIBRARY_PARTS):
+    if resolved.startswith(_PACKAGE_DIR) or resolved in _own_files:
         return True
-    return any(resolved.startswith(d) for d in _STDLIB_DIRS)
+    user = _deepest(resolved, _user_roots)
+    library = _deepest(resolved, library_roots())
+    if user >= 0 and user > library:
+        return False
+    if library >= 0:
+        return True
+    return any(part in resolved for part in _LIBRARY_PARTS)
 
 
 def is_lazyscope_file(file: str) -> bool:
-    """True for lazyscope's own code (not its scenarios): frames a report never shows."""
+    """True for lazyscope's own code: frames a report never shows."""
     try:
         resolved = str(Path(file).resolve())
-    except OSError:
+    except (OSError, RuntimeError):
         resolved = file
-    return resolved.startswith(_PACKAGE_DIR) and not resolved.startswith(_SCENARIOS_DIR)
+    return resolved.startswith(_PACKAGE_DIR) or resolved in _own_files
 
 
 def make_frame(file: str, line: int, function: str = "") -> Frame:

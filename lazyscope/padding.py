@@ -21,6 +21,7 @@ import argparse
 import math
 import random
 from collections.abc import Iterator
+from pathlib import Path
 
 POLICIES = ("max", "longest", "pow2", "packed", "bucket:auto", "bucket:B1,B2,...")
 POW2_FLOOR = 16
@@ -166,3 +167,30 @@ def simulate_packing(lengths: list[int], rows: int, row_len: int) -> float:
     for _ in range(steps):
         real += sum(n for row in packer.next_rows() for _, n in row)
     return real / (steps * rows * row_len)
+
+
+def read_lengths(path: str | Path) -> list[int]:
+    """A lengths file: one positive integer per line, blank lines skipped.
+
+    Raises ValueError with a message naming the file and the bad line."""
+    try:
+        raw = Path(path).read_text(encoding="utf-8")
+    except OSError as err:
+        raise ValueError(f"cannot read lengths file {path}: {err.strerror}") from None
+    except UnicodeDecodeError:
+        raise ValueError(f"lengths file {path} is not text") from None
+    values = []
+    for n, line in enumerate(raw.splitlines(), 1):
+        line = line.strip()
+        if not line:
+            continue
+        try:
+            v = int(line)
+        except ValueError:
+            raise ValueError(f"lengths file {path} line {n}: {line[:30]!r} is not an integer") from None
+        if v < 1:
+            raise ValueError(f"lengths file {path} line {n}: length {v} is below 1")
+        values.append(v)
+    if not values:
+        raise ValueError(f"lengths file {path} holds no lengths")
+    return values

@@ -14,7 +14,7 @@ full disk).
 from __future__ import annotations
 
 import contextlib
-import importlib.util
+import importlib
 import io
 import os
 import runpy
@@ -23,8 +23,8 @@ import traceback
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
-from typing import Any
 
+import lazyscope_scenarios
 from lazyscope.backends import get_collector
 from lazyscope.backends.base import (
     ActiveTrace,
@@ -43,7 +43,7 @@ from lazyscope.errors import (
     TargetFailed,
     UsageError,
 )
-from lazyscope.frames import make_frame
+from lazyscope.frames import make_frame, set_user_roots
 from lazyscope.model import (
     STATUS_FAILED,
     STATUS_INTERRUPTED,
@@ -51,36 +51,43 @@ from lazyscope.model import (
     STATUS_OK,
     Meta,
     Run,
-    load_run,
     user_site,
 )
-from lazyscope.store import RunWriter, check_run_dir, prepare_run_dir
+from lazyscope.store import RunWriter, check_run_dir, load_run, prepare_run_dir, rank_dir
 
 ERROR_FILE = "error.txt"
+SCENARIOS = lazyscope_scenarios.SCENARIOS
+SCENARIOS_DIR = lazyscope_scenarios.HERE
 
 
 @dataclass
 class Target:
-    """What to run: a built-in scenario or a user's script, with its own arguments."""
+    """What to run: a built-in scenario (``module``: its importable module) or a user's script,
+    with its own arguments."""
 
     kind: str  # "scenario" | "script"
     name: str
     path: Path
     argv: list[str] = field(default_factory=list)
+    module: str = ""
+
+    @property
+    def root(self) -> Path:
+        """The program's own directory: its files are user code wherever they are installed."""
+        if self.kind == "scenario":
+            return Path(SCENARIOS_DIR)
+        return self.path.parent
 
 
 def scenario_names() -> list[str]:
-    from lazyscope.scenarios import SCENARIOS
-
     return sorted(SCENARIOS)
 
 
 def resolve_target(spec: str, argv: list[str] | tuple[str, ...] = ()) -> Target:
     """A scenario name or a path to a ``.py`` file; UsageError with the choices otherwise."""
-    from lazyscope.scenarios import SCENARIOS
-
     if spec in SCENARIOS:
-        return Target("scenario", spec, SCENARIOS[spec].path, list(argv))
+        info = SCENARIOS[spec]
+        return Target("scenario", spec, info.path, list(argv), module=info.qualified)
     path = Path(spec)
     if spec.endswith(".py") or os.sep in spec or path.exists():
         if not path.is_file():
@@ -101,19 +108,17 @@ def resolve_target(spec: str, argv: list[str] | tuple[str, ...] = ()) -> Target:
     )
 
 
-def _load_module_from(path: Path) -> Any:
-    spec = importlib.util.spec_from_file_location(f"_lazyscope_scenario_{path.stem}", path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 def validate_scenario_args(target: Target) -> None:
-    """Parse a scenario's arguments now, so a bad value fails before anything is written."""
+    """Parse a scenario's arguments now, so a bad value fails before anything is written.
+
+    The scenario's module is imported for its parser (scenarios run nothing on import); a
+    single-file scenario is removed from ``sys.modules`` again, so that running it as
+    ``__main__`` next starts from its source."""
     if target.kind != "scenario":
         return
-    module = _load_module_from(target.path)
+    module = importlib.import_module(target.module)
+    if not hasattr(module, "__path__"):
+        sys.modules.pop(target.module, None)
     # a scenario's parse_args() also cross-checks arguments; else its parser alone
     parse = getattr(module, "parse_args", None) or module.build_parser().parse_args
     err = io.StringIO()
@@ -151,8 +156,6 @@ def ranked_out(out: str | os.PathLike[str]) -> tuple[Path, int | None, int | Non
     if found is None:
         return Path(out), None, None
     rank, world = found
-    from lazyscope.backends.xla_spawn import rank_dir
-
     return rank_dir(out, rank), rank, world or None
 
 
@@ -193,6 +196,7 @@ class Tracer:
             raise UsageError(f"steps must be at least 1, got {self.options.max_steps}")
         self.out = Path(out)
         self.collector = get_collector(self.options.backend, self.options)
+        self.collector.worker_tracer = Tracer
         self.force = force
         self.meta = Meta(
             target=target,
@@ -327,7 +331,7 @@ def trace_target(
             argv += ["--steps", str(steps)]
         if "--backend" not in argv:
             argv += ["--backend", options.backend]
-        target = Target(target.kind, target.name, target.path, argv)
+        target = Target(target.kind, target.name, target.path, argv, target.module)
         validate_scenario_args(target)
         options = TraceOptions(**{**options.__dict__, "max_steps": None})
     run_dir, rank, world = ranked_out(out)
@@ -346,12 +350,17 @@ def trace_target(
         tracer.meta.steps_requested = steps
     saved_argv, saved_path = sys.argv[:], sys.path[:]
     sys.argv = [str(target.path), *argv]
-    sys.path.insert(0, str(target.path.parent))
+    if target.kind == "script":
+        sys.path.insert(0, str(target.path.parent))
+    set_user_roots([target.root])
     entered = False
     try:
         with tracer:
             entered = True
-            runpy.run_path(str(target.path), run_name="__main__")
+            if target.kind == "scenario":  # as `python -m lazyscope_scenarios.NAME`
+                runpy.run_module(target.module, run_name="__main__", alter_sys=True)
+            else:
+                runpy.run_path(str(target.path), run_name="__main__")
     except BaseException as exc:
         if not entered or tracer.aborted is not None:
             # lazyscope's own set-up failed (nothing of the program ran), or recording had to

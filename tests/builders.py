@@ -10,8 +10,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from lazyscope.model import Capabilities, Frame, Meta, Run, load_run
-from lazyscope.store import RunWriter
+from lazyscope.model import Capabilities, Frame, Meta, Run
+from lazyscope.store import RunWriter, load_run
 
 TORCH_BACKEND_FIELDS = ["wall_s", "t_end_s", "compile_count", "compile_s"]
 

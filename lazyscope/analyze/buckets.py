@@ -30,6 +30,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from lazyscope.analyze.recompiles import explain_recompiles
 from lazyscope.padding import bucket_of, pow2_buckets, simulate_packing
 
 #: without a measured run, one compile is priced as this many executions of a full-length batch
@@ -341,7 +342,6 @@ def advice_if_recompiling(run: Any, sites: list | None = None) -> dict | None:
     if len(shapes) < 2:
         return None
     if sites is None:
-        from lazyscope.analyze.recompiles import explain_recompiles
 
         sites = explain_recompiles(run)
     if not any(s.counted_count >= 2 for s in sites):

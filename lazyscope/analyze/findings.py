@@ -30,7 +30,7 @@ from lazyscope.analyze.recompiles import (
 )
 from lazyscope.analyze.syncs import SyncSite
 from lazyscope.model import OWNER_LIBRARY, Change, Frame
-from lazyscope.wording import plural, say
+from lazyscope.wording import plural, say, table
 
 #: steps listed per finding (``step_count`` has the total)
 MAX_STEPS_LISTED = 1000
@@ -262,7 +262,6 @@ def sync_finding(backend: str, site: SyncSite) -> Finding:
 
 
 def _table(backend: str) -> dict[str, str]:
-    from lazyscope.wording import table
 
     return table(backend)
 

@@ -21,30 +21,20 @@ Pure: no I/O beyond what the caller loaded.
 from __future__ import annotations
 
 import statistics
-from dataclasses import dataclass, field, replace
-from pathlib import Path
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
 
 from lazyscope.analyze.findings import Finding
 from lazyscope.analyze.report import Report, build_report
-from lazyscope.model import Compile, Meta, Run
+from lazyscope.model import Compile, RankedRun, Run
 from lazyscope.wording import say
 
 #: a rank whose median step is this many times the other ranks' median, and at least
 #: STRAGGLER_MARGIN_S slower, is a straggler
 STRAGGLER_RATIO = 1.5
 STRAGGLER_MARGIN_S = 0.010
-
-
-@dataclass
-class RankedRun:
-    """The parent's metadata (when it wrote one) and each rank's run."""
-
-    path: Path
-    parent: Meta | None
-    ranks: dict[int, Run] = field(default_factory=dict)
 
 
 def graph_digests(run: Run) -> set[str]:
@@ -151,3 +141,10 @@ def _rank_lines(rows: list[dict[str, Any]], divergence: list[str]) -> list[str]:
                      f"{secs(r['wall_s']):>9} {r['findings']:>8} {r['graphs_only_here']:>10}")
     lines += [f"  divergence: {d}" for d in divergence]
     return lines
+
+
+def build_any(target: Run | RankedRun, *, warmup_steps: int | None = None) -> Report:
+    """The report of a run or of a multi-process run (``store.load_target``)."""
+    if isinstance(target, RankedRun):
+        return build_ranked_report(target, warmup_steps=warmup_steps)
+    return build_report(target, warmup_steps=warmup_steps)

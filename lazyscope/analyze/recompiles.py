@@ -619,8 +619,3 @@ def changes_text(changes: list[Change], limit: int = 3) -> str:
     if len(merged) > limit:
         parts.append(f"... {len(merged) - limit} more")
     return "; ".join(parts)
-
-
-def inputs_named(inputs: list[GraphInput] | None) -> list[str]:
-    """Readable input names of a graph (for reports)."""
-    return [i.name or f"{i.dtype}{list(i.shape)}" for i in inputs or []]

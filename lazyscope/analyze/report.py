@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from lazyscope.analyze.breaks import eager_fallbacks, graph_breaks
+from lazyscope.analyze.buckets import advice_if_recompiling
 from lazyscope.analyze.events import EventGroup, event_groups, id_counts
 from lazyscope.analyze.fallbacks import FallbackOp, fallback_ops
 from lazyscope.analyze.findings import Finding, make_findings
@@ -208,7 +209,6 @@ def build_report(run: Run, *, warmup_steps: int | None = None) -> Report:
         wall_seconds=summary.wall_seconds)
     text, clean = verdict(b, summary, findings, notes, sites)
     rows, total = _compilation_rows(run, MAX_COMPILE_ROWS)
-    from lazyscope.analyze.buckets import advice_if_recompiling
 
     notes_text = list(run.meta.notes) + list(run.meta.capabilities.notes)
     lib_syncs = [s for s in syncs if s.owner == OWNER_LIBRARY]
@@ -231,12 +231,3 @@ def build_report(run: Run, *, warmup_steps: int | None = None) -> Report:
         steps=run.steps, syncs_per_step=syncs_per_step(run),
         advice=advice_if_recompiling(run, sites), profile=run.meta.info.get("profile"),
     )
-
-
-def build_any(target: Any, *, warmup_steps: int | None = None) -> Report:
-    """The report of a run or of a multi-process run (``store.load_target``)."""
-    from lazyscope.analyze.ranks import RankedRun, build_ranked_report
-
-    if isinstance(target, RankedRun):
-        return build_ranked_report(target, warmup_steps=warmup_steps)
-    return build_report(target, warmup_steps=warmup_steps)

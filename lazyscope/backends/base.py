@@ -33,6 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from lazyscope.errors import OutputError
 from lazyscope.model import Capabilities, Stack
 from lazyscope.store import RunWriter
 
@@ -124,8 +125,6 @@ class Recorder:
             self._fail(err)
 
     def _fail(self, err: BaseException) -> None:
-        from lazyscope.errors import OutputError
-
         if self.failed is None:
             self.failed = (err if not isinstance(err, OSError) else
                            OutputError.from_os(err, self.writer.path, steps=self.steps))
@@ -189,6 +188,9 @@ class Collector:
 
     def __init__(self, options: TraceOptions):
         self.options = options
+        #: what traces a worker process this collector starts (``xmp.spawn``): the runner's
+        #: Tracer class, set by the tracer that owns this collector (picklable by reference)
+        self.worker_tracer: Any = None
 
     def capabilities(self) -> Capabilities:
         """What this backend measures (written to ``meta.json``)."""

@@ -117,11 +117,3 @@ class ProfileWindow:
         elif captured is None:
             info["error"] = f"the run ended before step {self.first}: nothing was profiled"
         return info
-
-
-def profile_runs(run_dir: Path) -> list[Path]:
-    """The profile captures (``plugins/profile/<time>`` directories) saved in a run directory."""
-    base = Path(run_dir) / TENSORBOARD_DIR / "plugins" / "profile"
-    if not base.is_dir():
-        return []
-    return sorted(p for p in base.iterdir() if p.is_dir() and any(p.glob("*.xplane.pb")))

@@ -14,6 +14,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from lazyscope.render.plots import figure
+
 COMPARE_PNG = "compare.png"
 
 
@@ -60,7 +62,6 @@ def render_compare_text(result: dict[str, Any]) -> str:
 def write_compare_png(result: dict[str, Any], path: Path) -> Path:
     """Bars of real tokens/s (including compilation) per policy, and cumulative wall time
     against step for every policy. Returns ``path``."""
-    from lazyscope.render.plots import figure
 
     rows = result["rows"]
     with figure(path, ncols=2, figsize=(11, 4.2)) as (fig, (ax1, ax2)):

@@ -13,6 +13,10 @@ import importlib.util
 from pathlib import Path
 
 from lazyscope.analyze.report import Report
+from lazyscope.errors import OutputError
+from lazyscope.render.html import render_html
+from lazyscope.render.plots import PLOTS
+from lazyscope.render.tensorboard import write_scalars
 from lazyscope.store import atomic_write_text
 
 REPORT_HTML = "report.html"
@@ -25,8 +29,6 @@ def _why(err: OSError) -> str:
 
 def write_plots(report: Report, run_dir: Path) -> tuple[dict[str, bytes], list[str]]:
     """The plots as ``{caption: png bytes}`` (written next to the run's data when possible)."""
-    from lazyscope.render.plots import PLOTS
-
     images: dict[str, bytes] = {}
     warnings: list[str] = []
     if not len(report.steps):
@@ -45,8 +47,6 @@ def write_plots(report: Report, run_dir: Path) -> tuple[dict[str, bytes], list[s
 
 def write_html(report: Report, run_dir: Path, images: dict[str, bytes]) -> Path:
     """Write ``report.html`` atomically; return its path."""
-    from lazyscope.render.html import render_html
-
     path = run_dir / REPORT_HTML
     atomic_write_text(path, render_html(report, images))
     return path
@@ -62,12 +62,10 @@ def write_views(report: Report, run_dir: Path | str, *, need_html: bool = False)
         write_html(report, run_dir, images)
     except OSError as err:
         if need_html:
-            from lazyscope.errors import OutputError
 
             raise OutputError.from_os(err, run_dir / REPORT_HTML) from None
         warnings.append(f"could not write {run_dir / REPORT_HTML}: {_why(err)}")
     if importlib.util.find_spec("tensorboard") is not None and len(report.steps):
-        from lazyscope.render.tensorboard import write_scalars
 
         try:
             write_scalars(report, run_dir / TENSORBOARD_DIR)

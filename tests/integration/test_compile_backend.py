@@ -1,6 +1,6 @@
 """End to end on real torch (CPU): the eager and compile backends, traced in fresh processes.
 
-Each torch.compile symptom has a small user script in lazyscope/scenarios/compile_pitfalls/
+Each torch.compile symptom has a small user script in tests/programs/compile/
 (``backend="aot_eager"``: dynamo and AOTAutograd without inductor's slow CPU codegen), traced
 with and without ``lazyscope.barrier()``; one run goes through inductor (``padding.py``).
 """
@@ -13,12 +13,12 @@ from pathlib import Path
 
 import pytest
 
-from lazyscope.model import load_run
+from lazyscope.store import load_run
 from tests.conftest import REPO, lazyscope_cmd, report_json
 
 pytestmark = pytest.mark.slow
 
-PITFALLS = REPO / "lazyscope" / "scenarios" / "compile_pitfalls"
+PITFALLS = REPO / "tests" / "programs" / "compile"
 PADDING = PITFALLS / "padding.py"
 
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import subprocess
 import sys
@@ -10,12 +9,12 @@ from pathlib import Path
 
 import pytest
 
-from lazyscope.model import load_run
+from lazyscope.store import load_run
 from tests.conftest import REPO, lazyscope_cmd, report_json
 
 pytestmark = pytest.mark.xla
 
-DECODER = REPO / "lazyscope" / "scenarios" / "decoder.py"
+DECODER = REPO / "scenarios" / "decoder"
 SMALL = ["--max-len", "32", "--batch", "4", "--mode", "eval"]
 
 
@@ -92,9 +91,9 @@ def test_help_and_bad_arguments() -> None:
 def test_seed_preset_config_and_construction() -> None:
     import torch
 
-    spec = importlib.util.spec_from_file_location("decoder_scn", DECODER)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
+    from lazyscope_scenarios import decoder as mod
+    from lazyscope_scenarios.kit import n_params
+
     seed = mod.PRESETS["seed"]
     assert (seed.dim, seed.layers, seed.heads, seed.vocab, seed.max_len, seed.batch) == (
         1024, 24, 16, 1024, 1024, 32)
@@ -104,7 +103,7 @@ def test_seed_preset_config_and_construction() -> None:
         model = mod.build_model(seed, "sdpa")
     assert len(model.blocks) == 24
     # 24 blocks of 12*d^2 + biases, embeddings, LM head: about 0.3 B parameters
-    assert 300e6 < mod.n_params(model) < 310e6
+    assert 300e6 < n_params(model) < 310e6
 
 
 def test_bucket_auto_uses_the_advisors_buckets(decoder_runs) -> None:

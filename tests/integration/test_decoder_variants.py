@@ -28,7 +28,7 @@ pytest.importorskip("torch")
 
 import lazyscope  # noqa: E402
 from lazyscope.errors import UsageError  # noqa: E402
-from lazyscope.scenarios import decoder as D  # noqa: E402
+from lazyscope_scenarios import decoder as D  # noqa: E402
 from tests.conftest import REPO  # noqa: E402
 
 SMALL = ["--preset", "tiny", "--max-len", "32", "--batch", "2", "--steps", "2",
@@ -141,11 +141,11 @@ def _standalone(*args: str) -> subprocess.CompletedProcess[str]:
 
 
 def test_the_script_runs_standalone() -> None:
-    proc = _standalone("lazyscope/scenarios/decoder.py", "--attention", "sdpa-causal",
+    proc = _standalone("-m", "lazyscope_scenarios.decoder", "--attention", "sdpa-causal",
                        "--padding", "longest", "--mode", "eval")
     assert proc.returncode == 0, proc.stderr
     assert "attention=sdpa-causal: 2 steps" in proc.stdout
-    proc = _standalone("-m", "lazyscope.scenarios.decoder", "--attention", "varlen")
+    proc = _standalone("-m", "lazyscope_scenarios.decoder", "--attention", "varlen")
     assert proc.returncode == 0, proc.stderr
     assert "attention=varlen: skipped: varlen: " in proc.stdout
 

@@ -1,4 +1,4 @@
-"""Each healthy program (lazyscope/scenarios/healthy/), traced with the real CLI in a fresh
+"""Each healthy program (tests/programs/healthy/), traced with the real CLI in a fresh
 process, gets no finding and passes `lazyscope check` with its defaults; xp.StepTrace and the
 parallel loader are step barriers. (A file of its own: pytest-xdist runs it beside
 test_pitfalls.py, whose session fixture traces every pitfall.)"""
@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from lazyscope.scenarios import healthy
 from tests.conftest import lazyscope_cmd, report_json, trace_all
+from tests.programs import healthy
 
 pytestmark = pytest.mark.xla
 

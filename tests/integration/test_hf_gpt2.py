@@ -19,7 +19,7 @@ from tests.conftest import REPO, lazyscope_cmd, report_json
 
 pytest.importorskip("transformers")
 
-SCENARIO = REPO / "lazyscope" / "scenarios" / "hf_gpt2.py"
+SCENARIO = REPO / "scenarios" / "hf_gpt2.py"
 SMALL = ["--max-len", "32", "--batch", "4"]
 STEPS = 3
 

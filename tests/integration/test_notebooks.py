@@ -68,7 +68,7 @@ def test_your_own_loop(tmp_path: Path, monkeypatch) -> None:
     book = _execute("your_own_loop", tmp_path, monkeypatch, steps=6)
     text = _text(book)
     assert "verdict: recompiles in steady state" in text and "<h1>lazyscope report" in text
-    from lazyscope.model import load_run
+    from lazyscope.store import load_run
 
     run = load_run(tmp_path / "runs/own-loop")
     assert run.status == "ok" and len(run.steps) == 6

@@ -1,4 +1,4 @@
-"""Each pitfall script (lazyscope/scenarios/pitfalls/), traced with the real CLI in a fresh
+"""Each pitfall script (tests/programs/pitfalls/), traced with the real CLI in a fresh
 process, is reported at its marked line by findings of the planted kind only (a one-off
 recompilation as a note, the clean script with nothing). Also: the library API gives the same
 steps and findings as a script traced by the CLI. The healthy programs are in test_healthy.py."""
@@ -14,17 +14,17 @@ from pathlib import Path
 
 import pytest
 
-from lazyscope.model import load_run
-from lazyscope.scenarios import healthy, pitfalls
-from lazyscope.scenarios.pitfalls import FALLBACK_OPS, PITFALLS, expected_line, judge
+from lazyscope.store import load_run
 from tests.conftest import REPO, lazyscope_cmd, report_json, trace_all
+from tests.programs import healthy, pitfalls
+from tests.programs.pitfalls import FALLBACK_OPS, PITFALLS, expected_line, judge
 
 pytestmark = pytest.mark.xla
 
 
 @pytest.fixture(scope="session")
 def pitfall_runs(tmp_path_factory) -> dict[str, tuple[Path, dict]]:
-    """`lazyscope trace lazyscope/scenarios/pitfalls/X.py` + its JSON report, for every one."""
+    """`lazyscope trace tests/programs/pitfalls/X.py` + its JSON report, for every one."""
     return trace_all(tmp_path_factory.mktemp("pitfalls"),
                      {name: pitfalls.script(name) for name in PITFALLS})
 

@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 
 from lazyscope.cli import main
-from lazyscope.model import load_run
 from lazyscope.render.tensorboard import free_port
+from lazyscope.store import load_run
 from tests.conftest import REPO, lazyscope_cmd
 
 pytestmark = [pytest.mark.xla, pytest.mark.slow]

@@ -9,12 +9,12 @@ from pathlib import Path
 
 import pytest
 
-from lazyscope.backends.xla import dump_dir_owner_alive
-from lazyscope.model import load_run
+from lazyscope.backends.xla.dump import dump_dir_owner_alive
+from lazyscope.store import load_run
 from tests.conftest import REPO, lazyscope_cmd, report_json
 
 pytestmark = pytest.mark.xla
-SCENARIOS = REPO / "lazyscope" / "scenarios"
+SCENARIOS = REPO / "scenarios"
 
 
 def compile_events(run_dir: Path) -> list:
@@ -81,7 +81,7 @@ if mode == "traced":
     trace_target(resolve_target(scenario, argv), out, options=TraceOptions())
 else:
     import importlib
-    module = importlib.import_module("lazyscope.scenarios." + scenario.replace("-", "_"))
+    module = importlib.import_module("lazyscope_scenarios." + scenario.replace("-", "_"))
     module.main(argv)
 xm.wait_device_ops()  # executions are asynchronous: count them all
 counts = {}
@@ -149,13 +149,13 @@ def test_cli_subprocess_unknown_scenario() -> None:
     assert proc.returncode == 2
     assert proc.stderr.strip() == (
         "lazyscope: unknown scenario 'no-such-scenario'; scenarios: "
-        + ", ".join(sorted(__import__("lazyscope.scenarios").scenarios.SCENARIOS))
+        + ", ".join(sorted(__import__("lazyscope_scenarios").SCENARIOS))
         + " (or give the path of a .py script)"
     )
 
 
 def test_scenario_runs_standalone() -> None:
-    proc = subprocess.run([sys.executable, "lazyscope/scenarios/lazytensor_dynamic.py", "--help"],
+    proc = subprocess.run([sys.executable, "scenarios/lazytensor_dynamic.py", "--help"],
                           cwd=REPO, capture_output=True, text=True, timeout=60,
                           env={**__import__("os").environ, "PYTHONPATH": str(REPO)})
     assert proc.returncode == 0 and "--mode {static,dynamic}" in proc.stdout

@@ -23,7 +23,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from lazyscope.scenarios import decoder as D  # noqa: E402
+from lazyscope_scenarios import decoder as D  # noqa: E402
 
 P = D.Preset(dim=32, layers=1, heads=2, vocab=64, max_len=32, batch=2)
 CPU = torch.device("cpu")

@@ -10,7 +10,8 @@ import pytest
 from lazyscope.analyze.check import Rules, check_report
 from lazyscope.analyze.report import build_report
 from lazyscope.cli import main
-from lazyscope.model import FallbackExec, Sync, load_run
+from lazyscope.model import FallbackExec, Sync
+from lazyscope.store import load_run
 from tests.builders import build_run, frame
 
 LOOP = frame("/u/train.py", 12, "loop")

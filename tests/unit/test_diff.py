@@ -10,7 +10,8 @@ import pytest
 from lazyscope.analyze.diff import diff_reports
 from lazyscope.analyze.report import build_report
 from lazyscope.cli import main
-from lazyscope.model import Compile, FallbackExec, Sync, load_run
+from lazyscope.model import Compile, FallbackExec, Sync
+from lazyscope.store import load_run
 from tests.builders import build_run, frame
 
 

@@ -13,13 +13,13 @@ from lazyscope.backends.base import Recorder
 from lazyscope.backends.profiling import ProfileWindow, default_steps, parse_profile_steps
 from lazyscope.cli import main
 from lazyscope.errors import UsageError
-from lazyscope.model import Meta, load_run
+from lazyscope.model import Meta
 from lazyscope.render import RENDERERS
 from lazyscope.render.html import build_html, render_html
 from lazyscope.render.plots import step_time_split, write_cumulative, write_time_split
 from lazyscope.render.tensorboard import scalar_series
 from lazyscope.render.views import write_views
-from lazyscope.store import RunWriter
+from lazyscope.store import RunWriter, load_run
 
 PNG = b"\x89PNG\r\n\x1a\n"
 

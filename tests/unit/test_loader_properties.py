@@ -23,10 +23,17 @@ from lazyscope.analyze.check import Rules, check_report
 from lazyscope.analyze.diff import diff_reports
 from lazyscope.analyze.report import build_report
 from lazyscope.errors import RunDirError
-from lazyscope.model import load_run
 from lazyscope.render.json import render_json
 from lazyscope.render.text import render_text
-from lazyscope.store import EVENT_DTYPE, EVENTS_FILE, INTERN_FILE, META_FILE, STEP_DTYPE, STEPS_FILE
+from lazyscope.store import (
+    EVENT_DTYPE,
+    EVENTS_FILE,
+    INTERN_FILE,
+    META_FILE,
+    STEP_DTYPE,
+    STEPS_FILE,
+    load_run,
+)
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "xla"
 SETTINGS = settings(max_examples=120, deadline=None,

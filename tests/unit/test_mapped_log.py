@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from lazyscope.store import STEP_DTYPE, STEPS_FILE, MappedLog, _lines, _records
+from lazyscope.store import STEP_DTYPE, STEPS_FILE, MappedLog
+from lazyscope.store.reader import _lines, _records
 
 
 def test_bytes_are_readable_before_close_and_padding_goes_at_close(tmp_path: Path) -> None:

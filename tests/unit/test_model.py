@@ -20,7 +20,6 @@ from lazyscope.model import (
     GraphBreak,
     GraphInput,
     Sync,
-    load_run,
 )
 from lazyscope.store import (
     EVENTS_FILE,
@@ -28,6 +27,7 @@ from lazyscope.store import (
     STEPS_FILE,
     RunWriter,
     check_run_dir,
+    load_run,
     load_target,
     prepare_run_dir,
 )

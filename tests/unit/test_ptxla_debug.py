@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from lazyscope.backends.ptxla_debug import DebugFileReader, parse_debug_text
+from lazyscope.backends.xla.debugfile import DebugFileReader, parse_debug_text
 from lazyscope.frames import make_frame
 from lazyscope.model import Frame, user_site
 

@@ -6,8 +6,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from lazyscope.backends import xla
-from lazyscope.backends.xla_causes import barrier_source, is_program_barrier
+from lazyscope.backends.xla import barrier as xla
+from lazyscope.backends.xla.causes import barrier_source, is_program_barrier
+from lazyscope.backends.xla.metrics import Metrics
 from lazyscope.model import Frame
 
 SP = "/venv/lib/python3.11/site-packages/"
@@ -15,7 +16,7 @@ SP = "/venv/lib/python3.11/site-packages/"
 
 def sync() -> tuple[bool, str]:
     """Stands in for the wrapped torch_xla.sync: its caller's site decides."""
-    return xla._barrier_site(1)
+    return xla.barrier_site(1)
 
 
 def library(path: str, source: str) -> dict[str, Any]:
@@ -66,7 +67,7 @@ def test_the_cached_decision_equals_the_one_from_frames() -> None:
             if not xla.is_library_file(f.f_code.co_filename):
                 break
             f = f.f_back
-        return xla._barrier_site(1), old_decision(frames)
+        return xla.barrier_site(1), old_decision(frames)
 
     for call in (lambda: site(), lambda: LOADER["next"](site), lambda: XM["mark_step"](site),
                  lambda: XM["mesh_reduce"](site)):
@@ -106,7 +107,7 @@ def test_metric_deltas_count_only_what_happened_since_the_last_barrier() -> None
     met.add("TransferToDeviceTime", 1e6)
     met.add("OutboundData", 4096)
     met.counters["aten::nonzero"] = 3
-    reader = xla._Metrics(met)  # what ran before the trace is the baseline
+    reader = Metrics(met)  # what ran before the trace is the baseline
     values, samples, fallbacks = reader.take()
     assert values["compile_count"] == values["execute_count"] == values["to_device_count"] == 0
     assert samples == [] and fallbacks == {}
@@ -134,7 +135,7 @@ def test_metric_deltas_count_only_what_happened_since_the_last_barrier() -> None
 
 def test_bytes_sampled_before_their_transfer_is_counted_are_not_lost() -> None:
     met = FakeMet()
-    reader = xla._Metrics(met)
+    reader = Metrics(met)
     met.add("InboundData", 64)  # torch_xla adds the bytes sample first, the timing at exit
     values, _, _ = reader.take()
     assert values["from_device_count"] == 0 and values["from_device_bytes"] == 0.0

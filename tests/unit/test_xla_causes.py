@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from lazyscope.backends.xla_causes import (
+from lazyscope.backends.xla.causes import (
     barrier_source,
     classify_compile,
     closure_kind,
@@ -80,7 +80,7 @@ def test_barrier_source_tells_the_loaders_sync_from_the_programs_own() -> None:
 
 
 def test_a_read_made_by_a_torch_xla_api_names_the_api() -> None:
-    from lazyscope.backends.xla_reads import read_event_data
+    from lazyscope.backends.xla.reads import read_event_data
 
     rendezvous = lib("torch_xla/core/xla_model.py", "rendezvous")
     helper = lib("torch_xla/core/xla_model.py", "<listcomp>")

@@ -1,5 +1,5 @@
 """The HLO dump reader (backends/xla_hlo.py) on modules captured from torch_xla 2.9 on XLA:CPU
-(``scenarios/pitfalls/varying_seq_len.py`` at sequence lengths 17 and 33)."""
+(``tests/programs/pitfalls/varying_seq_len.py`` at sequence lengths 17 and 33)."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from lazyscope.backends.xla import dump_dir
-from lazyscope.backends.xla_hlo import (
+from lazyscope.backends.xla.dump import dump_dir
+from lazyscope.backends.xla.hlo import (
     HloDumpReader,
     HloModuleInfo,
     pair_modules,
@@ -119,7 +119,7 @@ def test_dump_dir_from_xla_flags(flags: str, expected: str | None) -> None:
 
 
 def test_dump_goes_to_ram_backed_dir_only_when_it_has_room(tmp_path: Path, monkeypatch) -> None:
-    import lazyscope.backends.xla as xla
+    import lazyscope.backends.xla.dump as xla
 
     monkeypatch.setattr(xla, "SHM_DIR", str(tmp_path))
     monkeypatch.setattr(xla, "SHM_MIN_FREE", 0)
@@ -135,7 +135,7 @@ def test_stale_dump_dirs_of_dead_processes_are_swept(tmp_path: Path) -> None:
     import subprocess
     import sys
 
-    from lazyscope.backends.xla import DUMP_PREFIX, sweep_stale_dump_dirs
+    from lazyscope.backends.xla.dump import DUMP_PREFIX, sweep_stale_dump_dirs
 
     dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
                           capture_output=True, text=True, check=True).stdout.strip()

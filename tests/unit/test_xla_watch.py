@@ -6,7 +6,7 @@ from __future__ import annotations
 import sys
 import warnings
 
-from lazyscope.backends.xla_watch import forward_name, op_base, trampoline
+from lazyscope.backends.xla.watch import forward_name, op_base, trampoline
 from lazyscope.frames import bound_stack
 from lazyscope.model import Frame
 

@@ -1,0 +1,529 @@
+"""The torch_xla backend: the runtime scenarios run on, and the collector.
+
+Collection, and why it does not change what it measures:
+
+* Nothing touches the XLA runtime before the program does: ``describe()`` reads environment
+  variables and versions only, and metrics are read from torch_xla's registry, which needs no
+  client (``xmp.spawn`` and ``use_spmd()`` refuse to run once a client exists). The device is
+  recorded at the first step barrier, when the program has created it.
+* Step boundaries are the program's own barriers. ``torch_xla.sync`` is wrapped for the trace,
+  in the package and in the ``torch_xla.torch_xla`` submodule (which ``torch_xla.step()`` and
+  ``torch_xla.compile`` call), and a call counts as a step barrier only when the program asked
+  for one (``torch_xla.sync()``, ``xm.mark_step()``, ``xp.StepTrace``, the parallel loader, the
+  end of ``torch_xla.step()`` / a compiled call), never when torch_xla syncs for itself (the
+  dynamo bridge, ``torch_xla.compile`` flushing earlier work): see ``xla_causes.py``.
+* Per-step numbers are deltas of ``torch_xla.debug.metrics`` structured accessors
+  (``metric_data``, ``counter_value``, ``executed_fallback_ops``), eager mode's
+  ``EagerOp*`` metrics and replicated (SPMD) executions included; no report text is parsed.
+* Compilation causes, graph hashes and Python frames come from ``PT_XLA_DEBUG_LEVEL=1`` with
+  ``PT_XLA_DEBUG_FILE`` in the run directory (read only at steps that compiled); each graph's
+  inputs and op counts from XLA's HLO dump (``xla_hlo.py``), written at compile time only.
+* Value reads by Python (``.item()``, ``if tensor:`` ...) are ``sync`` events from wrappers on
+  ``torch.Tensor`` (``xla_reads.py``); CPU fallbacks are counted per step from torch_xla's
+  counters, and they and the host syncs hidden inside torch ops get their call sites from the
+  watch window (``xla_watch.py``), open in warm-up and for one step after something unsited.
+
+None of this compiles a graph, executes one, or moves data off the device. ``stop()`` waits for
+pending device work so the last step's executions are counted (``wait_device_ops`` moves no
+data).
+
+torch_xla is imported lazily, in ``start()``/runtime calls, so lazyscope imports without it.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib.util
+import os
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from lazyscope.backends.base import Collector, Recorder, TraceOptions
+from lazyscope.backends.xla.barrier import barrier_site
+from lazyscope.backends.xla.causes import classify_compile
+from lazyscope.backends.xla.debugfile import DebugFileReader
+from lazyscope.backends.xla.dump import OWN_DUMP_ENV, dump_dir, set_up_dump_dir
+from lazyscope.backends.xla.hlo import HloDumpReader, pair_modules
+from lazyscope.backends.xla.metrics import EXECUTE_METRICS, Metrics, runtime_counts
+from lazyscope.backends.xla.reads import ValueReadHooks
+from lazyscope.backends.xla.runtime import default_pjrt_device
+from lazyscope.backends.xla.sources import SourceLines
+from lazyscope.backends.xla.spawn import SpawnHook
+from lazyscope.backends.xla.watch import SCALAR_READ_OP, CallWatch, Counters, Hit, op_base
+from lazyscope.errors import MissingDependencyError
+from lazyscope.frames import bound_stack, is_lazyscope_file, make_frame
+from lazyscope.model import (
+    EVENT_KINDS,
+    STEP_FIELDS,
+    Capabilities,
+    Compile,
+    Fallback,
+    FallbackExec,
+    Stack,
+    Sync,
+)
+
+DEBUG_FILE = "xla_debug.txt"
+GRAPHS_DIR = "graphs"
+#: XLA_METRICS_SAMPLES while tracing (unless set): see prepare_env
+METRICS_SAMPLES = 32
+INSTALL_HINT = (
+    "torch_xla is not installed: pip install 'lazyscope[xla]' "
+    "(torch==2.9.0 torch_xla==2.9.0), or use --backend eager"
+)
+#: warm-up steps in which the watch window is open
+WATCH_WARMUP_STEPS = 2
+#: times the window reopens for device-to-host transfers nobody explained (bounded: some
+#: transfers happen outside any torch call, e.g. inside xm.mesh_reduce)
+MAX_TRANSFER_WINDOWS = 3
+
+# --------------------------------------------------------------------------- collector
+
+
+class XlaCollector(Collector):
+    """Collects a torch_xla program (see the module docstring)."""
+
+    name = "xla"
+    install_hint = INSTALL_HINT
+    supports_profile = True
+
+    def __init__(self, options: TraceOptions):
+        super().__init__(options)
+        self._recorder: Recorder | None = None
+        self._orig_sync: Any = None
+        self._met: Any = None
+        self._last: Metrics | None = None
+        self._runtime_base: dict[str, int] = {}
+        #: the source of the last program barrier (see barrier_source)
+        self._last_barrier = ""
+        self._t_last = 0.0
+        self._debug: DebugFileReader | None = None
+        self._in_barrier = False
+        self._graphs: HloDumpReader | None = None
+        self._reads: ValueReadHooks | None = None
+        self._watch: CallWatch | None = None
+        self._sited: set[str] = set()
+        self._transfer_windows = 0
+        self._patched: list[tuple[Any, Any]] = []
+        self._device_noted = False
+        #: the run's info says eager mode (set once)
+        self._eager_seen = False
+        self._use_eager_mode: Any = bool
+        self._reads_this_step = 0
+        #: the thread whose barriers are steps (the first to reach one)
+        self._step_thread: int | None = None
+        self._spawn: Any = None
+        #: the program uses torch.compile: the watch window stays closed (dynamo would trace
+        #: its torch function mode and specialise graphs on it, then recompile without it)
+        self._dynamo_in_use = False
+        #: the user lines of graph ops: IR debug switching, held compile events
+        self._lines = SourceLines()
+
+    def capabilities(self) -> Capabilities:
+        return Capabilities(step_fields=list(STEP_FIELDS),
+                            events=[k for k in EVENT_KINDS
+                                    if k not in ("graph_break", "eager_fallback")])
+
+    # -- availability and environment -------------------------------------------------
+    def check_available(self) -> None:
+        if importlib.util.find_spec("torch_xla") is None:
+            raise MissingDependencyError(INSTALL_HINT)
+
+    def prepare_env(self, run_dir: Path) -> None:
+        os.environ.setdefault("PJRT_DEVICE", default_pjrt_device())
+        level = os.environ.get("PT_XLA_DEBUG_LEVEL", "")
+        if not level.lstrip("-").isdigit() or int(level) < 1:
+            os.environ["PT_XLA_DEBUG_LEVEL"] = "1"
+        # abspath, not resolve(): an absolute path is all torch_xla needs, and the directory may
+        # not exist yet (resolve() on a path through a symbolic-link loop raises)
+        os.environ["PT_XLA_DEBUG_FILE"] = os.path.join(os.path.abspath(run_dir), DEBUG_FILE)
+        os.environ.setdefault("PT_XLA_DEBUG_MAX_FRAME", "64")
+        # torch_xla's timing metrics keep their last N samples (default 1024) for the
+        # percentiles of metrics_report(), and metric_data() copies all of them into Python
+        # tuples at every call: ~80 us per barrier for ExecuteTime alone once 1024 executions
+        # ran, more than everything else lazyscope does at a barrier. Counts and totals do not
+        # depend on it; only the percentile window of torch_xla's own report does.
+        os.environ.setdefault("XLA_METRICS_SAMPLES", str(METRICS_SAMPLES))
+        set_up_dump_dir(self.options.graph_shapes)
+
+    def describe(self) -> tuple[str, dict[str, str]]:
+        """The device from the environment only (the runtime is the program's to start); the
+        real device is recorded at the first barrier."""
+        try:
+            import torch
+            import torch_xla
+        except Exception as exc:  # noqa: BLE001 - a broken install: one line, exit 4
+            why = (str(exc).strip().splitlines() or [""])[-1]
+            raise MissingDependencyError(
+                f"torch_xla cannot be imported: {type(exc).__name__}: {why} (reinstall "
+                "torch==2.9.0 torch_xla==2.9.0, or use --backend eager)") from None
+        pjrt = os.environ.get("PJRT_DEVICE", "")
+        return f"xla ({pjrt})" if pjrt else "xla", {"torch": torch.__version__,
+                                                    "torch_xla": torch_xla.__version__}
+
+    # -- collection ---------------------------------------------------------------------
+    def start(self, recorder: Recorder) -> None:
+        import torch_xla
+        import torch_xla.debug.metrics as met
+
+        self._recorder = recorder
+        self._met = met
+        debug_file = os.environ.get("PT_XLA_DEBUG_FILE")
+        self._debug = DebugFileReader(debug_file) if debug_file else None
+        if self._debug is not None:
+            self._debug.read_new()  # skip what an earlier trace in this process wrote
+        dump = dump_dir(os.environ.get("XLA_FLAGS", ""))
+        if dump is not None and self.options.graph_shapes:
+            self._graphs = HloDumpReader(
+                dump, owned=dump == os.environ.get(OWN_DUMP_ENV),
+                keep_dir=recorder.writer.path / GRAPHS_DIR)
+            self._graphs.skip_existing()
+        self._last = Metrics(met, getattr(torch_xla._XLAC, "_xla_metric_data", None))
+        self._use_eager_mode = getattr(torch_xla._XLAC, "_get_use_eager_mode", bool)
+        self._runtime_base = runtime_counts(met)
+        self._t_last = time.perf_counter()
+        submodule = sys.modules["torch_xla.torch_xla"]
+        self._orig_sync = submodule.sync
+
+        @functools.wraps(self._orig_sync)
+        def sync(*args: Any, **kwargs: Any) -> Any:
+            if self._in_barrier:
+                return self._orig_sync(*args, **kwargs)
+            thread = threading.get_ident()
+            barrier, source = barrier_site(1)
+            if barrier:
+                # The parallel loader syncs before each batch unless a StepTrace just marked
+                # the step (torch_xla's own rule). A loop that marks its steps itself
+                # (torch_xla.compile'd step, torch_xla.step(), xm.mark_step()) over the loader
+                # would get two barriers per iteration: the loader's sync right after the
+                # program's own barrier ends no step of its own (its work goes to the next).
+                if source == "loader" and self._last_barrier == "own":
+                    barrier, source = False, "merged"
+                self._last_barrier = source
+            if barrier and self._step_thread is None:
+                self._step_thread = thread
+            if self._lines.held and barrier and thread == self._step_thread:
+                self._in_barrier = True
+                try:
+                    self._lines.probe()
+                    self._lines.release(self._recorder)
+                finally:
+                    self._in_barrier = False
+            result = self._orig_sync(*args, **kwargs)
+            if barrier and thread == self._step_thread:
+                self._on_barrier()
+            return result
+
+        # torch_xla.sync is what xm.mark_step, xp.StepTrace and the parallel loader call; the
+        # submodule's global is what torch_xla.step() and torch_xla.compile call. (The package
+        # attribute torch_xla.torch_xla is the package itself: `from .torch_xla import *`
+        # re-exports the submodule's `torch_xla` name, so the submodule is only reachable
+        # through sys.modules.)
+        for module in (torch_xla, submodule):
+            self._patched.append((module, module.sync))
+            module.sync = sync
+        self._reads = ValueReadHooks(self._on_read, self._executions)
+        self._reads.install()
+        self._watch = CallWatch(Counters(met))
+        self._watch.enable()  # warm-up: watch every call
+        self._watch_for_dynamo()
+        self._lines.start(torch_xla._XLAC, self.options.graph_shapes)
+        if recorder.meta.rank is None:  # a worker never spawns ranks of its own
+            self._spawn = SpawnHook(recorder.writer.path, self.options, recorder,
+                                    self.worker_tracer)
+            self._spawn.install()
+
+    def _watch_for_dynamo(self) -> None:
+        """Close the watch window for good once the program calls ``torch.compile``: dynamo
+        guards on the torch function mode stack, so a window open while it compiles would
+        change its graphs (measured: 3 compilations instead of 1 with the openxla backend)."""
+        import torch
+
+        original = torch.compile
+
+        @functools.wraps(original)
+        def compile_(*args: Any, **kwargs: Any) -> Any:
+            if not self._dynamo_in_use:
+                self._dynamo_in_use = True
+                if self._watch is not None:
+                    self._watch.disable()
+                if self._recorder is not None:
+                    self._recorder.note("torch.compile is used: CPU fallbacks are counted "
+                                        "exactly but not placed at their call sites (dynamo "
+                                        "would compile the call watcher into its graphs)")
+            return original(*args, **kwargs)
+
+        torch.compile = compile_
+        self._patched.append((torch, original))
+
+    def thread_started(self) -> None:
+        """A thread that will run the program's steps started (a device thread of a spawned
+        worker): open the warm-up watch window in it."""
+        if self._watch is not None and self._recorder is not None and \
+                self._recorder.next_index < WATCH_WARMUP_STEPS and not self._dynamo_in_use:
+            self._watch.enable()
+
+    def thread_finished(self) -> None:
+        if self._watch is not None:
+            self._watch.disable()
+
+    def _executions(self) -> int:
+        if self._met is None:
+            return 0
+        return sum(int(d[0]) for d in (self._met.metric_data(n) for n in EXECUTE_METRICS)
+                   if d)
+
+    def _on_read(self, stack: Stack, payload: Sync, seconds: float, executions: int) -> None:
+        if self._recorder is not None:
+            self._reads_this_step += 1
+            self._recorder.event("sync", seconds=seconds, stack=stack, payload=payload,
+                                 value=executions)
+
+    def stop(self) -> None:
+        if self._spawn is not None:
+            self._spawn.uninstall()
+            self._spawn = None
+        for module, original in reversed(self._patched):
+            if getattr(original, "__name__", "") == "compile":
+                module.compile = original
+            else:
+                module.sync = original
+        self._patched = []
+        if self._reads is not None:
+            self._reads.uninstall()
+            self._reads = None
+        if self._watch is not None:
+            self._watch.disable()
+        if self._lines.saved is not None:
+            import torch_xla
+
+            self._lines.stop(torch_xla._XLAC)
+        if self._recorder is None or self._last is None:
+            return
+        self._lines.release(self._recorder)
+        try:
+            import torch_xla
+
+            if torch_xla._XLAC._xla_runtime_is_initialized():
+                import torch_xla.core.xla_model as xm
+
+                xm.wait_device_ops()
+        except Exception:  # noqa: BLE001 - best effort at shutdown
+            pass
+        values, active = self._collect_step(everything=True)
+        if active:
+            self._recorder.finish_tail(values)
+        try:  # torch_xla's own count of the same run, for the report to set beside lazyscope's
+            end = runtime_counts(self._met)
+            self._recorder.set_info(runtime_counts={
+                k: n - self._runtime_base.get(k, 0) for k, n in end.items()
+                if n - self._runtime_base.get(k, 0)})
+        except Exception:  # noqa: BLE001 - descriptive only
+            pass
+        self._watch = None
+        self._recorder = None
+
+    def _on_barrier(self) -> None:
+        self._in_barrier = True
+        try:
+            values, _ = self._collect_step()
+            if not self._device_noted:
+                self._note_device()
+            if not self._eager_seen and self._eager_mode():
+                self._eager_seen = True
+                assert self._recorder is not None
+                self._recorder.set_info(eager_mode=True)
+        finally:
+            self._in_barrier = False
+        assert self._recorder is not None
+        self._recorder.step(values)
+
+    def _note_device(self) -> None:
+        """Record the real device once the program has created it."""
+        if self._device_noted or self._recorder is None:
+            return
+        self._device_noted = True
+        try:
+            import torch_xla
+            import torch_xla.runtime as xr
+
+            if not torch_xla._XLAC._xla_runtime_is_initialized():
+                return
+            devices = torch_xla.real_devices()
+            info: dict[str, Any] = {"devices": len(devices)}
+            if xr.is_spmd():
+                info["spmd"] = True
+                info["global_devices"] = n = xr.global_runtime_device_count()
+                self._recorder.note(
+                    f"SPMD: one program over {n} devices; each execution of a graph over "
+                    "them counts once (torch_xla's ExecuteReplicatedTime), as torch_xla counts "
+                    "it")
+            meta = self._recorder.meta
+            meta.device = f"{torch_xla.device()} ({devices[0]})" + (
+                f", {len(devices)} devices" if len(devices) > 1 else "")
+            self._recorder.set_info(**info)
+        except Exception:  # noqa: BLE001 - descriptive only
+            pass
+
+    def _collect_step(self, everything: bool = False) -> tuple[dict[str, float | None], bool]:
+        assert self._recorder is not None and self._last is not None
+        now = time.perf_counter()
+        values, samples, fallbacks = self._last.take(everything)
+        wall = now - self._t_last
+        self._t_last = now
+        compiles = values["compile_count"]
+        if compiles:
+            self._compile_events(compiles, samples)
+        fallbacks.pop(SCALAR_READ_OP, None)
+        for op, n in fallbacks.items():
+            self._recorder.event("fallback_exec", payload=FallbackExec(op), value=n)
+        transfers = values["from_device_count"]
+        self._watch_results(fallbacks, transfers)
+        if compiles or self._lines.on:
+            import torch_xla
+
+            self._lines.after_step(
+                torch_xla._XLAC, compiled=compiles > 0,
+                warm_up=self._recorder.next_index + 1 < WATCH_WARMUP_STEPS)
+        values["wall_s"] = wall
+        values["t_end_s"] = now - self._recorder.t0
+        values["fallback_count"] = sum(fallbacks.values())
+        active = bool(compiles or values["execute_count"] or values["to_device_count"] or
+                      transfers or fallbacks)
+        return values, active
+
+    def _compile_events(self, count: int, samples: list[tuple[float, float]]) -> None:
+        """Turn the new PT_XLA_DEBUG compilation blocks into events of this step."""
+        if count <= 0 or self._debug is None or self._recorder is None:
+            return
+        records = [r for r in self._debug.read_new() if r.kind == "compile"]
+        graphs = self._graphs
+        modules = graphs.take_new() if graphs is not None else []
+        if not records:
+            self._module_events(modules, samples, count)
+            return
+        paired = pair_modules([r.num_inputs for r in records], modules)
+        # torch_xla keeps the last XLA_METRICS_SAMPLES samples: the newest ones are this step's
+        kept = [v / 1e9 for _, v in samples[-len(records):]] if records else []
+        seconds = [None] * (len(records) - len(kept)) + kept
+        for rec, graph, secs in zip(records, paired, seconds, strict=True):
+            frames = [make_frame(f.file, f.line, f.function) for f in rec.frames
+                      if not is_lazyscope_file(f.file)]
+            cause_kind, cause, owner = classify_compile(frames)
+            hlo_file = (graphs.keep_text(graph, rec.graph_hash)
+                        if graphs is not None and graph is not None else None)
+            payload = Compile(
+                phase="graph", cause=cause, cause_kind=cause_kind, owner=owner,
+                num_inputs=rec.num_inputs, num_outputs=rec.num_outputs, hlo_file=hlo_file)
+            if graph is not None:
+                graph.fill(payload)
+            stack = bound_stack(frames)
+            if not self._lines.hold(payload, secs or 0.0, stack, rec.graph_hash,
+                                    self._recorder.steps):
+                self._recorder.event("compile", seconds=secs or 0.0, stack=stack,
+                                     payload=payload, key=rec.graph_hash)
+        for module in modules:  # the kept ones were moved into the run: the rest go
+            assert graphs is not None
+            graphs.discard(module)
+
+    def _module_events(self, modules: list[Any], samples: list[tuple[float, float]],
+                       count: int) -> None:
+        """Compilations torch_xla wrote no analysis for (a worker of local rank > 0, eager
+        mode): one event per dumped module, keyed by its content digest, with no frames."""
+        assert self._recorder is not None
+        graphs = self._graphs
+        if self._eager_mode():
+            # each op is its own graph, compiled once: counted per step, not analysed as
+            # recompilations (the verdict speaks of eager mode)
+            if not self._eager_seen:
+                self._eager_seen = True
+                self._recorder.set_info(eager_mode=True)
+            modules = [] if graphs is None else modules
+            for module in modules:
+                graphs.discard(module)  # type: ignore[union-attr]
+            return
+        kept = [v / 1e9 for _, v in samples[-len(modules):]] if modules else []
+        seconds = [None] * (len(modules) - len(kept)) + kept
+        why = "torch_xla writes its compilation analysis on local rank 0 only"
+        for module, secs in zip(modules[-count:] if count else [], seconds[-count:] if count
+                                else [], strict=True):
+            payload = Compile(phase="graph", cause=f"unknown ({why})", cause_kind="other",
+                              num_inputs=module.num_params)
+            module.fill(payload)
+            key = f"hlo:{module.digest}"
+            if graphs is not None:
+                payload.hlo_file = graphs.keep_text(module, key.replace(":", "-"))
+            self._recorder.event("compile", seconds=secs or 0.0, payload=payload, key=key)
+        if graphs is not None:
+            for module in modules:
+                graphs.discard(module)
+
+    def _eager_mode(self) -> bool:
+        try:
+            return bool(self._use_eager_mode())
+        except Exception:  # noqa: BLE001 - no such binding: not eager
+            return False
+
+    # -- the watch window ----------------------------------------------------------------
+    def _watch_results(self, fallbacks: dict[str, int], transfers: int) -> None:
+        """Record what the window attributed this step; decide whether the next step is
+        watched (warm-up, or something this step did that has no site yet)."""
+        watch, recorder = self._watch, self._recorder
+        if watch is None or recorder is None:
+            return
+        if not fallbacks and transfers <= self._reads_this_step and not watch.hits and \
+                not watch.active and recorder.next_index + 1 >= WATCH_WARMUP_STEPS:
+            self._reads_this_step = 0  # a steady step with nothing to explain: the fast path
+            return
+        explained = 0
+        for hit in watch.take():
+            self._record_hit(hit)
+            if hit.kind == "fallback":
+                self._sited.add(op_base(hit.what))
+            explained += hit.calls
+        reads, self._reads_this_step = self._reads_this_step, 0
+        unsited = {op_base(op) for op in fallbacks} - self._sited
+        unexplained = transfers > reads + explained + sum(fallbacks.values()) and \
+            self._transfer_windows < MAX_TRANSFER_WINDOWS
+        watch.disable()
+        if self._dynamo_in_use:
+            return
+        if recorder.next_index + 1 < WATCH_WARMUP_STEPS or unsited:
+            watch.enable()
+        elif unexplained and recorder.next_index + 1 >= WATCH_WARMUP_STEPS:
+            self._transfer_windows += 1
+            watch.enable()
+
+    def _record_hit(self, hit: Hit) -> None:
+        assert self._recorder is not None
+        if hit.kind == "fallback":
+            self._recorder.event("fallback", seconds=hit.seconds, stack=hit.stack,
+                                 payload=Fallback(op=hit.what, via=hit.via,
+                                                  backward=hit.backward), value=hit.calls)
+        else:
+            self._recorder.event("sync", seconds=hit.seconds, stack=hit.stack,
+                                 payload=Sync(read=f"inside {hit.what} (the op reads a value "
+                                                   "on the host)", closure=hit.closure,
+                                              owner=hit.owner),
+                                 value=0)
+
+    # -- profiler window (lazyscope trace --profile) -----------------------------------
+    def start_profile(self, logdir: Path) -> None:
+        """Start an in-process XProf capture (``xp.start_trace``) writing under ``logdir``."""
+        import torch_xla.debug.profiler as xp
+
+        xp.start_trace(str(logdir))
+
+    def stop_profile(self) -> None:
+        """Wait for pending device work, stop the capture and write
+        ``logdir/plugins/profile/<timestamp>/*.xplane.pb``."""
+        import torch_xla.core.xla_model as xm
+        import torch_xla.debug.profiler as xp
+
+        xm.wait_device_ops()
+        xp.stop_trace()
+
+

@@ -1,0 +1,351 @@
+"""Input shapes, op counts and a digest of every graph XLA compiles, from XLA's own HLO dump.
+
+Why this source (torch_xla 2.9, measured in ``benchmarks/overhead.py``):
+
+* ``PT_XLA_DEBUG_LEVEL=1`` names a compilation's cause, graph hash, input *count* and frames,
+  but not the inputs' shapes, which is what explains most recompilations.
+* ``XLA_FLAGS=--xla_dump_to=DIR`` makes XLA write each module it compiles, *at compile time
+  only*: nothing is written at a step that reuses a cached graph, so a steady step costs
+  nothing. The first line of ``module_NNNN.<name>.before_optimizations.txt`` is::
+
+      HloModule SyncTensorsGraph.69, buffer_donor={ (0, {}) }, entry_computation_layout=
+      {(f32[32]{0}, f32[4,17,32]{2,1,0}, f32[])->(f32[], f32[32]{0})}
+
+  : the dtype and shape of every graph input, in parameter order (the order torch_xla counts
+  "Number of Graph Inputs" in), and the buffers donated to outputs.
+* The dump has no torch_xla graph hash. torch_xla compiles one module per graph, synchronously,
+  right after writing the PT_XLA_DEBUG compilation block, so the n-th compilation block and the
+  n-th module belong together; the pairing is checked on the input count and skipped (no
+  shapes rather than wrong shapes) when it does not match (``pair_modules``).
+* torch_xla's IR dump (``XLA_SAVE_TENSORS_FILE``) has the shapes *and* the hash, but it writes
+  the whole IR at every barrier: +30% per step on a 12 ms training step. That cost is why it is
+  not used.
+
+XLA's CPU backend also dumps LLVM IR and object files for every kernel (~800 files per compiled
+training step of the tiny decoder): on disk that added ~30% to compile time, so lazyscope's own
+dump directory is in ``/dev/shm`` when it has room (1.02x, ``benchmarks/hlo_dump_cost.py``).
+The collector lists the dump directory only at steps that compiled, keeps each module's
+``before_optimizations`` text as ``graphs/<graph hash>.hlo.txt`` in the run (the first
+``KEEP_GRAPHS``), and deletes the module's other files when lazyscope chose the directory.
+
+Pure text and file processing: no torch_xla import.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import os
+import re
+import shutil
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from lazyscope.frames import is_library_file, make_frame
+from lazyscope.model import Compile, GraphInput
+
+SUFFIX = ".before_optimizations.txt"
+#: keep the HLO text of this many graphs per run (a run that recompiles every step would
+#: otherwise keep one file per step)
+KEEP_GRAPHS = 64
+_MODULE_RE = re.compile(r"^module_(?P<num>\d+)\.(?P<name>.+)$")
+_LAYOUT = "entry_computation_layout={"
+_COMMENT_RE = re.compile(r"/\*.*?\*/")
+_ARRAY_RE = re.compile(r"^(?P<dtype>[a-z]+[0-9]*)\[(?P<dims>[^\]]*)\]")
+_OP_RE = re.compile(r"^\s*(?:ROOT\s+)?%\S+ = .*?(?<=[\s}\])])(?P<op>[a-z][a-z0-9-]*)\(", re.M)
+_DONOR_RE = re.compile(r"buffer_donor=\{(?P<d>[^=]*?)\}(?:,|$)")
+#: an instruction's source location (XLA_IR_DEBUG / XLA_HLO_DEBUG metadata)
+_META_RE = re.compile(r",?\s*metadata=\{(?P<m>[^{}]*)\}")
+_SOURCE_RE = re.compile(r'source_file="(?P<file>[^"]*)" source_line=(?P<line>\d+)')
+_PARAM_RE = re.compile(r"^\s*%\S+ = \S+ parameter\((?P<index>\d+)\)")
+_NAME_RE = re.compile(r"%[\w.\-]+")
+_SCALAR_CONST_RE = re.compile(r"= (?P<dtype>[a-z]+[0-9]*)\[\] constant\((?P<value>[^)]*)\)")
+#: scalars torch_xla bakes into a graph as constants (torch_xla's IsSpecialScalar)
+SPECIAL_SCALARS = ("0", "1", "-0", "0.0", "1.0")
+#: user lines whose instructions are digested per graph
+MAX_LINES = 512
+_ALIAS_RE = re.compile(r"input_output_alias=\{(?P<a>.*?)\}(?:, [a-z_]+=|$)")
+
+
+@dataclass
+class HloModuleInfo:
+    """One compiled module: its inputs (dtype, shape) in parameter order, op counts, digest."""
+    number: int
+    name: str
+    #: top-level parameters (a parameter that is a tuple counts once: torch_xla wraps
+    #: thousands of inputs into one tuple)
+    num_params: int = 0
+    inputs: list[tuple[str, list[int]]] = field(default_factory=list)
+    ops: dict[str, int] = field(default_factory=dict)
+    #: sha1 of the module text without its name: equal graphs <=> equal digest
+    digest: str = ""
+    donors: str = ""
+    path: str = ""
+    #: parameter index -> (file, line) where it was created or moved to the device
+    origins: dict[int, tuple[str, int]] = field(default_factory=dict)
+    #: (file, line, digest of that user line's instructions), in order of appearance
+    lines: list[tuple[str, int, str]] = field(default_factory=list)
+    #: special scalar constants baked into the graph, "dtype:value"
+    constants: list[str] = field(default_factory=list)
+
+    def fill(self, payload: Compile) -> None:
+        """Put what the module says into a compile event's payload."""
+        inputs = []
+        for i, (dtype, shape) in enumerate(self.inputs):
+            where = self.origins.get(i) if len(self.inputs) == self.num_params else None
+            origin = make_frame(where[0], where[1]) if where else None
+            inputs.append(GraphInput(dtype, list(shape),
+                                     origin=origin if origin and not origin.library else None))
+        payload.inputs = inputs
+        payload.ops = self.ops
+        payload.digest = self.digest
+        payload.donors = self.donors or None
+        payload.lines = [[f, n, d] for f, n, d in self.lines] or None
+        payload.constants = self.constants or None
+
+
+def _split_top(text: str) -> list[str]:
+    """Split ``a, (b, c), d[1,2]{1,0}`` at top-level commas."""
+    parts, depth, start = [], 0, 0
+    for i, ch in enumerate(text):
+        if ch in "([{":
+            depth += 1
+        elif ch in ")]}":
+            depth -= 1
+        elif ch == "," and depth == 0:
+            parts.append(text[start:i].strip())
+            start = i + 1
+    tail = text[start:].strip()
+    if tail:
+        parts.append(tail)
+    return parts
+
+
+def _array(text: str) -> tuple[str, list[int]] | None:
+    m = _ARRAY_RE.match(text.strip())
+    if m is None:
+        return None
+    dims = []
+    for part in m["dims"].split(","):
+        part = part.strip().lstrip("<=")
+        if part.isdigit():
+            dims.append(int(part))
+    return m["dtype"], dims
+
+
+def parse_entry_layout(header: str) -> tuple[int, list[tuple[str, list[int]]]] | None:
+    """``(top-level parameter count, flattened (dtype, dims) inputs)`` from a module header."""
+    start = header.find(_LAYOUT)
+    if start < 0:
+        return None
+    text = _COMMENT_RE.sub("", header[start + len(_LAYOUT):])
+    if not text.startswith("("):
+        return None
+    depth, end = 0, -1
+    for i, ch in enumerate(text):
+        depth += ch == "("
+        depth -= ch == ")"
+        if depth == 0:
+            end = i
+            break
+    if end < 0:
+        return None
+    params = _split_top(text[1:end])
+    inputs: list[tuple[str, list[int]]] = []
+    for param in params:
+        if param.startswith("("):  # a wrapped (tuple) parameter: its elements are the inputs
+            inputs.extend(a for a in map(_array, _split_top(param[1:-1])) if a is not None)
+        else:
+            arr = _array(param)
+            if arr is not None:
+                inputs.append(arr)
+    return len(params), inputs
+
+
+def _entry_lines(body: str) -> list[str]:
+    """The instruction lines of the ENTRY computation."""
+    start = body.find("\nENTRY ")
+    if start < 0:
+        return []
+    out = []
+    for line in body[start + 1:].splitlines()[1:]:
+        if line.startswith("}"):
+            break
+        out.append(line)
+    return out
+
+
+def _source_locations(body: str) -> tuple[dict[int, tuple[str, int]],
+                                          list[tuple[str, int, str]], list[str]]:
+    """Parameter origins, per-user-line instruction digests and special scalar constants of
+    the ENTRY computation (source locations exist when IR debug was on while it was traced)."""
+
+    origins: dict[int, tuple[str, int]] = {}
+    digests: dict[tuple[str, int], Any] = {}
+    constants: Counter[str] = Counter()
+    for line in _entry_lines(body):
+        meta = _META_RE.search(line)
+        source = _SOURCE_RE.search(meta["m"]) if meta else None
+        bare = _META_RE.sub("", line)
+        const = _SCALAR_CONST_RE.search(bare)
+        if const and const["value"] in SPECIAL_SCALARS:
+            constants[f"{const['dtype']}:{float(const['value']):g}"] += 1
+        if source is None:
+            continue
+        where = (source["file"], int(source["line"]))
+        param = _PARAM_RE.match(bare)
+        if param is not None:
+            origins[int(param["index"])] = where
+            continue
+        if is_library_file(where[0]):
+            continue
+        h = digests.get(where)
+        if h is None:
+            if len(digests) >= MAX_LINES:
+                continue
+            h = digests[where] = hashlib.sha1()
+        h.update(_NAME_RE.sub("%", bare.split("=", 1)[-1]).encode("utf-8"))
+    lines = [(f, n, h.hexdigest()[:10]) for (f, n), h in digests.items()]
+    return origins, lines, sorted(constants.elements())
+
+
+def parse_module(text: str, number: int = 0, name: str = "") -> HloModuleInfo | None:
+    """Parse one ``before_optimizations`` HLO text; None when it has no entry layout."""
+    header, _, body = text.partition("\n")
+    layout = parse_entry_layout(header)
+    if layout is None:
+        return None
+    num_params, inputs = layout
+    ops = Counter(m["op"] for m in _OP_RE.finditer(body))
+    module_name = header.split()[1].rstrip(",") if len(header.split()) > 1 else ""
+    # the digest ignores source locations: the same graph traced with IR debug on and off is
+    # the same graph
+    canonical = _META_RE.sub("", body)
+    canonical = canonical.replace(module_name, "M") if module_name else canonical
+    donors = _DONOR_RE.search(header)
+    alias = _ALIAS_RE.search(header)
+    origins, lines, constants = _source_locations(body)
+    return HloModuleInfo(
+        number=number, name=name or module_name, num_params=num_params, inputs=inputs,
+        ops=dict(sorted(ops.items())),
+        digest=hashlib.sha1(canonical.encode("utf-8")).hexdigest()[:16],
+        donors=(donors["d"].strip() if donors else "") or (alias["a"].strip() if alias else ""),
+        origins=origins, lines=lines, constants=constants,
+    )
+
+
+def pair_modules(num_inputs: list[int | None], modules: list[HloModuleInfo]
+                 ) -> list[HloModuleInfo | None]:
+    """Pair compilation blocks (their input counts, in order) with dumped modules (in order).
+
+    The n-th compilation is the n-th module; a module whose parameter count does not match is
+    one torch_xla compiled without a compilation block (eager mode, a user computation) and is
+    skipped. A compilation with no matching module gets None.
+    """
+    out: list[HloModuleInfo | None] = []
+    queue = list(modules)
+    for n in num_inputs:
+        match = None
+        while queue:
+            module = queue.pop(0)
+            if n is None or module.num_params == n:
+                match = module
+                break
+        out.append(match)
+    return out
+
+
+class HloDumpReader:
+    """Reads the modules XLA dumps into ``directory`` (``--xla_dump_to``) as they appear."""
+    def __init__(self, directory: str, *, owned: bool, keep_dir: Path | None = None,
+                 keep: int = KEEP_GRAPHS):
+        self.directory = directory
+        self.owned = owned
+        self.keep_dir = keep_dir
+        self.keep = keep
+        self.kept = 0
+        self._seen: set[int] = set()
+
+    def _modules(self) -> dict[int, list[str]]:
+        by_number: dict[int, list[str]] = {}
+        try:
+            names = os.listdir(self.directory)
+        except OSError:
+            return by_number
+        for name in names:
+            m = _MODULE_RE.match(name)
+            if m is not None:
+                by_number.setdefault(int(m["num"]), []).append(name)
+        return by_number
+
+    def skip_existing(self) -> None:
+        """Ignore modules an earlier trace in this process left."""
+        self._seen.update(self._modules())
+
+    def take_new(self) -> list[HloModuleInfo]:
+        """The modules compiled since the last call, in compile order; their files are removed
+        when lazyscope owns the directory."""
+        out = []
+        for number, names in sorted(self._modules().items()):
+            if number in self._seen:
+                if self.owned:  # files XLA wrote after the module was read
+                    for name in names:
+                        _remove(os.path.join(self.directory, name))
+                continue
+            main = next((n for n in names if n.endswith(SUFFIX)), None)
+            if main is None:
+                continue  # XLA is still writing it (or dumps nothing we read)
+            self._seen.add(number)
+            path = os.path.join(self.directory, main)
+            try:
+                with open(path, encoding="utf-8", errors="replace") as fh:
+                    text = fh.read()
+            except OSError:
+                continue
+            info = parse_module(text, number, main[len(f"module_{number:04d}."):-len(SUFFIX)])
+            if info is not None:
+                info.path = path
+                out.append(info)
+            if self.owned:
+                for name in names:
+                    if name != main:
+                        _remove(os.path.join(self.directory, name))
+        return out
+
+    def keep_text(self, info: HloModuleInfo, graph_hash: str) -> str | None:
+        """Keep a module's HLO text in the run as ``graphs/<hash>.hlo.txt``; the relative path,
+        or None past ``keep`` graphs."""
+        if self.keep_dir is None or not info.path or self.kept >= self.keep:
+            return None
+        name = f"{graph_hash or f'module_{info.number:04d}'}.hlo.txt"
+        target = self.keep_dir / name
+        try:
+            self.keep_dir.mkdir(parents=True, exist_ok=True)
+            if self.owned:
+                shutil.move(info.path, target)
+            else:
+                shutil.copyfile(info.path, target)
+        except OSError:
+            # a full disk: no half-written graph file in the run (a cross-device move can
+            # leave an empty one behind)
+            with contextlib.suppress(OSError):
+                if target.exists() and os.path.exists(info.path) and \
+                        target.stat().st_size < os.path.getsize(info.path):
+                    target.unlink()
+            return None
+        self.kept += 1
+        return f"{self.keep_dir.name}/{name}"
+
+    def discard(self, info: HloModuleInfo) -> None:
+        """Remove a module's text unless it was kept (moved) or the directory is the user's."""
+        if self.owned and info.path:
+            _remove(info.path)
+
+
+def _remove(path: str) -> None:
+    try:
+        os.remove(path)
+    except OSError:
+        pass

@@ -1,0 +1,134 @@
+"""Record every read of an XLA tensor's value by Python: the host syncs of a LazyTensor program.
+
+A read (``.item()``, ``.tolist()``, ``.cpu()``, ``.numpy()``, ``if tensor:``, ``int(t)``,
+``float(t)``, ``print(t)``/``repr``/``format``) stalls the host until the tensor is on it; when the
+tensor still has pending IR it also forces an execution (and maybe a compilation) outside the step
+barrier. PT_XLA_DEBUG only reports reads that executed something, and a transfer of an already
+materialised tensor executes nothing, so the reads are recorded here, at the Python level: the
+``torch.Tensor`` methods above are wrapped for the duration of a trace and restored after.
+
+A wrapper checks ``tensor.device.type == "xla"`` and otherwise calls straight through; for an XLA
+tensor it times the call, notes whether an execution happened (the ``ExecuteTime`` sample count,
+a structured metric read) and emits one ``sync`` event with the user's stack. It also says
+whether the read runs inside a step closure (after the barrier; ``closure``) and whether
+torch_xla itself made it for its own purposes (``owner``). Only the outermost read is recorded
+(``print(t)`` calls ``.cpu()`` and more inside). The wrappers add no computation, transfer or
+compilation of their own.
+
+Reads that happen inside a torch op (``torch.linalg.inv`` checks a flag on the host) never go
+through these methods; :mod:`lazyscope.backends.xla.watch` finds them.
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+from lazyscope.backends.xla.causes import closure_kind, library_call
+from lazyscope.frames import bound_stack, make_frame
+from lazyscope.model import OWNER_LIBRARY, Frame, Stack, Sync
+
+#: torch.Tensor attribute -> how the read is named in reports
+READ_METHODS = {
+    "item": ".item()",
+    "tolist": ".tolist()",
+    "cpu": ".cpu()",
+    "numpy": ".numpy()",
+    "__bool__": "if tensor / bool(tensor)",
+    "__int__": "int(tensor)",
+    "__float__": "float(tensor)",
+    "__index__": "tensor used as an index",
+    "__repr__": "print(tensor) / repr",
+    "__format__": "f-string / format(tensor)",
+}
+MAX_WALK = 64
+
+
+def walk_frames(skip: int) -> list[Frame]:
+    """The Python stack above the caller (innermost first), classified, at most MAX_WALK."""
+    frames: list[Frame] = []
+    try:
+        f: Any = sys._getframe(skip + 1)
+    except ValueError:  # a shallow stack (the autograd engine's thread)
+        return frames
+    while f is not None and len(frames) < MAX_WALK:
+        code = f.f_code
+        frames.append(make_frame(code.co_filename, f.f_lineno, code.co_name))
+        f = f.f_back
+    return frames
+
+
+def read_event_data(frames: list[Frame], label: str, shape: list[int]) -> tuple[Stack, Sync]:
+    """The stack an event keeps and its Sync payload, from a full walk of the stack."""
+    api = library_call(frames)
+    payload = Sync(read=label, shape=shape, closure=closure_kind(frames),
+                   owner=OWNER_LIBRARY if api else "user")
+    if api:
+        payload.read = f"{label} by {api}"
+        payload.api = api
+    return bound_stack(frames), payload
+
+
+class ValueReadHooks:
+    """Installs the wrappers on ``torch.Tensor``; ``emit(stack, payload, seconds, executions)``
+    receives one call per read."""
+
+    def __init__(self, emit: Callable[[Stack, Sync, float, int], None],
+                 executions: Callable[[], int]):
+        self._emit = emit
+        self._executions = executions
+        self._saved: dict[str, Any] = {}
+        self._local = threading.local()
+
+    @property
+    def depth(self) -> int:
+        return getattr(self._local, "depth", 0)
+
+    def install(self) -> None:
+        import torch
+
+        for name, label in READ_METHODS.items():
+            original = getattr(torch.Tensor, name, None)
+            if original is None:
+                continue
+            self._saved[name] = torch.Tensor.__dict__.get(name, original)
+            setattr(torch.Tensor, name, self._wrap(original, label))
+
+    def uninstall(self) -> None:
+        import torch
+
+        for name, original in self._saved.items():
+            setattr(torch.Tensor, name, original)
+        self._saved = {}
+
+    def _wrap(self, original: Any, label: str) -> Any:
+        hooks = self
+        local = self._local
+
+        def read(self_t: Any, *args: Any, **kwargs: Any) -> Any:
+            try:
+                is_xla = getattr(local, "depth", 0) == 0 and self_t.device.type == "xla"
+            except Exception:  # noqa: BLE001 - odd subclasses: just call through
+                is_xla = False
+            if not is_xla:
+                return original(self_t, *args, **kwargs)
+            local.depth = 1
+            execs_before = hooks._executions()
+            tic = time.perf_counter()
+            try:
+                return original(self_t, *args, **kwargs)
+            finally:
+                seconds = time.perf_counter() - tic
+                executed = hooks._executions() - execs_before
+                local.depth = 0
+                stack, payload = read_event_data(walk_frames(1), label,
+                                                 list(getattr(self_t, "shape", [])))
+                hooks._emit(stack, payload, seconds, executed)
+
+        read.__name__ = getattr(original, "__name__", "read")
+        read.__qualname__ = getattr(original, "__qualname__", read.__name__)
+        read.__doc__ = getattr(original, "__doc__", None)
+        return read

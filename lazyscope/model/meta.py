@@ -1,0 +1,111 @@
+"""What ran and how it ended (``meta.json``): :class:`Meta`, the statuses, and what the backend
+measures (:class:`Capabilities`)."""
+
+from __future__ import annotations
+
+import datetime as _dt
+from dataclasses import asdict, dataclass, field, fields
+from typing import Any
+
+from lazyscope.model.payloads import EVENT_KINDS
+from lazyscope.model.steps import STEP_FIELDS
+
+SCHEMA_VERSION = 2
+
+STATUS_RUNNING = "running"
+STATUS_OK = "ok"
+STATUS_FAILED = "failed"
+STATUS_INTERRUPTED = "interrupted"
+#: the disk filled while the run was written: what was recorded before is kept
+STATUS_NO_SPACE = "no_space"
+STATUSES = (STATUS_RUNNING, STATUS_OK, STATUS_FAILED, STATUS_INTERRUPTED, STATUS_NO_SPACE)
+
+
+def now_iso() -> str:
+    """The current UTC time as an ISO 8601 string."""
+    return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="milliseconds")
+
+
+@dataclass
+class Capabilities:
+    """What a backend measures: the step fields it fills and the event kinds it can emit, with
+    a sentence for each thing it cannot see (shown in reports)."""
+
+    step_fields: list[str] = field(default_factory=lambda: list(STEP_FIELDS))
+    events: list[str] = field(default_factory=lambda: list(EVENT_KINDS))
+    notes: list[str] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, data: Any) -> Capabilities:
+        if not isinstance(data, dict):
+            return cls()
+        return cls([str(f) for f in data.get("step_fields", STEP_FIELDS) if f in STEP_FIELDS],
+                   [str(e) for e in data.get("events", EVENT_KINDS)],
+                   [str(n) for n in data.get("notes", [])])
+
+
+@dataclass
+class Meta:
+    """What ran and how it ended (``meta.json``)."""
+
+    target: str = ""
+    target_kind: str = "scenario"  # scenario | script | api
+    args: list[str] = field(default_factory=list)
+    backend: str = "xla"
+    device: str = ""
+    versions: dict[str, str] = field(default_factory=dict)
+    started_at: str = ""
+    ended_at: str | None = None
+    status: str = STATUS_RUNNING
+    error: str | None = None
+    steps_requested: int | None = None
+    #: a fixed warm-up given by the user (``--warmup-steps``); None: warm-up is found by the
+    #: analysis (a graph's first compile at a new site or phase is never a recompile)
+    warmup_steps: int | None = None
+    capabilities: Capabilities = field(default_factory=Capabilities)
+    #: this process's rank in a multi-process run, and how many ranks there are
+    rank: int | None = None
+    world_size: int | None = None
+    info: dict[str, Any] = field(default_factory=dict)
+    schema_version: int = SCHEMA_VERSION
+
+    def to_json(self) -> dict[str, Any]:
+        out = asdict(self)
+        out["capabilities"] = self.capabilities.to_json()
+        return out
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Meta:
+        known = {f.name for f in fields(cls)}
+        kwargs = {k: v for k, v in data.items() if k in known}
+        kwargs["capabilities"] = Capabilities.from_json(data.get("capabilities"))
+        meta = cls(**kwargs)
+        if not isinstance(meta.args, list):
+            meta.args = [str(meta.args)]
+        meta.args = [str(a) for a in meta.args]
+        if not isinstance(meta.info, dict):
+            meta.info = {}
+        if not isinstance(meta.versions, dict):
+            meta.versions = {}
+        meta.versions = {str(k): str(v) for k, v in meta.versions.items()}
+        # a field of the wrong type is corruption (TypeError -> RunDirError in load_run)
+        for name in ("target", "target_kind", "backend", "device", "started_at", "status"):
+            if not isinstance(getattr(meta, name), str):
+                raise TypeError(f"'{name}' is not a string")
+        for name in ("ended_at", "error"):
+            if getattr(meta, name) is not None and not isinstance(getattr(meta, name), str):
+                raise TypeError(f"'{name}' is not a string")
+        for name in ("warmup_steps", "steps_requested", "rank", "world_size"):
+            value = getattr(meta, name)
+            if value is not None and (not isinstance(value, int) or isinstance(value, bool)):
+                raise TypeError(f"'{name}' is not an integer")
+        return meta
+
+    @property
+    def notes(self) -> list[str]:
+        """Lines the backend and the program noted about the run (``info["notes"]``)."""
+        notes = self.info.get("notes") or []
+        return [str(n) for n in notes] if isinstance(notes, list) else [str(notes)]

@@ -1,0 +1,320 @@
+"""Reading a run directory back (schema 2, and schema 1 through :mod:`lazyscope.store.schema1`):
+every finished record of a run killed mid-way; a half-written last record or line is dropped
+with a warning; anything else unreadable is a :class:`~lazyscope.errors.RunDirError` (exit 3)."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from lazyscope.errors import RunDirError
+from lazyscope.model import (
+    EVENT_KINDS,
+    PAYLOADS,
+    SCHEMA_VERSION,
+    STEP_FIELDS,
+    EventTable,
+    Frame,
+    Meta,
+    RankedRun,
+    Run,
+    Stack,
+    StepTable,
+)
+from lazyscope.store.records import (
+    ANNOTATIONS_FILE,
+    EVENT_DTYPE,
+    EVENTS_FILE,
+    INTERN_FILE,
+    KIND_STEP,
+    KIND_TAIL,
+    META_FILE,
+    STEP_DTYPE,
+    STEPS_FILE,
+)
+from lazyscope.store.rundir import is_run_dir, rank_dirs
+from lazyscope.store.schema1 import load_v1
+
+
+def _read_bytes(path: Path) -> bytes | None:
+    try:
+        return path.read_bytes()
+    except FileNotFoundError:
+        return None
+    except OSError as err:
+        raise RunDirError(f"cannot read {path}: {err.strerror}") from None
+
+
+#: records read per chunk: about half a megabyte, so a chunk is still in cache when its fields
+#: are copied out
+_CHUNK_RECORDS = 4096
+
+
+def _records(path: Path, dtype: np.dtype, warnings: list[str],
+             first: str) -> dict[str, np.ndarray]:
+    """The records of a binary file as columns (one contiguous array per field): zero padding
+    at the end ignored, a partial last record dropped with a warning, a zero record in the
+    middle is corruption.
+
+    The file is read in chunks into one reused buffer and each chunk's fields copied out to
+    their columns: a million-step file is never held as one bytes object and then copied
+    field by field out of it (three times slower here, most of it page faults)."""
+    names = [n for n in dtype.names if not n.startswith("_")]
+    size = dtype.itemsize
+    try:
+        fh = open(path, "rb", buffering=0)
+    except FileNotFoundError:
+        return {n: np.zeros(0, dtype=dtype[n].newbyteorder("=")) for n in names}
+    except OSError as err:
+        raise RunDirError(f"cannot read {path}: {err.strerror}") from None
+    with fh:
+        try:
+            whole = os.fstat(fh.fileno()).st_size // size
+            cols = {n: np.empty(whole, dtype=dtype[n].newbyteorder("=")) for n in names}
+            buf = np.empty(min(_CHUNK_RECORDS, max(whole, 1)), dtype=dtype)
+            view = memoryview(buf).cast("B")
+            pos = 0
+            while pos < whole:
+                want = min(len(buf), whole - pos)
+                got = 0
+                while got < want * size:  # a short read is not the end unless it reads 0
+                    k = fh.readinto(view[got:want * size])
+                    if not k:
+                        break
+                    got += k
+                got //= size
+                chunk = buf[:got]
+                for n in names:
+                    cols[n][pos:pos + got] = chunk[n]
+                pos += got
+                if got < want:  # the file was cut while read (a run being closed)
+                    break
+            after = fh.read(1) if pos == whole else b""
+        except OSError as err:
+            raise RunDirError(f"cannot read {path}: {err.strerror}") from None
+    valid = cols[first][:pos] != 0
+    n = int(np.count_nonzero(valid))
+    if n and not valid[:n].all():
+        raise RunDirError(f"{path} has an empty record in the middle: the run file is corrupt")
+    # what follows the whole records is zero padding (a run still being written, or killed),
+    # unless it starts with a record's non-zero tag byte: a cut record
+    if n == pos and after not in (b"", b"\x00"):
+        warnings.append(f"{path.name}: the last record was cut off mid-write (the run was "
+                        "killed); it was skipped")
+    return {name: col[:n] for name, col in cols.items()}
+
+
+def _lines(path: Path, warnings: list[str]) -> list[bytes]:
+    """Complete lines of a text file (zero padding ignored; a cut last line is a warning)."""
+    raw = _read_bytes(path)
+    if not raw:
+        return []
+    raw = raw.rstrip(b"\x00")
+    if not raw:
+        return []
+    lines = raw.split(b"\n")
+    if lines[-1] == b"":
+        lines.pop()
+    elif lines:
+        warnings.append(f"{path.name}: its last line was cut off mid-write (the run was "
+                        "killed); it was skipped")
+        lines.pop()
+    return lines
+
+
+def _decode_frame(obj: Any) -> Frame:
+    f = obj["f"]
+    return Frame(str(f[0]), int(f[1]), str(f[2]), bool(f[3]) if len(f) > 3 else False)
+
+
+class _InternTable:
+    """The intern file, decoded lazily: each line once, when first used."""
+
+    def __init__(self, path: Path, lines: list[bytes]):
+        self.path = path
+        self.lines = lines
+        self._cache: dict[int, Any] = {}
+
+    def __len__(self) -> int:
+        return len(self.lines)
+
+    def get(self, i: int) -> Any:
+        try:
+            return self._cache[i]
+        except KeyError:
+            pass
+        try:
+            value = json.loads(self.lines[i - 1].decode("utf-8"))
+            if isinstance(value, dict) and "f" in value:
+                value = _decode_frame(value)
+        except (ValueError, UnicodeDecodeError, KeyError, TypeError, IndexError):
+            raise RunDirError(f"{self.path} line {i} is not a valid entry: the run file is "
+                              "corrupt") from None
+        self._cache[i] = value
+        return value
+
+    def stack(self, ref: int) -> Stack:
+        obj = self.get(ref)
+        try:
+            frames = tuple(self.get(int(i)) for i in obj["s"])
+        except (TypeError, KeyError, ValueError):
+            raise RunDirError(f"{self.path} line {ref} is not a stack: the run file is "
+                              "corrupt") from None
+        if not all(isinstance(f, Frame) for f in frames):
+            raise RunDirError(f"{self.path} line {ref}: a stack refers to a non-frame entry: "
+                              "the run file is corrupt")
+        return frames
+
+    def payload(self, ref: int, kind_of: dict[int, str]) -> Any:
+        obj = self.get(ref)
+        kind = kind_of.get(ref)
+        try:
+            return PAYLOADS[kind].from_json(obj["p"]) if kind else obj["p"]
+        except (TypeError, KeyError, ValueError, AttributeError):
+            raise RunDirError(f"{self.path} line {ref} is not a valid {kind} payload: the run "
+                              "file is corrupt") from None
+
+    def string(self, ref: int) -> str:
+        value = self.get(ref)
+        if not isinstance(value, str):
+            raise RunDirError(f"{self.path} line {ref} is not a string: the run file is corrupt")
+        return value
+
+
+def read_meta(path: Path) -> tuple[Meta, int]:
+    """The metadata of the run at ``path`` and the schema it was written with."""
+    meta_path = path / META_FILE
+    if not meta_path.is_file():
+        raise RunDirError(f"{path} is not a lazyscope run: it has no {META_FILE}")
+    try:
+        meta_raw = json.loads(meta_path.read_text(encoding="utf-8"))
+        if not isinstance(meta_raw, dict):
+            raise ValueError("not an object")
+    except (ValueError, UnicodeDecodeError, OSError):
+        raise RunDirError(f"{meta_path} is not valid JSON: the run file is corrupt") from None
+    version = meta_raw.get("schema_version", 1)
+    if not isinstance(version, int) or version > SCHEMA_VERSION:
+        raise RunDirError(
+            f"{path} was written with run schema {version}, newer than this lazyscope "
+            f"understands ({SCHEMA_VERSION}); upgrade lazyscope to read it")
+    if version < 2:
+        meta_raw.pop("capabilities", None)
+        if meta_raw.get("warmup_steps") == 2:  # schema 1 always wrote its fixed warm-up
+            meta_raw["warmup_steps"] = None
+    try:
+        meta = Meta.from_json(meta_raw)
+    except TypeError as err:
+        raise RunDirError(f"{meta_path} has unexpected content: {err}") from None
+    return meta, version
+
+
+def load_run(path: str | os.PathLike[str]) -> Run:
+    """Load the run at ``path``; see the module docstring for what is tolerated."""
+    path = Path(path)
+    if not path.is_dir():
+        raise RunDirError(f"{path} is not a directory (expected a lazyscope run directory)")
+    meta, version = read_meta(path)
+    if version < 2:
+        return load_v1(path, meta)
+    warnings: list[str] = []
+    steps_cols = _records(path / STEPS_FILE, STEP_DTYPE, warnings, "kind")
+    cols = _records(path / EVENTS_FILE, EVENT_DTYPE, warnings, "kind")
+    intern = _InternTable(path / INTERN_FILE, _lines(path / INTERN_FILE, warnings))
+    annotations = _annotations(path / ANNOTATIONS_FILE, warnings)
+
+    kinds = steps_cols["kind"]
+    if len(kinds) and not np.isin(kinds, (KIND_STEP, KIND_TAIL)).all():
+        raise RunDirError(f"{path / STEPS_FILE} has a record of unknown kind: the run file is "
+                          "corrupt")
+    if len(kinds) and kinds[-1] == KIND_TAIL and not (kinds[:-1] == KIND_TAIL).any():
+        # the usual shape: views, no copy
+        columns = {f: steps_cols[f][:-1] for f in STEP_FIELDS}
+        tail_rows = {f: steps_cols[f][-1:] for f in STEP_FIELDS}
+    else:
+        is_step = kinds == KIND_STEP
+        columns = {f: steps_cols[f][is_step] for f in STEP_FIELDS}
+        tail_rows = {f: steps_cols[f][~is_step] for f in STEP_FIELDS}
+    bad = 0
+    for f in meta.capabilities.step_fields:
+        finite = np.isfinite(columns[f])
+        if not finite.all():
+            bad += int((~finite).sum())
+            columns[f] = np.where(finite, columns[f], 0.0)
+    if bad:
+        warnings.append(f"{STEPS_FILE}: {bad} measured value(s) were not numbers (the file is "
+                        "damaged); they count as 0")
+    tail = ({f: float(tail_rows[f][-1]) for f in STEP_FIELDS} if len(tail_rows["wall_s"])
+            else None)
+    steps = StepTable(columns, meta.capabilities.step_fields, tail, annotations)
+
+    codes = cols["kind"]
+    if len(codes) and int(codes.max()) > len(EVENT_KINDS):
+        raise RunDirError(f"{path} has events of a kind this lazyscope does not know; upgrade "
+                          "lazyscope to read it")
+    refs = [cols[c] for c in ("stack", "payload", "key")]
+    if len(codes) and max(int(r.max()) for r in refs) > len(intern):
+        missing = max(int(r.max()) for r in refs)
+        if missing == len(intern) + 1 and warnings:
+            # the intern line was cut by a kill: drop the events that need it
+            keep = np.all([r <= len(intern) for r in refs], axis=0)
+            cols = {c: col[keep] for c, col in cols.items()}
+        else:
+            raise RunDirError(f"{path / EVENTS_FILE} refers to entry {missing} of "
+                              f"{INTERN_FILE}, which has {len(intern)}: the run file is corrupt")
+    # the kind of each payload id, by scatter (ids are intern line numbers: a small range),
+    # not a sort of the events
+    code_of = np.zeros(len(intern) + 1, dtype=np.uint8)
+    code_of[cols["payload"]] = cols["kind"]
+    kind_of = {int(pid): EVENT_KINDS[int(code_of[pid]) - 1]
+               for pid in np.flatnonzero(code_of) if pid}
+    events = EventTable(cols, _LazyRef(intern.stack),
+                        _LazyRef(lambda i: intern.payload(i, kind_of)), _LazyRef(intern.string))
+    return Run(path=path, meta=meta, steps=steps, events=events, warnings=warnings)
+
+
+class _LazyRef:
+    """``ref[i]``: the value of intern id ``i`` (None for 0), decoded once."""
+
+    def __init__(self, decode: Any):
+        self._decode = decode
+        self._cache: dict[int, Any] = {}
+
+    def __getitem__(self, i: int) -> Any:
+        i = int(i)
+        if i == 0:
+            return None
+        try:
+            return self._cache[i]
+        except KeyError:
+            value = self._cache[i] = self._decode(i)
+            return value
+
+
+
+def load_target(path: str | os.PathLike[str]) -> Run | RankedRun:
+    """A run, or a multi-process run (:class:`~lazyscope.model.RankedRun`) when
+    ``path`` holds ``rank<N>/`` runs."""
+    path = Path(path)
+    ranks = rank_dirs(path) if path.is_dir() else {}
+    if not ranks:
+        return load_run(path)
+    parent = read_meta(path)[0] if is_run_dir(path) else None
+    return RankedRun(path=path, parent=parent,
+                     ranks={r: load_run(p) for r, p in ranks.items()})
+
+
+def _annotations(path: Path, warnings: list[str]) -> dict[int, dict[str, Any]]:
+    out: dict[int, dict[str, Any]] = {}
+    for number, line in enumerate(_lines(path, warnings), 1):
+        try:
+            obj = json.loads(line.decode("utf-8"))
+            step = int(obj.pop("step"))
+        except (ValueError, UnicodeDecodeError, KeyError, TypeError, AttributeError):
+            raise RunDirError(f"{path} line {number} is not a valid annotation: the run file is "
+                              "corrupt") from None
+        out.setdefault(step, {}).update(obj)
+    return out

@@ -1,0 +1,33 @@
+"""The record formats of a schema-2 run directory (see :mod:`lazyscope.store`): file names,
+the fixed binary step and event records, and their numpy views."""
+
+from __future__ import annotations
+
+import struct
+
+import numpy as np
+
+from lazyscope.model import STEP_FIELDS
+
+META_FILE = "meta.json"
+STEPS_FILE = "steps.bin"
+EVENTS_FILE = "events.bin"
+INTERN_FILE = "intern.jsonl"
+ANNOTATIONS_FILE = "annotations.jsonl"
+V1_STEPS_FILE = "steps.jsonl"
+V1_EVENTS_FILE = "events.jsonl"
+
+STEP_RECORD = struct.Struct("<B7x" + "d" * (1 + len(STEP_FIELDS)))
+STEP_DTYPE = np.dtype([("kind", "u1"), ("_reserved", "V7"), ("index", "<f8")]
+                      + [(f, "<f8") for f in STEP_FIELDS])
+EVENT_RECORD = struct.Struct("<B3xIqdIId")
+EVENT_DTYPE = np.dtype({
+    "names": ["kind", "stack", "step", "seconds", "payload", "key", "value"],
+    "formats": ["u1", "<u4", "<i8", "<f8", "<u4", "<u4", "<f8"],
+    "offsets": [0, 4, 8, 16, 24, 28, 32],
+    "itemsize": 40,
+})
+assert STEP_RECORD.size == STEP_DTYPE.itemsize and EVENT_RECORD.size == EVENT_DTYPE.itemsize
+#: every record starts with a non-zero byte, so a record cut anywhere is told from padding
+KIND_STEP, KIND_TAIL = 1, 2
+NAN = float("nan")

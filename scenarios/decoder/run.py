@@ -1,0 +1,218 @@
+"""The decoder scenario's command line and main loop."""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import sys
+import time
+from typing import Any
+
+import lazyscope
+from lazyscope.padding import (
+    Packer,
+    length_stream,
+    padded_length,
+    padding_policy,
+    plan_batches,
+    policy_buckets,
+)
+from lazyscope_scenarios.decoder.data import PAD_TARGET, Inputs, make_batch
+from lazyscope_scenarios.decoder.model import (
+    PRESETS,
+    SDPA_BACKENDS,
+    VARIANTS,
+    Preset,
+    _names,
+    build_model,
+    sdpa_context,
+)
+from lazyscope_scenarios.kit import (
+    base_parser,
+    lengths_file,
+    n_params,
+    positive_int,
+    runtime_from_args,
+)
+
+# ------------------------------------------------------------------------------ arguments
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = base_parser(__doc__.strip().splitlines()[0], default_steps=40)
+    parser.add_argument("--preset", choices=sorted(PRESETS), default="tiny",
+                        help="tiny: 2 layers, dim 128 (CPU); seed: the article's 24 x 1024")
+    parser.add_argument("--mode", choices=["train", "eval"], default="train",
+                        help="train: causal LM loss, backward, optimizer step; eval: forward "
+                        "(the same causal attention)")
+    parser.add_argument("--padding", type=padding_policy, default="max",
+                        help="max | longest | pow2 | bucket:B1,B2,... | bucket:auto | packed")
+    parser.add_argument("--batching", choices=["random", "grouped"], default="random",
+                        help="random batches, or a length-grouped sampler (sorted pools)")
+    parser.add_argument("--attention", choices=sorted(VARIANTS), default="sdpa",
+                        help="every variant is causal within each document; "
+                        + "; ".join(f"{v.name}: {v.summary}" for v in VARIANTS.values()))
+    parser.add_argument("--sdpa-backend", choices=SDPA_BACKENDS, default="auto",
+                        help="SDPA kernel (torch.nn.attention.sdpa_kernel) for "
+                        f"{_names(lambda v: v.sdpa)} on the eager/compile backends")
+    parser.add_argument("--autocast", choices=["none", "bf16"], default="none",
+                        help="bf16: torch.autocast around forward and loss (the article's "
+                        "setting on the GPU; eager/compile backends)")
+    parser.add_argument("--graph-break", action="store_true",
+                        help="plant torch._dynamo.graph_break() in the model's forward (a graph "
+                        "break under --backend compile, a no-op elsewhere)")
+    parser.add_argument("--vocab", type=positive_int, default=None,
+                        help="override the preset's vocabulary (e.g. GPT-2's 50257 against the "
+                        "padded 50304)")
+    parser.add_argument("--optimizer", choices=["sgd", "adamw"], default="sgd")
+    parser.add_argument("--lengths", type=lengths_file, default=None, metavar="FILE",
+                        help="draw lengths from this file (one per line) instead of uniform")
+    parser.add_argument("--batch", type=positive_int, default=None, help="override the preset")
+    parser.add_argument("--max-len", type=positive_int, default=None,
+                        help="override the preset's max length (positions, pad-to-max)")
+    parser.add_argument("--max-buckets", type=positive_int, default=8,
+                        help="K limit for bucket:auto")
+    parser.add_argument("--horizon", type=positive_int, default=None,
+                        help="steps bucket:auto plans for (default --steps): a long horizon "
+                        "amortises more compilations, so it can pick more buckets")
+    return parser
+
+
+def resolve(args: argparse.Namespace) -> Preset:
+    p = PRESETS[args.preset]
+    if args.batch or args.max_len or args.vocab:
+        p = Preset(p.dim, p.layers, p.heads, args.vocab or p.vocab, args.max_len or p.max_len,
+                   args.batch or p.batch)
+    return p
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    """Parse and cross-check the arguments (the CLI calls this before anything runs)."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    p = resolve(args)
+    if args.lengths and max(args.lengths) > p.max_len:
+        parser.error(f"--lengths holds length {max(args.lengths)} > max length {p.max_len}")
+    return args
+
+
+# ---------------------------------------------------------------------------------- main
+
+
+def plan_buckets(args: argparse.Namespace, p: Preset,
+                 planned: list[list[int]]) -> tuple[list[int], dict[str, Any] | None]:
+    """The boundaries this run pads to, and the advisor's answer for bucket:auto."""
+    if args.padding != "bucket:auto":
+        return policy_buckets(args.padding, p.max_len), None
+    advice = lazyscope.advise_buckets(
+        [n for b in planned for n in b], batch=p.batch, max_len=p.max_len,
+        max_buckets=args.max_buckets, grouped=args.batching == "grouped",
+        horizon=args.horizon or args.steps, dims=p._asdict())
+    return list(advice["best"]["boundaries"]), advice
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    p = resolve(args)
+    variant = VARIANTS[args.attention]
+    refused = variant.refusal(args.backend, args.sdpa_backend, args.autocast)
+    if refused is not None:
+        from lazyscope.errors import UsageError
+
+        raise UsageError(refused)
+    import torch
+
+    runtime = runtime_from_args(args)
+    dev = runtime.device()
+    gen = torch.Generator().manual_seed(args.seed + 1)
+    stream = length_stream(args.seed, p.max_len, args.lengths)
+    packed = args.padding == "packed"
+    planned = ([] if packed else
+               plan_batches(stream, args.steps, p.batch, args.batching == "grouped"))
+    buckets, advice = plan_buckets(args, p, planned)
+    train = args.mode == "train"
+    info = dict(
+        scenario="decoder", preset=args.preset, policy=args.padding, batching=args.batching,
+        mode=args.mode, attention=variant.name, layout=variant.layout, causal=True,
+        sdpa_backend=args.sdpa_backend, autocast=args.autocast, optimizer=args.optimizer,
+        buckets=buckets, graph_break=args.graph_break,
+        dim=p.dim, layers=p.layers, heads=p.heads, vocab=p.vocab, max_len=p.max_len,
+        batch=p.batch, seed=args.seed, lengths_source="file" if args.lengths else "uniform",
+        advice_k=advice["best"]["buckets"] if advice else None,
+    )
+    dtype = torch.bfloat16 if args.autocast == "bf16" else torch.float32
+    reason = variant.skip_reason(dev.type, packed, args.sdpa_backend, dtype)
+    if reason is not None:
+        # not installed / needs a GPU / no kernel: an ok run with zero steps, never faked
+        lazyscope.set_info(**info, skipped=reason)
+        lazyscope.note(f"skipped: {reason}")
+        print(f"decoder {args.preset} {args.mode} attention={variant.name}: skipped: {reason}")
+        return 0
+    for line in variant.notes(runtime.name):
+        lazyscope.note(line)
+    torch.manual_seed(args.seed)
+    model = build_model(p, variant, args.graph_break).to(dev)
+    model = runtime.prepare_model(model)
+    model.train(train)
+    opt: Any = None
+    if train:
+        opt = (torch.optim.SGD(model.parameters(), lr=1e-3) if args.optimizer == "sgd"
+               else torch.optim.AdamW(model.parameters(), lr=1e-4))
+    criterion = torch.nn.CrossEntropyLoss(ignore_index=PAD_TARGET)
+    lazyscope.set_info(**info, params=n_params(model))
+    packer = Packer(stream, p.batch, p.max_len) if packed else None
+
+    def forward_loss(x: Inputs) -> Any:
+        amp = (torch.autocast(dev.type, dtype=torch.bfloat16) if args.autocast == "bf16"
+               else contextlib.nullcontext())
+        with amp, sdpa_context(args.sdpa_backend):
+            logits = model(x.inputs, x.positions, x.mask)
+            flat = logits.values() if logits.is_nested else logits.reshape(-1, p.vocab)
+            return criterion(flat.float(), x.targets)
+
+    real_total = computed_total = 0
+    loss = None
+    t0 = time.perf_counter()
+    for i in range(args.steps):
+        if packer is not None:
+            rows = [[n for _, n in row] for row in packer.next_rows()]
+            seq_len = p.max_len
+        else:
+            lens = planned[i]
+            rows = [[n] for n in lens]
+            seq_len = padded_length(args.padding, max(lens), p.max_len, buckets)
+        batch = make_batch(rows, seq_len, p.vocab, gen, packed)
+        real = sum(batch.lengths)
+        computed = batch.rows * seq_len if variant.padded else real
+        real_total += real
+        computed_total += computed
+        lazyscope.annotate_step(real_tokens=real, computed_tokens=computed,
+                                seq_len=seq_len if variant.padded else real,
+                                batch_max_len=max(batch.lengths), rows=batch.rows,
+                                lengths=batch.lengths)
+        with runtime.step(i, "train_step" if train else "eval_step"):
+            x = variant.inputs(batch, dev)
+            if train:
+                with runtime.region("forward"):
+                    loss = forward_loss(x)
+                with runtime.region("backward"):
+                    opt.zero_grad(set_to_none=True)
+                    loss.backward()
+                with runtime.region("optimizer"):
+                    opt.step()
+            else:
+                with torch.no_grad(), runtime.region("forward"):
+                    loss = forward_loss(x)
+    final = float(loss.item()) if loss is not None else float("nan")  # waits for the device
+    wall = time.perf_counter() - t0
+    print(
+        f"decoder {args.preset} {args.mode} padding={args.padding} batching={args.batching} "
+        f"attention={variant.name}: {args.steps} steps in {wall:.1f} s, "
+        f"{real_total / wall:.0f} real tokens/s, padding efficiency "
+        f"{real_total / max(1, computed_total):.2f}, buckets {buckets or '-'}, loss {final:.3f}"
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,399 @@
+"""Hugging Face GPT-2 (transformers, built from code) on variable-length sequences.
+
+A real ``transformers.GPT2LMHeadModel``, built from a ``GPT2Config`` (no weights are downloaded),
+fed the way Hugging Face training code feeds it: padded batches with an ``attention_mask`` and
+``labels`` (-100 on padding; the model shifts them itself), or padding-free packed rows with
+``position_ids`` restarting at each document (transformers' ``DataCollatorWithFlattening``).
+Sequence lengths are uniform in 1..max-1 or drawn from ``--lengths FILE``; everything is seeded.
+The padding policies are the ``decoder`` scenario's (``lazyscope.padding``, shared with the bucket
+advisor), so ``lazyscope compare`` and ``lazyscope advise`` read both alike:
+
+* ``max``       pad every batch to the max length: one static shape
+* ``longest``   pad to the batch's longest sequence: a new shape (an XLA graph) per new length
+* ``pow2``      pad to the next power of two from 16 (capped at the max length)
+* ``bucket:B1,B2,...``  pad to the smallest listed bucket that fits (the max length is added)
+* ``bucket:auto``       buckets from lazyscope's advisor on this run's own length stream
+* ``packed``    sequences packed best-fit into ``batch`` rows of the max length, no
+                ``attention_mask``, ``position_ids`` restarting per document (the tail of a row
+                that is not full is one more "document" of padding, labels -100). Whether
+                GPT-2 then keeps documents apart depends on transformers: one whose mask code
+                has ``masking_utils.find_packed_sequence_indices`` (5.23 was checked) finds the
+                documents in the restarting ``position_ids`` and builds a document-and-causal
+                mask for sdpa (with no ``attention_mask`` and no KV cache only); older ones mask
+                causally only, so a token attends to the earlier documents of its row. The run
+                checks which (one tiny forward on the CPU) and says so in its notes.
+
+    python -m lazyscope_scenarios.hf_gpt2 --padding longest --steps 10
+    lazyscope trace hf-gpt2 --steps 20 -- --padding packed
+    lazyscope compare hf-gpt2 --policies max,longest,bucket:auto,packed --steps 20
+
+Needs ``transformers`` (``pip install 'lazyscope[hf]'``); without it the run stops with one line
+(exit 4 under ``lazyscope trace``). Attention is transformers' ``sdpa`` implementation (``eager``
+if the installed GPT-2 has none, with a note).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+import warnings
+from typing import Any, NamedTuple
+
+# NamedTuple and plain classes, not dataclasses: the CLI loads this file by path without
+# registering it in sys.modules, and a dataclass defined in such a module fails to build.
+import lazyscope
+from lazyscope.padding import (
+    Packer,
+    length_stream,
+    padded_length,
+    padding_policy,
+    plan_batches,
+    policy_buckets,
+)
+from lazyscope_scenarios.kit import (
+    base_parser,
+    lengths_file,
+    n_params,
+    positive_int,
+    runtime_from_args,
+)
+
+SCENARIO = "hf-gpt2"
+INSTALL_HINT = "hf-gpt2 needs transformers: pip install 'lazyscope[hf]'"
+IGNORE_INDEX = -100  # transformers' (and cross-entropy's) ignored label
+PAD_ID = 0  # the token id padding holds (real tokens are drawn from 1..vocab-1)
+
+
+class Preset(NamedTuple):
+    dim: int  # n_embd
+    layers: int  # n_layer
+    heads: int  # n_head
+    vocab: int  # vocab_size
+    max_len: int  # n_positions, the pad-to-max length and the packed row length
+    batch: int  # rows per step
+
+
+PRESETS: dict[str, Preset] = {
+    "tiny": Preset(dim=64, layers=2, heads=4, vocab=1024, max_len=128, batch=8),
+    "small": Preset(dim=128, layers=4, heads=4, vocab=1024, max_len=256, batch=8),
+}
+
+
+# ------------------------------------------------------------------------------ the data
+
+
+class HFBatch(NamedTuple):
+    """Host tensors for one step, in the form transformers takes them.
+
+    ``input_ids``, ``labels`` (= input ids, -100 on padding and, in packed rows, on each
+    document's first token so that no document predicts the next one), ``attention_mask``
+    (1 real, 0 padding; None for packed rows), ``position_ids`` (restarting at 0 in each
+    document; the model gets them for packed rows only), ``doc_ids`` (document index in its row,
+    -1 on padding)."""
+
+    input_ids: Any
+    labels: Any
+    attention_mask: Any
+    position_ids: Any
+    doc_ids: Any
+    lengths: list[int]
+    seq_len: int
+    packed: bool = False
+
+    @property
+    def rows(self) -> int:
+        return int(self.input_ids.shape[0])
+
+
+def make_batch(rows: list[list[int]], seq_len: int, vocab: int, gen: Any,
+               packed: bool = False) -> HFBatch:
+    """Rows of documents (their lengths) -> an :class:`HFBatch` of ``len(rows)`` rows of
+    ``seq_len`` tokens; each document gets fresh random tokens from ``gen``.
+
+    Padded (``packed=False``): one document per row, right padding, an attention mask.
+    Packed: documents back to back, ``position_ids`` restarting at each one, and the tail of a
+    row that is not full gets positions 0, 1, ... too (a padding "document" of its own, labels
+    -100), as a flattening collator would give it; no attention mask."""
+    import torch
+
+    n = len(rows)
+    input_ids = torch.full((n, seq_len), PAD_ID, dtype=torch.long)
+    labels = torch.full((n, seq_len), IGNORE_INDEX, dtype=torch.long)
+    doc_ids = torch.full((n, seq_len), -1, dtype=torch.long)
+    position_ids = torch.zeros((n, seq_len), dtype=torch.long)
+    lengths: list[int] = []
+    for r, docs in enumerate(rows):
+        if not packed and len(docs) != 1:
+            raise ValueError(f"a padded row holds one document, row {r} holds {len(docs)}")
+        at = 0
+        for d, length in enumerate(docs):
+            if at + length > seq_len:
+                raise ValueError(f"row {r}: documents {docs} do not fit {seq_len} tokens")
+            seq = torch.randint(1, vocab, (length,), generator=gen)
+            input_ids[r, at:at + length] = seq
+            labels[r, at:at + length] = seq
+            if packed:
+                labels[r, at] = IGNORE_INDEX  # DataCollatorWithFlattening's separator
+            doc_ids[r, at:at + length] = d
+            position_ids[r, at:at + length] = torch.arange(length)
+            at += length
+            lengths.append(length)
+        # padding: positions restart too (packed: a document of its own; padded: unused)
+        position_ids[r, at:] = (torch.arange(seq_len - at) if packed
+                                else torch.arange(at, seq_len))
+    attention_mask = None if packed else (doc_ids >= 0).long()
+    return HFBatch(input_ids, labels, attention_mask, position_ids, doc_ids, lengths, seq_len,
+                   packed)
+
+
+def model_inputs(batch: HFBatch, dev: Any) -> dict[str, Any]:
+    """The keyword arguments of ``model(**...)`` on device ``dev`` (no KV cache: with one,
+    transformers would not look for documents in the position ids)."""
+    out: dict[str, Any] = {"input_ids": batch.input_ids.to(dev), "labels": batch.labels.to(dev),
+                           "use_cache": False}
+    if batch.packed:
+        out["position_ids"] = batch.position_ids.to(dev)
+    else:
+        out["attention_mask"] = batch.attention_mask.to(dev)
+    return out
+
+
+# --------------------------------------------------------------------------------- model
+
+
+def gpt2_config(p: Preset, attn: str) -> Any:
+    from transformers import GPT2Config
+
+    return GPT2Config(n_layer=p.layers, n_embd=p.dim, n_head=p.heads, vocab_size=p.vocab,
+                      n_positions=p.max_len, bos_token_id=None, eos_token_id=None,
+                      attn_implementation=attn)
+
+
+def build_model(p: Preset, attn: str = "sdpa") -> tuple[Any, str]:
+    """``GPT2LMHeadModel(GPT2Config(...))`` with ``attn`` attention if this transformers has it,
+    else eager: ``(model, the implementation it uses)``."""
+    from transformers import GPT2LMHeadModel
+
+    try:
+        model = GPT2LMHeadModel(gpt2_config(p, attn))
+    except (ValueError, ImportError, NotImplementedError):
+        if attn == "eager":
+            raise
+        return build_model(p, "eager")
+    # the LM loss by name: transformers 5 warns when it has to guess it
+    model.loss_type = "ForCausalLM"
+    used = getattr(model.config, "_attn_implementation", None) or "eager"
+    return model, used
+
+
+def document_mask_honoured(attn: str) -> bool:
+    """Does this transformers' GPT-2 keep the documents of a packed row apart when given
+    restarting ``position_ids`` and no attention mask? One tiny forward on the CPU: the
+    logits of the row's second document must equal those of that document alone."""
+    import torch
+
+    tiny = Preset(dim=32, layers=1, heads=2, vocab=16, max_len=8, batch=1)
+    with warnings.catch_warnings(), torch.random.fork_rng(devices=[]), torch.no_grad():
+        warnings.simplefilter("ignore")
+        torch.manual_seed(0)
+        model, _ = build_model(tiny, attn)
+        model.eval()
+        ids = torch.tensor([[3, 5, 7, 2, 9]])
+        together = model(input_ids=ids, position_ids=torch.tensor([[0, 1, 2, 0, 1]]),
+                         use_cache=False).logits[0, 3:]
+        alone = model(input_ids=ids[:, 3:], position_ids=torch.tensor([[0, 1]]),
+                      use_cache=False).logits[0]
+    return bool(torch.allclose(together, alone, atol=1e-5))
+
+
+# ------------------------------------------------------------------------------ arguments
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = base_parser(__doc__.strip().splitlines()[0], default_steps=20)
+    parser.add_argument("--preset", choices=sorted(PRESETS), default="tiny",
+                        help="tiny: 2 layers, n_embd 64, 4 heads, max length 128; small: 4 "
+                        "layers, n_embd 128, 4 heads, max length 256 (vocabulary 1024, batch 8)")
+    parser.add_argument("--mode", choices=["train", "eval"], default="train",
+                        help="train: the model's LM loss on labels, backward, optimizer step; "
+                        "eval: forward and loss under no_grad")
+    parser.add_argument("--padding", type=padding_policy, default="max",
+                        help="max | longest | pow2 | bucket:B1,B2,... | bucket:auto | packed")
+    parser.add_argument("--batching", choices=["random", "grouped"], default="random",
+                        help="random batches, or a length-grouped sampler (sorted pools)")
+    parser.add_argument("--optimizer", choices=["adamw", "sgd"], default="adamw")
+    parser.add_argument("--lengths", type=lengths_file, default=None, metavar="FILE",
+                        help="draw lengths from this file (one per line) instead of uniform")
+    parser.add_argument("--batch", type=positive_int, default=None,
+                        help="rows per step (default: the preset's, 8)")
+    parser.add_argument("--max-len", type=positive_int, default=None,
+                        help="max length: n_positions, pad-to-max and packed row length "
+                        "(default: the preset's, 128 for tiny)")
+    parser.add_argument("--max-buckets", type=positive_int, default=8,
+                        help="K limit for bucket:auto")
+    parser.add_argument("--horizon", type=positive_int, default=None,
+                        help="steps bucket:auto plans for (default --steps)")
+    return parser
+
+
+def resolve(args: argparse.Namespace) -> Preset:
+    p = PRESETS[args.preset]
+    return p._replace(max_len=args.max_len or p.max_len, batch=args.batch or p.batch)
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    """Parse and cross-check the arguments (the CLI calls this before anything runs); imports
+    neither torch nor transformers."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    p = resolve(args)
+    if p.max_len < 2:
+        parser.error(f"--max-len must be at least 2, got {p.max_len}")
+    if p.dim % p.heads:
+        parser.error(f"n_embd {p.dim} is not a multiple of n_head {p.heads}")
+    if args.lengths and max(args.lengths) > p.max_len:
+        parser.error(f"--lengths holds length {max(args.lengths)} > max length {p.max_len}")
+    return args
+
+
+# ---------------------------------------------------------------------------------- main
+
+
+def plan_buckets(args: argparse.Namespace, p: Preset,
+                 planned: list[list[int]]) -> tuple[list[int], dict[str, Any] | None]:
+    """The boundaries this run pads to, and the advisor's answer for bucket:auto (the decoder
+    scenario's rule: the advisor on this run's own length stream, a prior compile cost)."""
+    if args.padding != "bucket:auto":
+        return policy_buckets(args.padding, p.max_len), None
+    advice = lazyscope.advise_buckets(
+        [n for b in planned for n in b], batch=p.batch, max_len=p.max_len,
+        max_buckets=args.max_buckets, grouped=args.batching == "grouped",
+        horizon=args.horizon or args.steps, dims=p._asdict())
+    return list(advice["best"]["boundaries"]), advice
+
+
+def packed_note(honoured: bool, attn: str, version: str) -> str:
+    if honoured:
+        return (f"packed: transformers {version} GPT2 ({attn}) finds the documents in the "
+                "restarting position_ids (no attention_mask, no cache) and masks attention "
+                "per document and causally")
+    return f"packed: GPT2 with {attn} attends across documents in a row: the mask is causal only"
+
+
+def import_transformers() -> Any:
+    """``transformers``, or MissingDependencyError (exit 4 under the CLI) with the install hint;
+    an installed transformers that fails to import says why."""
+    try:
+        import transformers
+    except ImportError as err:
+        from lazyscope.errors import MissingDependencyError
+
+        if isinstance(err, ModuleNotFoundError) and err.name == "transformers":
+            raise MissingDependencyError(INSTALL_HINT) from None
+        first = next((ln for ln in str(err).splitlines() if ln.strip()), type(err).__name__)
+        raise MissingDependencyError(f"hf-gpt2 cannot import transformers: {first}") from None
+    return transformers
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    transformers = import_transformers()
+    p = resolve(args)
+    import torch
+
+    runtime = runtime_from_args(args)
+    dev = runtime.device()
+    gen = torch.Generator().manual_seed(args.seed + 1)
+    stream = length_stream(args.seed, p.max_len, args.lengths)
+    packed = args.padding == "packed"
+    planned = ([] if packed else
+               plan_batches(stream, args.steps, p.batch, args.batching == "grouped"))
+    buckets, advice = plan_buckets(args, p, planned)
+    train = args.mode == "train"
+
+    torch.manual_seed(args.seed)
+    model, attn = build_model(p, "sdpa")
+    if attn != "sdpa":
+        lazyscope.note(f"transformers {transformers.__version__} GPT2 has no sdpa attention: "
+                       f"it runs {attn} attention")
+    honoured = document_mask_honoured(attn) if packed else None
+    if packed:
+        lazyscope.note(packed_note(bool(honoured), attn, transformers.__version__))
+    params = n_params(model)
+    model = runtime.prepare_model(model.to(dev))
+    model.train(train)
+    opt: Any = None
+    if train:
+        opt = (torch.optim.SGD(model.parameters(), lr=1e-3) if args.optimizer == "sgd"
+               else torch.optim.AdamW(model.parameters(), lr=1e-4))
+    lazyscope.set_info(
+        scenario=SCENARIO, preset=args.preset, policy=args.padding, batching=args.batching,
+        mode=args.mode, attention=attn, attn_implementation=attn, causal=True,
+        optimizer=args.optimizer, buckets=buckets, dim=p.dim, layers=p.layers, heads=p.heads,
+        vocab=p.vocab, max_len=p.max_len, batch=p.batch, seed=args.seed,
+        lengths_source="file" if args.lengths else "uniform",
+        advice_k=advice["best"]["buckets"] if advice else None, params=params,
+        transformers=transformers.__version__, document_mask=honoured,
+    )
+    packer = Packer(stream, p.batch, p.max_len) if packed else None
+
+    real_total = computed_total = 0
+    loss = None
+    t0 = time.perf_counter()
+    for i in range(args.steps):
+        if packer is not None:
+            rows = [[n for _, n in row] for row in packer.next_rows()]
+            seq_len = p.max_len
+        else:
+            lens = planned[i]
+            rows = [[n] for n in lens]
+            seq_len = padded_length(args.padding, max(lens), p.max_len, buckets)
+        batch = make_batch(rows, seq_len, p.vocab, gen, packed)
+        real = sum(batch.lengths)
+        computed = batch.rows * seq_len
+        real_total += real
+        computed_total += computed
+        lazyscope.annotate_step(real_tokens=real, computed_tokens=computed, seq_len=seq_len,
+                                batch_max_len=max(batch.lengths), rows=batch.rows,
+                                lengths=batch.lengths)
+        with runtime.step(i, "train_step" if train else "eval_step"):
+            x = model_inputs(batch, dev)
+            if train:
+                with runtime.region("forward"):
+                    loss = model(**x).loss
+                with runtime.region("backward"):
+                    opt.zero_grad(set_to_none=True)
+                    loss.backward()
+                with runtime.region("optimizer"):
+                    opt.step()
+            else:
+                with torch.no_grad(), runtime.region("forward"):
+                    loss = model(**x).loss
+    final = float(loss.item()) if loss is not None else float("nan")  # waits for the device
+    wall = time.perf_counter() - t0
+    print(
+        f"hf-gpt2 {args.preset} {args.mode} padding={args.padding} batching={args.batching} "
+        f"attention={attn} backend={runtime.name}: {args.steps} steps in {wall:.1f} s, "
+        f"{real_total / wall:.0f} real tokens/s, padding efficiency "
+        f"{real_total / max(1, computed_total):.2f}, buckets {buckets or '-'}, loss {final:.3f}"
+    )
+    return 0
+
+
+def _standalone() -> int:
+    """``python hf_gpt2.py``: a lazyscope error is one line and its exit code; traced, it
+    propagates (the CLI reports it and keeps the code)."""
+    from lazyscope.errors import LazyscopeError
+
+    if lazyscope.tracing() is not None:
+        return main()
+    try:
+        return main()
+    except LazyscopeError as err:
+        print(f"lazyscope: {err}", file=sys.stderr)
+        return err.exit_code
+
+
+if __name__ == "__main__":
+    sys.exit(_standalone())

@@ -1,20 +1,24 @@
-"""Every sentence lazyscope says about a run, one table per backend.
+"""Every sentence lazyscope says about a run: the neutral table here, and each backend's own
+words in its package (``lazyscope/backends/<name>/wording.py``).
 
-The analyzers decide *what* is true (which line, which input, how often, how long); this module
+The analyzers decide *what* is true (which line, which input, how often, how long); the wording
 decides how to say it for the backend that produced the run, so an XLA sentence
 (``xm.add_step_closure``, "device-to-host transfers", ``XLA_FLAGS``) never reaches a
-torch.compile run and a new backend is one collector plus one table here.
+torch.compile run, and a new backend is one collector plus one wording module.
 
-``say(backend, key, **values)`` formats the backend's template for ``key``; a backend's table is
-the neutral :data:`BASE` plus its own overrides. ``tests/unit/test_wording.py`` checks that every
-key is defined for every backend and that no XLA word appears in the other tables.
+``say(backend, key, **values)`` formats the backend's template for ``key``. :data:`BASE` holds
+every key in neutral words (a run of an unknown backend is said in them); a backend's table is
+:data:`BASE` with its overrides. ``tests/unit/test_wording.py`` renders every key of every table
+and checks that no XLA word reaches another backend's.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-#: backend-neutral sentences (overridden where a backend needs its own words)
+from lazyscope.backends.pytorch import wording as pytorch_words
+from lazyscope.backends.xla import wording as xla_words
+
 BASE: dict[str, str] = {
     # verdicts
     "verdict_no_steps": "no step barrier was reached: nothing to time per step",
@@ -46,6 +50,32 @@ BASE: dict[str, str] = {
     "fix_count": "the compiled code's inputs change (a tensor enters it only in some steps): "
                  "pass the same tensors every step",
     "fix_unknown": "compare the compiled graphs to see what changes",
+    "fix_dims": "pad {dims} to a few fixed bucket sizes instead of each batch's own size "
+                "(see `lazyscope advise RUN`)",
+    "fix_dims_where": "{dims} takes a new size at {where}: pad it to a few fixed bucket sizes "
+                      "there (see `lazyscope advise RUN`)",
+    "fix_dynamic_now": "{dims} became dynamic after this recompilation: no further recompiles "
+                       "for it",
+    "fix_value": "the compiled code specialised on the value of {inputs}: pass it as a tensor",
+    "fix_break_value": "a Python number crosses a graph break and each new value compiles "
+                       "the code after it again: remove the graph break",
+    "fix_constant": "a Python number or size is baked into the compiled code at {where}, so "
+                    "each new value compiles it again: pass it as a tensor or keep it fixed",
+    "fix_special_scalar": "a value that becomes 0 or 1 is compiled in as a constant: keep it a "
+                          "tensor",
+    "fix_cast": "only dtype conversions differ between the compiled graphs: a cast at {where} "
+                "happens in some steps only; decide the precision once, before the loop",
+    "fix_ops": "the traced operations differ between steps at {where}: keep Python branches on "
+               "changing values out of the step",
+    "fix_evicted": "the same code was compiled again after its compiled form was dropped: use "
+                   "fewer shapes or a larger compile cache",
+    "fix_identical": "identical code was compiled again: look for state that changes between "
+                     "steps without changing the computation",
+    "fix_no_shapes": "trace the program again with graph shapes recorded to see what changes",
+    "sync_forced": "",
+    "sync_closure_detail": "{reads} after the step in {nsteps} step{s}: the host waited "
+                           "{seconds} each time",
+    "sync_closure_fix": "read the value every N steps",
     # host syncs
     "sync_detail": "{reads} in {nsteps} step{s}: the host waited {seconds} for the device",
     "sync_fix_branch": "keep the decision on the device (torch.where, masking) or check the "
@@ -88,113 +118,11 @@ BASE: dict[str, str] = {
                           "straggler slows every collective",
 }
 
-XLA: dict[str, str] = {
-    **BASE,
-    "verdict_no_steps": "no step finished: nothing reached a step barrier (torch_xla.sync(), "
-                        "xm.mark_step(), torch_xla.step())",
-    "verdict_clean": "no recompilation in steady state: the graph is static ({compiles} "
-                     "graph{s} compiled, each reused)",
-    "verdict_only_notes": "no recompilation in steady state: the graph is static ({compiles} "
-                          "graph{s} compiled; {notes} one-off note{ns} below)",
-    "verdict_eager_mode": "eager mode: each op is compiled and executed on its own "
-                          "({compiles} op compilations, {executions} executions)",
-    "extra_syncs": "{n} device-to-host transfers",
-    "fix_dims": "pad {dims} to a few fixed bucket sizes instead of each batch's own size "
-                "(see `lazyscope advise RUN`)",
-    "fix_dims_where": "{dims} takes a new size at {where}: pad it to a few fixed bucket sizes "
-                      "there (see `lazyscope advise RUN`)",
-    "fix_constant": "a Python number or size is baked into the graph at {where}, so each new "
-                    "value is a new graph: pass it as a device tensor (torch.tensor(v, "
-                    "device=dev)) or keep it fixed",
-    "fix_special_scalar": "XLA bakes the special scalars 0 and 1 into the graph (a value that "
-                          "becomes 0.0, such as a decayed learning rate, makes a new graph): "
-                          "set XLA_NO_SPECIAL_SCALARS=1 or keep the value a device tensor",
-    "fix_cast": "only casts (convert) differ between the graphs: a dtype conversion at {where} "
-                "happens in some steps only; decide the precision once, before the loop",
-    "fix_ops": "the traced operations differ between steps at {where}: move Python branches on "
-               "step-dependent values out of the step, or use torch.where",
-    "fix_evicted": "the same graphs were compiled again: XLA's compile cache dropped them "
-                   "(XLA_COMPILATION_CACHE_SIZE, default 1024) or the process lost it; use fewer "
-                   "shapes (buckets) or a larger cache",
-    "fix_identical": "identical graphs were compiled under new hashes (torch_xla state such as "
-                     "which input buffers are donated changed); if it keeps happening, keep "
-                     "the step's outputs and inputs the same tensors every step",
-    "fix_unknown": "no input shapes were recorded for these graphs (XLA wrote no HLO dump for "
-                   "them: torch_xla was started before the trace, or XLA_FLAGS has its own "
-                   "--xla_dump_to filters); trace the script with `lazyscope trace` to see which "
-                   "input or dimension changes",
-    "fix_no_shapes": "this run was traced with --no-graph-shapes: trace it again without that "
-                     "flag to see which input or dimension changes between these graphs",
-    "fix_count": "the step's inputs change (a tensor enters the graph only in some steps): "
-                 "make the step consume the same tensors every step",
-    "sync_detail": "{reads} in {nsteps} step{s} before the step barrier: the host waited "
-                   "{seconds} for the device{forced}",
-    "sync_forced": ", forcing {n} execution(s) that cut the step's graph",
-    "sync_fix_value": "keep the value on the device (accumulate it there) and read it every N "
-                      "steps or after the loop, or read it after the barrier in "
-                      "xm.add_step_closure(fn, run_async=True)",
-    "sync_closure_detail": "{reads} inside a step closure in {nsteps} step{s}: it runs after "
-                           "the barrier and cuts no graph, but the host waits {seconds} for "
-                           "each step's execution before tracing the next one",
-    "sync_closure_fix": "pass run_async=True to xm.add_step_closure, or log every N steps",
-    "fallback_fix_generic": "see torch_xla's lowered op list, or move the computation out of "
-                            "the step",
-    "fallback_fix": "replace {op} with ops torch_xla lowers: {replacement}",
+TABLES: dict[str, dict[str, str]] = {
+    "xla": {**BASE, **xla_words.WORDS},
+    "compile": {**BASE, **pytorch_words.COMPILE},
+    "eager": {**BASE, **pytorch_words.EAGER},
 }
-
-COMPILE: dict[str, str] = {
-    **BASE,
-    "fix_dims": "{dims} changes between calls: mark it dynamic "
-                "(torch._dynamo.mark_dynamic(x, dim)) or compile with dynamic=True, or pad to a "
-                "few bucket sizes (see `lazyscope advise RUN`)",
-    "fix_dims_where": "{dims} changes between calls at {where}: mark it dynamic "
-                      "(torch._dynamo.mark_dynamic(x, dim)) or compile with dynamic=True, or pad "
-                      "to a few bucket sizes",
-    "fix_dynamic_now": "torch switched {dims} to dynamic after this recompilation: no further "
-                       "recompiles for it; to skip the recompile, mark it dynamic up front "
-                       "(torch._dynamo.mark_dynamic(x, dim))",
-    "fix_break_value": "a graph break hands a Python number to the graph that resumes after it, "
-                       "and that graph is compiled again for each new value: remove the graph "
-                       "break (see the graph_break finding at the same line)",
-    "fix_value": "torch.compile specialised on the value of {inputs}: pass it as a tensor, or "
-                 "let dynamo treat it as dynamic (torch._dynamo.config.specialize_int = False "
-                 "for ints; dynamic=True)",
-    "fix_constant": "guarded values change between calls at {where}: pass them as tensors",
-    "fix_special_scalar": "a value guard changes between calls: pass the value as a tensor",
-    "fix_cast": "only dtype conversions differ between the compiled graphs: a cast at {where} "
-                "happens in some calls only; decide the precision once, outside the compiled "
-                "function",
-    "fix_ops": "the traced code differs between calls at {where}: keep Python branches on "
-               "changing values out of the compiled function",
-    "fix_evicted": "the same function was compiled again for guards it had compiled before: "
-                   "its compiled variants were dropped (torch._dynamo.reset() or a cache "
-                   "limit)",
-    "fix_identical": "the same function was compiled again with the same guards: look for "
-                     "torch._dynamo.reset() or a new torch.compile() wrapper per step",
-    "fix_no_shapes": "compare the guard failures of these compilations",
-    "sync_detail": "{reads} in {nsteps} step{s}: the host waited {seconds} for the GPU",
-    "sync_forced": "",
-    "sync_fix_value": "keep the value on the GPU (accumulate it there) and read it every N "
-                      "steps or after the loop; use non_blocking copies",
-    "sync_closure_detail": "{reads} in {nsteps} step{s}: the host waited {seconds}",
-    "sync_closure_fix": "read the value every N steps",
-}
-
-EAGER: dict[str, str] = {
-    **COMPILE,
-    "verdict_clean": "no recompilation in steady state ({compiles} compilation{s} of "
-                     "torch.compile'd code in all)",
-}
-
-XLA.setdefault("fix_break_value", COMPILE["fix_break_value"])
-XLA.setdefault("fix_value", COMPILE["fix_value"])
-XLA.setdefault("fix_dynamic_now", COMPILE["fix_dynamic_now"])
-
-TABLES: dict[str, dict[str, str]] = {"xla": XLA, "compile": COMPILE, "eager": EAGER}
-
-#: words that belong to torch_xla and must never reach another backend's report
-XLA_WORDS = ("XLA", "xla", "add_step_closure", "mark_step", "HLO", "device-to-host transfer",
-             "lazyscope advise RUN` for XLA")
 
 
 def table(backend: str) -> dict[str, str]:

@@ -12,11 +12,10 @@ from pathlib import Path
 import pytest
 
 from lazyscope.analyze.report import build_report
-from lazyscope.backends.dynamo import parse_guard_failures, split_hints
-from lazyscope.model import load_run
+from lazyscope.backends.pytorch.dynamo import parse_guard_failures, split_hints
 from lazyscope.render import RENDERERS
 from lazyscope.render.views import write_views
-from lazyscope.wording import BASE, COMPILE, EAGER, TABLES, XLA, say
+from lazyscope.store import load_run
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "compile" / "tour"
 #: torch_xla's vocabulary: none of it may reach a report of another backend
@@ -61,18 +60,6 @@ def test_no_xla_wording_is_reachable_from_a_compile_run(tour) -> None:
     out = json.loads(RENDERERS["json"](report))
     assert out["executions"] is None and out["transfers_from_device"] is None  # not measured
     assert "executions" not in RENDERERS["text"](report)
-
-
-def test_every_wording_key_exists_for_every_backend() -> None:
-    keys = set(BASE) | set(XLA) | set(COMPILE) | set(EAGER)
-    for name, table in TABLES.items():
-        missing = keys - set(table)
-        assert not missing, (name, missing)
-    for name in ("compile", "eager"):
-        for key, text in TABLES[name].items():
-            assert not XLA_TERMS.search(text), (name, key, text)
-    assert "xm.add_step_closure" in say("xla", "sync_fix_value")
-    assert "xm." not in say("compile", "sync_fix_value")
 
 
 def test_guard_failures_are_parsed_into_changes() -> None:

@@ -1,0 +1,56 @@
+"""How XLA reports say things: the XLA backend's sentences (overriding the neutral ones of
+:mod:`lazyscope.wording`, which holds every key). Plain data: imports nothing, so the analysis
+reads it where torch_xla is not installed."""
+
+WORDS: dict[str, str] = {
+    "verdict_no_steps": "no step finished: nothing reached a step barrier (torch_xla.sync(), "
+                        "xm.mark_step(), torch_xla.step())",
+    "verdict_clean": "no recompilation in steady state: the graph is static ({compiles} "
+                     "graph{s} compiled, each reused)",
+    "verdict_only_notes": "no recompilation in steady state: the graph is static ({compiles} "
+                          "graph{s} compiled; {notes} one-off note{ns} below)",
+    "verdict_eager_mode": "eager mode: each op is compiled and executed on its own "
+                          "({compiles} op compilations, {executions} executions)",
+    "extra_syncs": "{n} device-to-host transfers",
+    "fix_dims": "pad {dims} to a few fixed bucket sizes instead of each batch's own size "
+                "(see `lazyscope advise RUN`)",
+    "fix_dims_where": "{dims} takes a new size at {where}: pad it to a few fixed bucket sizes "
+                      "there (see `lazyscope advise RUN`)",
+    "fix_constant": "a Python number or size is baked into the graph at {where}, so each new "
+                    "value is a new graph: pass it as a device tensor (torch.tensor(v, "
+                    "device=dev)) or keep it fixed",
+    "fix_special_scalar": "XLA bakes the special scalars 0 and 1 into the graph (a value that "
+                          "becomes 0.0, such as a decayed learning rate, makes a new graph): "
+                          "set XLA_NO_SPECIAL_SCALARS=1 or keep the value a device tensor",
+    "fix_cast": "only casts (convert) differ between the graphs: a dtype conversion at {where} "
+                "happens in some steps only; decide the precision once, before the loop",
+    "fix_ops": "the traced operations differ between steps at {where}: move Python branches on "
+               "step-dependent values out of the step, or use torch.where",
+    "fix_evicted": "the same graphs were compiled again: XLA's compile cache dropped them "
+                   "(XLA_COMPILATION_CACHE_SIZE, default 1024) or the process lost it; use fewer "
+                   "shapes (buckets) or a larger cache",
+    "fix_identical": "identical graphs were compiled under new hashes (torch_xla state such as "
+                     "which input buffers are donated changed); if it keeps happening, keep "
+                     "the step's outputs and inputs the same tensors every step",
+    "fix_unknown": "no input shapes were recorded for these graphs (XLA wrote no HLO dump for "
+                   "them: torch_xla was started before the trace, or XLA_FLAGS has its own "
+                   "--xla_dump_to filters); trace the script with `lazyscope trace` to see which "
+                   "input or dimension changes",
+    "fix_no_shapes": "this run was traced with --no-graph-shapes: trace it again without that "
+                     "flag to see which input or dimension changes between these graphs",
+    "fix_count": "the step's inputs change (a tensor enters the graph only in some steps): "
+                 "make the step consume the same tensors every step",
+    "sync_detail": "{reads} in {nsteps} step{s} before the step barrier: the host waited "
+                   "{seconds} for the device{forced}",
+    "sync_forced": ", forcing {n} execution(s) that cut the step's graph",
+    "sync_fix_value": "keep the value on the device (accumulate it there) and read it every N "
+                      "steps or after the loop, or read it after the barrier in "
+                      "xm.add_step_closure(fn, run_async=True)",
+    "sync_closure_detail": "{reads} inside a step closure in {nsteps} step{s}: it runs after "
+                           "the barrier and cuts no graph, but the host waits {seconds} for "
+                           "each step's execution before tracing the next one",
+    "sync_closure_fix": "pass run_async=True to xm.add_step_closure, or log every N steps",
+    "fallback_fix_generic": "see torch_xla's lowered op list, or move the computation out of "
+                            "the step",
+    "fallback_fix": "replace {op} with ops torch_xla lowers: {replacement}",
+}

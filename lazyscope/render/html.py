@@ -25,35 +25,50 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from lazyscope.render.json import report_dict
+
 REPORT_HTML = "report.html"
 MAX_ROWS = 200
 
+#: every rule is scoped to the report's wrapper, so the report can sit inside another page (a
+#: notebook's output) without restyling it
+SCOPE = "lazyscope-report"
 CSS = """
-body{font:14px/1.45 -apple-system,"Segoe UI",Roboto,Helvetica,Arial,sans-serif;margin:0;
- color:#1d2330;background:#f6f7f9}
-main{max-width:1080px;margin:0 auto;padding:24px}
-h1{font-size:22px;margin:0 0 4px}h2{font-size:17px;margin:28px 0 8px;border-bottom:1px solid #dde;
+.lazyscope-report{font:14px/1.45 -apple-system,"Segoe UI",Roboto,Helvetica,Arial,sans-serif;
+ color:#1d2330;background:#f6f7f9;text-align:left}
+.lazyscope-report main{max-width:1080px;margin:0 auto;padding:24px}
+.lazyscope-report h1{font-size:22px;margin:0 0 4px}
+.lazyscope-report h2{font-size:17px;margin:28px 0 8px;border-bottom:1px solid #dde;
  padding-bottom:4px}
-.sub{color:#5b6475;font-size:13px}
-.verdict{background:#fff;border-left:5px solid #d62728;padding:12px 16px;margin:16px 0;
- font-size:16px;box-shadow:0 1px 2px rgba(0,0,0,.06)}
-.verdict.ok{border-left-color:#2ca02c}
-.cards{display:flex;flex-wrap:wrap;gap:10px}
-.card{background:#fff;padding:10px 14px;min-width:140px;box-shadow:0 1px 2px rgba(0,0,0,.06)}
-.card b{display:block;font-size:18px}.card span{color:#5b6475;font-size:12px}
-table{border-collapse:collapse;background:#fff;width:100%;font-size:13px;
+.lazyscope-report .sub{color:#5b6475;font-size:13px}
+.lazyscope-report .verdict{background:#fff;border-left:5px solid #d62728;padding:12px 16px;
+ margin:16px 0;font-size:16px;box-shadow:0 1px 2px rgba(0,0,0,.06)}
+.lazyscope-report .verdict.ok{border-left-color:#2ca02c}
+.lazyscope-report .cards{display:flex;flex-wrap:wrap;gap:10px}
+.lazyscope-report .card{background:#fff;padding:10px 14px;min-width:140px;
  box-shadow:0 1px 2px rgba(0,0,0,.06)}
-th,td{border-bottom:1px solid #e6e8ee;padding:5px 8px;text-align:left;vertical-align:top}
-th{background:#eef0f4;font-weight:600}td.n{text-align:right;font-variant-numeric:tabular-nums}
-code{font:12px ui-monospace,Menlo,Consolas,monospace;background:#eef0f4;padding:1px 4px}
-figure{margin:12px 0;background:#fff;padding:8px;box-shadow:0 1px 2px rgba(0,0,0,.06)}
-figure img{max-width:100%;height:auto;display:block}figcaption{color:#5b6475;font-size:12px}
-.finding{background:#fff;padding:10px 14px;margin:8px 0;box-shadow:0 1px 2px rgba(0,0,0,.06)}
-.finding h3{margin:0 0 4px;font-size:15px}.fix{color:#1a7f37}
-.rank{display:inline-block;background:#1d2330;color:#fff;border-radius:10px;padding:0 8px;
- margin-right:6px;font-size:12px}
-details summary{cursor:pointer;color:#3451b2}
-.warn{color:#9a6700}
+.lazyscope-report .card b{display:block;font-size:18px}
+.lazyscope-report .card span{color:#5b6475;font-size:12px}
+.lazyscope-report table{border-collapse:collapse;background:#fff;width:100%;font-size:13px;
+ box-shadow:0 1px 2px rgba(0,0,0,.06)}
+.lazyscope-report th,.lazyscope-report td{border-bottom:1px solid #e6e8ee;padding:5px 8px;
+ text-align:left;vertical-align:top}
+.lazyscope-report th{background:#eef0f4;font-weight:600}
+.lazyscope-report td.n{text-align:right;font-variant-numeric:tabular-nums}
+.lazyscope-report code{font:12px ui-monospace,Menlo,Consolas,monospace;background:#eef0f4;
+ padding:1px 4px}
+.lazyscope-report figure{margin:12px 0;background:#fff;padding:8px;
+ box-shadow:0 1px 2px rgba(0,0,0,.06)}
+.lazyscope-report figure img{max-width:100%;height:auto;display:block}
+.lazyscope-report figcaption{color:#5b6475;font-size:12px}
+.lazyscope-report .finding{background:#fff;padding:10px 14px;margin:8px 0;
+ box-shadow:0 1px 2px rgba(0,0,0,.06)}
+.lazyscope-report .finding h3{margin:0 0 4px;font-size:15px}
+.lazyscope-report .fix{color:#1a7f37}
+.lazyscope-report .rank{display:inline-block;background:#1d2330;color:#fff;border-radius:10px;
+ padding:0 8px;margin-right:6px;font-size:12px}
+.lazyscope-report details summary{cursor:pointer;color:#3451b2}
+.lazyscope-report .warn{color:#9a6700}
 """
 
 FINDING_KEYS = ("kind", "file", "line", "function", "count", "seconds", "detail", "fix",
@@ -248,8 +263,10 @@ def _groups(report: Mapping[str, Any], *kinds: str) -> list[dict[str, Any]]:
             if str(g.get("kind", "")).split(" ")[0] in kinds]
 
 
-def build_html(report: Mapping[str, Any], images: Mapping[str, bytes] | None = None) -> str:
-    """The whole page for a report dict. ``images``: caption -> PNG bytes, shown in order."""
+def build_html(report: Mapping[str, Any], images: Mapping[str, bytes] | None = None, *,
+               fragment: bool = False) -> str:
+    """The page for a report dict (``fragment``: to embed, see :func:`page`). ``images``:
+    caption -> PNG bytes, shown in order."""
     images = images or {}
     title = " ".join([str(report.get("target", "")), *map(str, report.get("args") or [])]).strip()
     head = (
@@ -305,21 +322,29 @@ def build_html(report: Mapping[str, Any], images: Mapping[str, bytes] | None = N
             f"{table(per_step, max_rows=10_000)}</details>",
             "per-step",
         ))
-    body = "".join(p for p in parts if p)
+    return page(f"lazyscope: {title or 'report'}", "".join(p for p in parts if p),
+                fragment=fragment)
+
+
+def page(title: str, body: str, *, fragment: bool = False) -> str:
+    """``body`` (HTML) as a whole self-contained page, or as a fragment to embed in another page
+    (a notebook's output: no document, no global style; every rule is scoped to the wrapper)."""
+    inner = f'<div class="{SCOPE}"><style>{CSS}</style><main>{body}</main></div>'
+    if fragment:
+        return inner
     return (
         "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
         '<meta name="viewport" content="width=device-width, initial-scale=1">'
-        f"<title>lazyscope: {esc(title or 'report')}</title><style>{CSS}</style></head>"
-        f"<body><main>{body}</main></body></html>\n"
+        f"<title>{esc(title)}</title><style>body{{margin:0;background:#f6f7f9}}</style></head>"
+        f"<body>{inner}</body></html>\n"
     )
 
 
-def render_html(report: Any, images: Mapping[str, bytes] | None = None) -> str:
+def render_html(report: Any, images: Mapping[str, bytes] | None = None, *,
+                fragment: bool = False) -> str:
     """The report page of a :class:`~lazyscope.analyze.report.Report` (with the plots as PNG
-    bytes, written by :mod:`lazyscope.render.views`)."""
-    from lazyscope.render.json import report_dict
-
-    return build_html(report_dict(report), images)
+    bytes, written by :mod:`lazyscope.render.views`); ``fragment``: to embed in a notebook."""
+    return build_html(report_dict(report), images, fragment=fragment)
 
 
 def write_compare_html(compare_dir: Path, compare: Mapping[str, Any] | None = None) -> Path:

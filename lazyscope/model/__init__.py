@@ -55,6 +55,7 @@ from lazyscope.model.payloads import (
     Change,
     Compile,
     EagerFallback,
+    Execute,
     Fallback,
     FallbackExec,
     GraphBreak,
@@ -69,7 +70,7 @@ __all__ = [
     "EVENT_KINDS", "KIND_CODE", "OWNER_LIBRARY", "OWNER_USER", "PAYLOADS", "SCHEMA_VERSION",
     "STATUSES", "STATUS_FAILED", "STATUS_INTERRUPTED", "STATUS_NO_SPACE", "STATUS_OK",
     "STATUS_RUNNING", "STEP_FIELDS", "Capabilities", "Change", "Compile", "EagerFallback", "Event",
-    "EventTable", "Fallback", "FallbackExec", "Frame", "GraphBreak", "GraphInput", "Interned",
+    "EventTable", "Execute", "Fallback", "FallbackExec", "Frame", "GraphBreak", "GraphInput", "Interned",
     "Lookup", "Meta", "Payload", "RankedRun", "Run", "Stack", "Step", "StepTable", "Sync",
     "now_iso", "table_from_events", "user_frames", "user_site", "validate",
 ]

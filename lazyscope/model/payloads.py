@@ -251,6 +251,24 @@ class EagerFallback:
         return validate(_from_dict(cls, data))
 
 
+@dataclass
+class Execute:
+    """Executions of one compiled graph in one step: the event's ``key`` is the graph id (the
+    same as its ``compile`` event's), its ``value`` the number of executions. ``cause``: what
+    made the backend execute it (``user torch_xla.sync``, a value read, the parallel loader,
+    a compiled function's call ...). What tells a graph compiled once and reused (warm-up) from
+    graphs made and thrown away (a recompile storm)."""
+
+    cause: str = ""
+
+    def to_json(self) -> dict[str, Any]:
+        return {"cause": self.cause} if self.cause else {}
+
+    @classmethod
+    def from_json(cls, data: Any) -> Execute:
+        return validate(_from_dict(cls, data))
+
+
 #: event kind -> payload type. The order is the on-disk code (index + 1): append only.
 PAYLOADS: dict[str, type] = {
     "compile": Compile,
@@ -259,8 +277,9 @@ PAYLOADS: dict[str, type] = {
     "fallback_exec": FallbackExec,
     "graph_break": GraphBreak,
     "eager_fallback": EagerFallback,
+    "execute": Execute,
 }
 EVENT_KINDS = tuple(PAYLOADS)
 KIND_CODE = {k: i + 1 for i, k in enumerate(EVENT_KINDS)}
 
-Payload = Compile | Sync | Fallback | FallbackExec | GraphBreak | EagerFallback
+Payload = Compile | Sync | Fallback | FallbackExec | GraphBreak | EagerFallback | Execute

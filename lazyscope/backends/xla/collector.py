@@ -15,9 +15,13 @@ Collection, and why it does not change what it measures:
 * Per-step numbers are deltas of ``torch_xla.debug.metrics`` structured accessors
   (``metric_data``, ``counter_value``, ``executed_fallback_ops``), eager mode's
   ``EagerOp*`` metrics and replicated (SPMD) executions included; no report text is parsed.
-* Compilation causes, graph hashes and Python frames come from ``PT_XLA_DEBUG_LEVEL=1`` with
-  ``PT_XLA_DEBUG_FILE`` in the run directory (read only at steps that compiled); each graph's
-  inputs and op counts from XLA's HLO dump (``xla_hlo.py``), written at compile time only.
+* Compilation causes, graph hashes and Python frames come from ``PT_XLA_DEBUG_LEVEL=2`` with
+  ``PT_XLA_DEBUG_FILE`` in the run directory; each graph's inputs and op counts from XLA's HLO
+  dump (``hlo.py``), written at compile time only. At level 2 torch_xla also writes a block per
+  execution with the graph's hash: read at each barrier (a steady step's blocks are counted,
+  not parsed), they become ``execute`` events (graph, step, executions), which tell a graph
+  compiled once and reused from graphs made and thrown away. torch_xla writes these blocks on
+  local rank 0 only and not in eager mode: there, executions per graph are unknown.
 * Value reads by Python (``.item()``, ``if tensor:`` ...) are ``sync`` events from wrappers on
   ``torch.Tensor`` (``xla_reads.py``); CPU fallbacks are counted per step from torch_xla's
   counters, and they and the host syncs hidden inside torch ops get their call sites from the
@@ -44,7 +48,7 @@ from typing import Any
 from lazyscope.backends.base import Collector, Recorder, TraceOptions
 from lazyscope.backends.xla.barrier import barrier_site
 from lazyscope.backends.xla.causes import classify_compile
-from lazyscope.backends.xla.debugfile import DebugFileReader
+from lazyscope.backends.xla.debugfile import DebugFileReader, DebugRecord
 from lazyscope.backends.xla.dump import OWN_DUMP_ENV, dump_dir, set_up_dump_dir
 from lazyscope.backends.xla.hlo import HloDumpReader, pair_modules
 from lazyscope.backends.xla.metrics import EXECUTE_METRICS, Metrics, runtime_counts
@@ -67,6 +71,8 @@ from lazyscope.model import (
 )
 
 DEBUG_FILE = "xla_debug.txt"
+#: PT_XLA_DEBUG_LEVEL while tracing (unless higher): 1 analyses compilations, 2 executions too
+DEBUG_LEVEL = 2
 GRAPHS_DIR = "graphs"
 #: XLA_METRICS_SAMPLES while tracing (unless set): see prepare_env
 METRICS_SAMPLES = 32
@@ -123,7 +129,7 @@ class XlaCollector(Collector):
         self._lines = SourceLines()
 
     def capabilities(self) -> Capabilities:
-        return Capabilities(step_fields=list(STEP_FIELDS),
+        return Capabilities(step_fields=list(STEP_FIELDS), lazy=True,
                             events=[k for k in EVENT_KINDS
                                     if k not in ("graph_break", "eager_fallback")])
 
@@ -135,8 +141,8 @@ class XlaCollector(Collector):
     def prepare_env(self, run_dir: Path) -> None:
         os.environ.setdefault("PJRT_DEVICE", default_pjrt_device())
         level = os.environ.get("PT_XLA_DEBUG_LEVEL", "")
-        if not level.lstrip("-").isdigit() or int(level) < 1:
-            os.environ["PT_XLA_DEBUG_LEVEL"] = "1"
+        if not level.lstrip("-").isdigit() or int(level) < DEBUG_LEVEL:
+            os.environ["PT_XLA_DEBUG_LEVEL"] = str(DEBUG_LEVEL)
         # abspath, not resolve(): an absolute path is all torch_xla needs, and the directory may
         # not exist yet (resolve() on a path through a symbolic-link loop raises)
         os.environ["PT_XLA_DEBUG_FILE"] = os.path.join(os.path.abspath(run_dir), DEBUG_FILE)
@@ -174,7 +180,7 @@ class XlaCollector(Collector):
         debug_file = os.environ.get("PT_XLA_DEBUG_FILE")
         self._debug = DebugFileReader(debug_file) if debug_file else None
         if self._debug is not None:
-            self._debug.read_new()  # skip what an earlier trace in this process wrote
+            self._debug.take()  # skip what an earlier trace in this process wrote
         dump = dump_dir(os.environ.get("XLA_FLAGS", ""))
         if dump is not None and self.options.graph_shapes:
             self._graphs = HloDumpReader(
@@ -375,8 +381,11 @@ class XlaCollector(Collector):
         wall = now - self._t_last
         self._t_last = now
         compiles = values["compile_count"]
+        records, executed = self._debug.take() if self._debug is not None else ([], {})
         if compiles:
-            self._compile_events(compiles, samples)
+            self._compile_events(compiles, samples, records)
+        for graph, n in executed.items():
+            self._recorder.event("execute", key=graph, value=n)
         fallbacks.pop(SCALAR_READ_OP, None)
         for op, n in fallbacks.items():
             self._recorder.event("fallback_exec", payload=FallbackExec(op), value=n)
@@ -395,11 +404,12 @@ class XlaCollector(Collector):
                       transfers or fallbacks)
         return values, active
 
-    def _compile_events(self, count: int, samples: list[tuple[float, float]]) -> None:
-        """Turn the new PT_XLA_DEBUG compilation blocks into events of this step."""
-        if count <= 0 or self._debug is None or self._recorder is None:
+    def _compile_events(self, count: int, samples: list[tuple[float, float]],
+                        records: list[DebugRecord]) -> None:
+        """Turn this step's PT_XLA_DEBUG compilation blocks into events."""
+        if count <= 0 or self._recorder is None:
             return
-        records = [r for r in self._debug.read_new() if r.kind == "compile"]
+        records = [r for r in records if r.kind == "compile"]
         graphs = self._graphs
         modules = graphs.take_new() if graphs is not None else []
         if not records:

@@ -1,7 +1,8 @@
 """Parse torch_xla's ``PT_XLA_DEBUG_LEVEL`` output (written to ``PT_XLA_DEBUG_FILE``).
 
 torch_xla 2.9 writes text blocks like this one for each compilation (level >= 1) and, at level
->= 2, for each execution::
+>= 2, for each execution (lazyscope traces at level 2: the execution blocks tell which graph
+each execution ran)::
 
     Compilation Analysis: ================================================================
     Compilation Analysis: Compilation Cause
@@ -26,7 +27,10 @@ Pure text processing: no torch_xla import.
 
 from __future__ import annotations
 
+import contextlib
+import os
 import re
+from collections import Counter
 from dataclasses import dataclass, field
 
 from lazyscope.model import Frame
@@ -148,25 +152,82 @@ def parse_debug_text(text: str) -> tuple[list[DebugRecord], int]:
     return records, pos
 
 
+#: the graph hash of an execution block: all a steady step needs from the file
+_EXEC_HASH = re.compile(rb"^Execution Analysis:   Graph Hash: (\S+)$", re.M)
+#: the rule lines of execution blocks: each block opens and closes with one (torch_xla writes
+#: a newline *before* each block, so nothing follows the last one until the next is written)
+_EXEC_RULE = re.compile(rb"^Execution Analysis: =+\n", re.M)
+
+
 class DebugFileReader:
-    """Reads a growing PT_XLA_DEBUG_FILE incrementally, returning new complete records."""
+    """Reads a growing PT_XLA_DEBUG_FILE incrementally.
+
+    :meth:`take` runs at every step barrier: it returns the new compilation records (parsed in
+    full) and how many times each graph was executed since the last call. A chunk with no
+    compilation block in it (a steady step) is not parsed line by line: its execution blocks are
+    counted by graph hash with one regular expression.
+
+    The file grows by a block per execution at ``PT_XLA_DEBUG_LEVEL=2`` (1-4 KB): once more than
+    :attr:`rotate_bytes` were read, the file is renamed, read to its end and removed, and
+    torch_xla starts a new one at the same path (it opens the file for each block it appends).
+    So the run's ``xla_debug.txt`` holds the analyses since the last rotation."""
+
+    rotate_bytes = 4 << 20
 
     def __init__(self, path: str):
         self.path = path
         self._offset = 0
-        self._pending = ""
+        self._pending = b""
+
+    def _read(self, path: str, offset: int) -> tuple[bytes, int]:
+        try:
+            with open(path, "rb") as fh:
+                fh.seek(offset)
+                chunk = fh.read()
+                return chunk, offset + len(chunk)
+        except FileNotFoundError:
+            return b"", offset
+
+    def _chunk(self) -> bytes:
+        chunk, self._offset = self._read(self.path, self._offset)
+        if self._offset > self.rotate_bytes:
+            old = self.path + ".old"
+            try:
+                os.replace(self.path, old)
+            except OSError:
+                return chunk
+            rest, _ = self._read(old, self._offset)  # what was appended before the rename
+            chunk += rest
+            self._offset = 0
+            with contextlib.suppress(OSError):
+                os.unlink(old)
+        return chunk
+
+    def take(self) -> tuple[list[DebugRecord], Counter[str]]:
+        """(new compilation records, {graph hash: executions}) since the last call."""
+        data = self._pending + self._chunk()
+        if not data:
+            return [], Counter()
+        if b"Compilation Analysis" not in data and b"Unexpected" not in data:
+            ends = [m.end() for m in _EXEC_RULE.finditer(data)]
+            if len(ends) % 2:  # the last block is still being written
+                ends.pop()
+            complete = data[: ends[-1]] if ends else b""
+            self._pending = data[len(complete):]
+            return [], Counter(h.decode("ascii", "replace")
+                               for h in _EXEC_HASH.findall(complete))
+        text = data.decode("utf-8", errors="replace")
+        records, consumed = parse_debug_text(text)
+        self._pending = text[consumed:].encode("utf-8")
+        executions = Counter(r.graph_hash for r in records if r.kind == "execute" and r.graph_hash)
+        return [r for r in records if r.kind != "execute"], executions
 
     def read_new(self) -> list[DebugRecord]:
-        try:
-            with open(self.path, encoding="utf-8", errors="replace") as fh:
-                fh.seek(self._offset)
-                chunk = fh.read()
-                self._offset = fh.tell()
-        except FileNotFoundError:
+        """Every new complete record (compilations and executions), parsed in full."""
+        data = self._pending + self._chunk()
+        if not data:
             return []
-        if not chunk:
-            return []
-        text = self._pending + chunk
+        text = data.decode("utf-8", errors="replace")
         records, consumed = parse_debug_text(text)
-        self._pending = text[consumed:]
+        self._pending = text[consumed:].encode("utf-8")
         return records

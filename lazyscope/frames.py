@@ -47,8 +47,12 @@ _LIBRARY_PARTS = (
     f"{os.sep}torchdynamo{os.sep}",
     f"{os.sep}typing_extensions.py",
 )
-#: library frames kept just inside the innermost user frame
+#: library frames kept just inside the innermost user frame (which library API the user called)
 LEADING_LIBRARY_FRAMES = 6
+#: library frames kept at the inner end of the stack (where a cost inside a library happens,
+#: e.g. transformers/masking_utils.py find_packed_sequence_indices, many calls below the user's
+#: trainer.train())
+INNER_LIBRARY_FRAMES = 3
 #: user frames kept per event
 MAX_USER_FRAMES = 24
 
@@ -144,14 +148,24 @@ def make_frame(file: str, line: int, function: str = "") -> Frame:
     return Frame(file, int(line or 0), function, is_library_file(file))
 
 
+def _library_ends(lead: list[Frame]) -> list[Frame]:
+    """The library frames an event keeps of those inside the innermost user frame (innermost
+    first): the INNER_LIBRARY_FRAMES where it happens and the LEADING_LIBRARY_FRAMES the user's
+    call entered; the calls in between are dropped."""
+    if len(lead) <= INNER_LIBRARY_FRAMES + LEADING_LIBRARY_FRAMES:
+        return lead
+    return lead[:INNER_LIBRARY_FRAMES] + lead[-LEADING_LIBRARY_FRAMES:]
+
+
 def bound_stack(frames: list[Frame]) -> Stack:
-    """What an event keeps of a stack (innermost first): up to LEADING_LIBRARY_FRAMES library
-    frames before the first user frame, then the user frames (at most MAX_USER_FRAMES). A stack
-    without user frames keeps its innermost LEADING_LIBRARY_FRAMES frames."""
+    """What an event keeps of a stack (innermost first): of the library frames before the first
+    user frame, the innermost INNER_LIBRARY_FRAMES and the LEADING_LIBRARY_FRAMES next to the
+    user frame; then the user frames (at most MAX_USER_FRAMES). A stack without user frames
+    keeps its innermost LEADING_LIBRARY_FRAMES frames."""
     first_user = next((i for i, f in enumerate(frames) if not f.library), None)
     if first_user is None:
         return tuple(frames[:LEADING_LIBRARY_FRAMES])
-    lead = frames[max(0, first_user - LEADING_LIBRARY_FRAMES):first_user]
+    lead = _library_ends(frames[:first_user])
     users: list[Frame] = []
     for f in frames[first_user:]:
         # the watch window's trampoline repeats its caller's frame (xla_watch.trampoline)
@@ -182,7 +196,7 @@ def capture_stack(skip: int = 1) -> Stack:
         elif not users:
             lead.append(Frame(code.co_filename, f.f_lineno, code.co_name, True))
         f = f.f_back
-    return tuple(lead[-LEADING_LIBRARY_FRAMES:] + users) if users else \
+    return tuple(_library_ends(lead) + users) if users else \
         tuple(lead[:LEADING_LIBRARY_FRAMES])
 
 

@@ -42,6 +42,17 @@ REPLACEMENTS = {
                             "or an output size that divides the input size",
     "_adaptive_avg_pool2d_backward": "use nn.AvgPool2d with a fixed kernel (input size / output "
                                      "size), or an output size that divides the input size",
+    # F.interpolate is lowered forward, not backward (checked on torch_xla 2.9): upsampling
+    # written with ops lowered both ways
+    "upsample_bilinear2d_backward": "upsample with ops lowered both ways: nn.ConvTranspose2d("
+                                    "c, c, 2, stride=2), or nearest-neighbour by expand: "
+                                    "h[:, :, :, None, :, None].expand(n, c, H, 2, W, 2)"
+                                    ".reshape(n, c, 2 * H, 2 * W)",
+    "upsample_nearest2d_backward": "upsample by expand (lowered both ways): "
+                                   "h[:, :, :, None, :, None].expand(n, c, H, 2, W, 2)"
+                                   ".reshape(n, c, 2 * H, 2 * W), or nn.ConvTranspose2d",
+    "upsample_bicubic2d": "bicubic upsampling is not lowered: use bilinear or nearest (lowered "
+                          "forward), or nn.ConvTranspose2d",
 }
 
 

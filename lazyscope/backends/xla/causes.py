@@ -109,8 +109,9 @@ def closure_kind(frames: Sequence[Frame]) -> str:
 
 def library_call(frames: Sequence[Frame]) -> str:
     """The torch_xla API that made a read or a graph for its own purposes (``xm.mesh_reduce``),
-    or ``""`` when the user's code made it."""
-    for f in _library_prefix(frames):
+    or ``""`` when the user's code made it: the API the user called (the outermost one:
+    ``xm.mesh_reduce``, not the ``xm.rendezvous`` it calls)."""
+    for f in reversed(_library_prefix(frames)):
         if "torch_xla" in _norm(f.file) and f.function in LIBRARY_APIS:
             return LIBRARY_APIS[f.function] or f.function
     return ""

@@ -52,6 +52,17 @@ def op_base(op: str) -> str:
     return base.rstrip("_") or base
 
 
+#: forward aten ops that Python calls under another name (the torch function the watch window
+#: sees): the site of a backward op's forward is that call's
+_CALLED_AS = {
+    "upsample_bilinear2d": "interpolate", "upsample_nearest2d": "interpolate",
+    "upsample_bicubic2d": "interpolate", "upsample_linear1d": "interpolate",
+    "upsample_trilinear3d": "interpolate", "upsample_nearest1d": "interpolate",
+    "upsample_nearest3d": "interpolate", "grid_sampler_2d": "grid_sample",
+    "adaptive_avg_pool2d": "adaptive_avg_pool2d", "adaptive_max_pool2d": "adaptive_max_pool2d",
+}
+
+
 def forward_name(op: str) -> str | None:
     """The forward function name of a backward op: ``aten::_adaptive_avg_pool2d_backward`` ->
     ``adaptive_avg_pool2d``; None for a forward op."""
@@ -145,6 +156,8 @@ class CallWatch:
             self.sites_by_name.setdefault(name, (stack, closure, api))
         for op, n in grown.items():
             forward = forward_name(op)
+            if forward is not None and forward not in self.sites_by_name:
+                forward = _CALLED_AS.get(forward, forward)
             if forward is not None and forward in self.sites_by_name:
                 fstack, fclosure, _ = self.sites_by_name[forward]
                 self.hits.append(Hit("fallback", op, fstack, n, seconds, via=forward,

@@ -36,6 +36,7 @@ from lazyscope.render import RENDERERS
 from lazyscope.render.html import render_html
 from lazyscope.render.views import write_plots
 from lazyscope.runner import Tracer, ranked_out
+from lazyscope.sources import SOURCES
 from lazyscope.store import load_run, load_target
 
 __version__ = "0.3.0"
@@ -84,7 +85,7 @@ def report(run: Run | str | os.PathLike[str], fmt: str = "text") -> Any:
 
 
     target = run if isinstance(run, Run) else load_target(run)
-    built = build_any(target)
+    built = build_any(target, sources=SOURCES)
     if fmt == "html":
 
         images, _ = write_plots(built, Path(built.run_dir))

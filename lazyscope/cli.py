@@ -59,6 +59,7 @@ from lazyscope.render.tensorboard import (
 )
 from lazyscope.render.views import write_views
 from lazyscope.runner import SCENARIOS, launcher_rank, ranked_out, resolve_target, trace_target
+from lazyscope.sources import SOURCES
 from lazyscope.store import load_run, load_target
 
 CONTEXT = {"help_option_names": ["-h", "--help"]}
@@ -111,7 +112,8 @@ def _report_and_views(run_dir: Path, *, warmup_steps: int | None = None,
     """Load a run (or a multi-process run), build its report once, write its views (their
     warnings printed, or appended to ``warnings`` when given)."""
 
-    report = build_any(load_target(run_dir), warmup_steps=warmup_steps)
+    report = build_any(load_target(run_dir), warmup_steps=warmup_steps,
+                       sources=SOURCES)
     if views:
         lines = write_views(report, run_dir, need_html=need_html)
         if warnings is None:

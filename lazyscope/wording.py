@@ -42,14 +42,30 @@ BASE: dict[str, str] = {
     "recompile_note_detail": "{where} recompiled once at step {step}: {changes}",
     "fix_batch_dim": "the last batch is smaller than the others: drop it "
                      "(DataLoader(..., drop_last=True)) or pad it to the full batch size",
-    "fix_growing": "{dims} grows at every compilation: a tensor is accumulated across steps "
-                   "(e.g. torch.cat onto a running tensor); keep it at a fixed size (preallocate "
-                   "and write by index, or keep a running sum)",
+    "fix_growing": "{dims} grows at every compilation ({values}): its size follows the step "
+                   "(a tensor concatenated onto at every step, a length computed from the step "
+                   "number, a slice up to the step); keep it at a fixed size: preallocate the "
+                   "maximum and write or mask by index, or keep a running sum",
     "fix_dtype": "{inputs} changes dtype between graphs: cast it once, before the step, so "
                  "every step sees one dtype",
     "fix_count": "the compiled code's inputs change (a tensor enters it only in some steps): "
                  "pass the same tensors every step",
     "fix_unknown": "compare the compiled graphs to see what changes",
+    "recompile_runs": "each graph ran {runs} time(s)",
+    "value_set_detail": "the value is set at {where}",
+    "constant_set_detail": "the number is set at {set_at} and compiled in as a constant",
+    "value_guard_detail": "{name} is set at {set_at} and read by the compiled function at "
+                          "{read_at}",
+    "sync_inside_library": "the read happens inside {library}, at {where}",
+    "sync_fix_api": "{api} reads the value on the host at every call: call it every N steps, "
+                    "or keep the value on the device and read it after the loop",
+    "sync_fix_library": "the read is {library}'s own code ({where}), not a line of yours: look "
+                        "for an argument or setting of {library} that avoids it (its "
+                        "documentation), or accept the cost",
+    "library_compiles": "{n} graph(s) compiled by library code (not the program's; not findings)",
+    "reuse_detail": "{what}: {graphs} graphs compiled at {where}, each reused (run {runs} times "
+                    "each): a few fixed shapes, bucketing that works",
+    "reuse_fix": "nothing to change; the compilations are warm-up",
     "fix_dims": "pad {dims} to a few fixed bucket sizes instead of each batch's own size "
                 "(see `lazyscope advise RUN`)",
     "fix_dims_where": "{dims} takes a new size at {where}: pad it to a few fixed bucket sizes "

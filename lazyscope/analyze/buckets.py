@@ -30,7 +30,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from lazyscope.analyze.recompiles import explain_recompiles
+from lazyscope.analyze.recompiles import CHURN, explain_recompiles
 from lazyscope.padding import bucket_of, pow2_buckets, simulate_packing
 
 #: without a measured run, one compile is priced as this many executions of a full-length batch
@@ -342,9 +342,8 @@ def advice_if_recompiling(run: Any, sites: list | None = None) -> dict | None:
     if len(shapes) < 2:
         return None
     if sites is None:
-
         sites = explain_recompiles(run)
-    if not any(s.counted_count >= 2 for s in sites):
+    if not any(s.verdict == CHURN for s in sites):
         return None
     advice = advice_for_run(run)
     if advice is not None:

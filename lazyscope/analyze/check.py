@@ -15,8 +15,9 @@ state", the assertion serving stacks run in CI):
   transfers and its ``sync`` events). Evidence: the worst steps and the sync sites.
 * ``no_fallbacks`` - any CPU-fallback op execution anywhere in the run.
 * ``no_graph_breaks`` - any torch.compile graph break.
-* ``max_step_seconds`` - wall time of any steady step (one that compiled nothing, or after the
-  fixed warm-up). Evidence: the slow steps.
+* ``max_step_seconds`` - wall time of any timed step: the steps the report's median step covers
+  (the steady steps: compiled nothing, or after the fixed warm-up; every step when fewer than
+  three are steady). Evidence: the slow steps.
 * ``no_rank_divergence`` - a multi-process run whose ranks compile different graphs or whose
   step times drift apart (a straggler). Evidence: the divergence found.
 
@@ -32,8 +33,9 @@ from typing import Any
 
 import numpy as np
 
+from lazyscope.analyze.findings import BreakFacts
 from lazyscope.analyze.report import Report
-from lazyscope.analyze.summary import steady_mask_of
+from lazyscope.analyze.summary import timed_steps
 
 MAX_EVIDENCE = 10
 
@@ -165,12 +167,13 @@ def _check_breaks(report: Report) -> Violation | None:
     total = sum(f.count for f in found)
     return Violation(rule="no-graph-breaks", limit=0, actual=total,
                      message=f"{total} graph break(s) at {len(found)} line(s); none allowed",
-                     evidence=[f"{f.where}: {f.extra.get('reason', '')}" for f in found[:10]])
+                     evidence=[f"{f.where}: {f.facts.reason}" for f in found[:10]
+                               if isinstance(f.facts, BreakFacts)])
 
 
 def _check_step_seconds(report: Report, limit: float) -> Violation | None:
     walls = report.steps.values("wall_s")
-    steady = steady_mask_of(report.steps, report.summary.warmup_steps)
+    steady, basis = timed_steps(report.steps, report.summary.warmup_steps)
     slow = np.flatnonzero(steady & (walls > limit))
     if not len(slow):
         return None
@@ -179,8 +182,8 @@ def _check_step_seconds(report: Report, limit: float) -> Violation | None:
     evidence = _capped(evidence, len(slow), "slow steps")
     return Violation(
         rule="max-step-seconds", limit=limit, actual=worst,
-        message=(f"{len(slow)} of {int(steady.sum())} steady step(s) took longer than "
-                 f"{limit:g} s (slowest {worst:.4f} s)"),
+        message=(f"{len(slow)} of {int(steady.sum())} {'steady' if basis == 'steady' else ''} "
+                 f"step(s) took longer than {limit:g} s (slowest {worst:.4f} s)").replace("  ", " "),
         evidence=evidence)
 
 
@@ -226,7 +229,7 @@ def check_report(report: Report, rules: Rules) -> CheckResult:
             violations.append(v)
     if rules.no_rank_divergence:
         described.append(("no-rank-divergence", "ranks compile the same graphs at the same pace"))
-        divergence = list(report.extra.get("divergence") or [])
+        divergence = list(report.divergence or [])
         if divergence:
             violations.append(Violation(
                 rule="no-rank-divergence", limit=0, actual=len(divergence),

@@ -71,7 +71,7 @@ def _set_diff(a: Counter[str] | dict[str, int], b: Counter[str] | dict[str, int]
 def _sites(report: Report, kind: str) -> Counter[str]:
     counts: Counter[str] = Counter()
     for g in report.groups:
-        if g.kind.split(" ")[0] == kind:
+        if g.kind == kind:
             counts[g.site.split(" (")[0]] += g.count
     return counts
 

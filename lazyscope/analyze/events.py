@@ -140,7 +140,8 @@ def event_cause(kind: str, data: Any) -> str:
 
 @dataclass
 class EventGroup:
-    """One row of the events table."""
+    """One row of the events table: events of one kind (and, for compilations, one phase:
+    ``forward``, ``backward``, ``graph``) at one site, for one cause."""
 
     kind: str
     site: str
@@ -148,6 +149,7 @@ class EventGroup:
     count: int
     seconds: float
     steps: list[int]
+    phase: str = ""
 
 
 #: kinds listed in the events table, in this order
@@ -160,16 +162,14 @@ def event_groups(events: EventTable, max_steps: int = 12) -> list[EventGroup]:
     for kind in TABLE_KINDS:
         def key(stack: Stack, data: Any, kind: str = kind) -> Hashable:
             site = user_site(stack) or (stack[0] if stack else None)
-            label = kind
-            if kind == "compile" and data is not None and data.phase == "backward":
-                label = "compile (backward)"
-            return (label, str(site) if site else "?", event_cause(kind, data))
+            phase = data.phase if kind == "compile" and data is not None else ""
+            return (phase, str(site) if site else "?", event_cause(kind, data))
 
-        for (label, site, cause), sel in group_events(events, kind, key):
+        for (phase, site, cause), sel in group_events(events, kind, key):
             steps = steps_of(events, sel)
-            rows.append(EventGroup(label, site, cause, len(sel),
+            rows.append(EventGroup(kind, site, cause, len(sel),
                                    float(events.seconds[sel].sum()),
-                                   [int(s) for s in steps[:max_steps]]))
+                                   [int(s) for s in steps[:max_steps]], phase))
     order = {k: i for i, k in enumerate(TABLE_KINDS)}
-    rows.sort(key=lambda r: (order.get(r.kind.split(" ")[0], 99), -r.count))
+    rows.sort(key=lambda r: (order.get(r.kind, 99), -r.count))
     return rows

@@ -1,29 +1,39 @@
 """Findings: what to change, at which line, ranked by the time it costs; and notes, one-offs
 worth knowing that are not worth a finding.
 
-Every finding names the user's line that must change (``file``, ``line``, ``function``), the
-user frames that led there (``stack``, innermost first), how often (``count``, ``steps``), the
-time it cost (``seconds``), what happened (``detail``) and what to do (``fix``), in the words of
-the backend that produced the run (:mod:`lazyscope.wording`). A recompile finding also says where
-the graph was cut or which function was compiled (``compiled_at``) and what changed against the
-closest earlier graph (``changes``).
+Every :class:`Finding` names the user's line that must change (``file``, ``line``,
+``function``), the user frames that led there (``stack``, innermost first), how often
+(``count``, ``steps``), the time it cost (``seconds``), what happened (``detail``) and what to
+do (``fix``), in the words of the backend that produced the run (:mod:`lazyscope.wording`), and
+the facts of its kind, typed (``facts``: :class:`RecompileFacts`, :class:`ReuseFacts`,
+:class:`SyncFacts`, :class:`FallbackFacts`, :class:`BreakFacts`, :class:`EagerFacts`). The
+sentences are written from the facts, never the other way round; a page that needs a fact reads
+``facts``.
 
-Kinds: ``recompile``, ``sync``, ``fallback``, ``graph_break``, ``eager_fallback``.
+Kinds: ``recompile`` (graphs keep being made and are not reused: a finding; a one-off after
+warm-up: a note), ``reuse`` (a note: several variants, each reused), ``sync``, ``fallback``,
+``graph_break``, ``eager_fallback``. A cost inside a library (a read in transformers' mask code,
+inside ``xm.mesh_reduce``) is reported at the user's line that called into it, with the library
+line where it happens (``SyncFacts.happens_at``) and the API the user called (``api``).
 Pure functions: no I/O.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 
+from lazyscope import units
 from lazyscope.analyze.breaks import BreakSite, EagerSite
 from lazyscope.analyze.fallbacks import FallbackOp
 from lazyscope.analyze.recompiles import (
-    EVICTED,
+    CHURN,
+    FIXED,
     IDENTICAL,
+    LATE,
+    REUSED,
     SiteCompiles,
     Varying,
     changes_text,
@@ -41,10 +51,106 @@ SYNC_STEP_SHARE = 0.1
 #: ... or costs at least this share of the run's wall time (an accuracy read once per epoch
 #: is neither)
 SYNC_TIME_SHARE = 0.05
+#: changes listed per recompile finding
+MAX_CHANGES = 20
+
+
+# --------------------------------------------------------------------------- the facts
+
+
+@dataclass
+class VaryingInput:
+    """What varies between a family's graphs: an input's dimension, rank, dtype or value."""
+
+    input: str
+    what: str
+    dim: int | None
+    values: list[Any]
+    growing: bool = False
+
+
+@dataclass
+class RecompileFacts:
+    """A family of graphs that costs the program (``verdict`` ``churn``, or ``fixed`` under
+    ``--warmup-steps``) or a one-off after warm-up (``late``, a note)."""
+
+    compiled_at: Frame | None
+    changes: list[Change]
+    varying: list[VaryingInput]
+    graphs: int
+    dynamic: list[str]
+    classes: dict[str, int]
+    verdict: str
+    #: (fewest, most) executions of the family's graphs; None where not recorded
+    runs: list[int] | None = field(default=None, metadata={"omit_none": True})
+    #: where the value baked into the graph or guarded is set (a special scalar's assignment,
+    #: ``model.step = i`` for a guard on ``self.step``), when that is not the line reported
+    value_set_at: Frame | None = field(default=None, metadata={"omit_none": True})
+    #: the compiled function's line that reads the guarded value
+    value_read_at: Frame | None = field(default=None, metadata={"omit_none": True})
+    #: what varies, in a few words each (the verdict's parenthesis)
+    reasons: list[str] = field(default_factory=list, metadata={"json": False})
+
+
+@dataclass
+class ReuseFacts:
+    """Several variants of one computation, each compiled once and reused: warm-up."""
+
+    compiled_at: Frame | None
+    graphs: int
+    runs: list[int]
+    varying: list[VaryingInput]
+
+
+@dataclass
+class SyncFacts:
+    """Reads of device values by the host at one user line, for one cause."""
+
+    reads: dict[str, int]
+    executions: int
+    closure: str
+    #: the library API the user called that made the reads (``xm.mesh_reduce``), if any
+    api: str = field(default="", metadata={"omit_empty": True})
+    #: the innermost library frame the read happened in, when it happened inside a library
+    happens_at: Frame | None = field(default=None, metadata={"omit_none": True})
+
+
+@dataclass
+class FallbackFacts:
+    """An aten op without a lowering, run on the CPU."""
+
+    op: str
+    via: str
+    backward: bool = field(default=False, metadata={"omit_empty": True})
+    also_at: list[Frame] = field(default_factory=list, metadata={"omit_empty": True})
+
+
+@dataclass
+class BreakFacts:
+    """torch.compile stopped tracing at a line."""
+
+    reason: str
+    hints: list[str]
+    break_type: str
+    function_compiled: str
+
+
+@dataclass
+class EagerFacts:
+    """A compiled function past the recompile limit: it runs eagerly from then on."""
+
+    function_compiled: str
+    limit: int | None
+    last_reason: str
+
+
+Facts = RecompileFacts | ReuseFacts | SyncFacts | FallbackFacts | BreakFacts | EagerFacts
 
 
 @dataclass
 class Finding:
+    """One thing to change (or, in ``Report.notes``, to know), at one user line."""
+
     kind: str
     file: str
     line: int
@@ -56,26 +162,21 @@ class Finding:
     seconds: float
     detail: str
     fix: str
-    compiled_at: Frame | None = None
-    changes: list[Change] = field(default_factory=list)
-    extra: dict[str, Any] = field(default_factory=dict)
+    facts: Facts = field(metadata={"flatten": True})
+    #: the ranks of a multi-process run it occurs on (None: a single process)
+    ranks: list[int] | None = field(default=None, metadata={"omit_none": True})
 
     @property
     def where(self) -> str:
         return f"{self.file}:{self.line}" if self.file else "unknown line"
 
-    def to_json(self) -> dict[str, Any]:
-        out: dict[str, Any] = {
-            "kind": self.kind, "file": self.file, "line": self.line, "function": self.function,
-            "stack": [f.to_json() for f in self.stack], "count": self.count,
-            "steps": self.steps, "step_count": self.step_count, "seconds": self.seconds,
-            "detail": self.detail, "fix": self.fix,
-        }
-        if self.kind == "recompile":
-            out["compiled_at"] = self.compiled_at.to_json() if self.compiled_at else None
-            out["changes"] = [c.to_json() for c in self.changes]
-        out.update(self.extra)
-        return out
+    @property
+    def compiled_at(self) -> Frame | None:
+        return getattr(self.facts, "compiled_at", None)
+
+    @property
+    def changes(self) -> list[Change]:
+        return getattr(self.facts, "changes", [])
 
 
 def _steps(steps: np.ndarray) -> tuple[list[int], int]:
@@ -86,15 +187,31 @@ def _loc(frame: Frame | None) -> tuple[str, int, str]:
     return (frame.file, frame.line, frame.function) if frame else ("", 0, "")
 
 
-def _seconds(s: float) -> str:
-    if s >= 1:
-        return f"{s:.2f} s"
-    if s >= 1e-3:
-        return f"{s * 1e3:.1f} ms"
-    return f"{s * 1e6:.0f} us"
+def _varying(items: list[Varying], limit: int = 64) -> list[VaryingInput]:
+    return [VaryingInput(v.input, v.what, v.index, v.values[:limit], v.growing) for v in items]
 
 
 # --------------------------------------------------------------------------- recompiles
+
+
+class SourceLookup(Protocol):
+    """What only the user's source says (the caller supplies it: reading source is I/O, and this
+    module does none; :data:`lazyscope.sources.SOURCES`). Each answer is None when unknown."""
+
+    def value_origin(self, file: str, line: int) -> Frame | None:
+        """Where the number a variable used at ``file:line`` holds is set."""
+
+    def assignment_before(self, file: str, line: int, name: str) -> Frame | None:
+        """The nearest assignment before ``file:line`` to the attribute or global ``name``."""
+
+    def read_in(self, file: str, def_line: int, name: str) -> Frame | None:
+        """The line of the function defined at ``file:def_line`` that reads ``name``."""
+
+    def argument_origins(self, file: str, line: int, callee: str) -> list[Frame]:
+        """Where the arguments of the call to ``callee`` at ``file:line`` are made."""
+
+    def transfer_origin(self, file: str, line: int) -> Frame | None:
+        """Where a tensor read at ``file:line`` was moved to the device, when elsewhere."""
 
 
 def _dims_text(varying: list[Varying]) -> str:
@@ -113,7 +230,7 @@ def _recompile_reasons(entry: SiteCompiles) -> list[str]:
             reasons.append("a special scalar (0 or 1) is baked into some graphs as a constant "
                            "and passed as an input to others")
         elif "constant" in kinds:
-            reasons.append("a constant or an internal shape differs")
+            reasons.append("a constant baked into the graph differs")
         if entry.evicted.count:
             reasons.append(f"{entry.evicted.count} compilation(s) of graphs compiled before")
         if any(r.cls == IDENTICAL for r in entry.counted):
@@ -132,10 +249,11 @@ def _recompile_fix(backend: str, entry: SiteCompiles, graph_shapes: bool) -> str
         # a size that came back (graphs compiled again after the cache dropped them) cycles
         # over a set of values: it does not grow
         if all(v.growing for v in shaped) and not entry.evicted.count:
-            return say(backend, "fix_growing", dims=_dims_text(shaped))
+            return say(backend, "fix_growing", dims=_dims_text(shaped),
+                       values=", ".join(_range(v) for v in shaped[:3]))
         if all(v.what == "dim" and v.index == 0 and len(v.values) == 2 for v in shaped):
             return say(backend, "fix_batch_dim")
-        if entry.dynamic and backend != "xla":
+        if entry.dynamic:  # the backend switched it to dynamic (torch.compile)
             return say(backend, "fix_dynamic_now", dims=", ".join(entry.dynamic))
         if entry.origin is not None:
             return say(backend, "fix_dims_where", dims=_dims_text(shaped), where=where)
@@ -168,47 +286,12 @@ def _recompile_fix(backend: str, entry: SiteCompiles, graph_shapes: bool) -> str
     return say(backend, "fix_unknown")
 
 
+def _range(v: Varying) -> str:
+    return f"{v.values[0]}..{v.values[-1]}" if v.values else "?"
+
+
 def _special_scalar(change: Change) -> bool:
     return change.what == "constant" and "special scalar" in change.text
-
-
-def recompile_finding(backend: str, entry: SiteCompiles, graph_shapes: bool) -> Finding:
-    counted = entry.counted
-    origin = entry.origin
-    line_frame = origin or entry.site
-    file, line, function = _loc(line_frame)
-    if origin is None:
-        stack = list(entry.stack)
-    elif entry.stack and entry.stack[0].file == origin.file:
-        stack = [origin, *entry.stack[1:]]  # the origin's callers are the barrier's callers
-    else:
-        stack = [origin]
-    reasons = _recompile_reasons(entry)
-    n = entry.counted_count
-    examples = [f"step {r.step}: {changes_text(r.changes)}" for r in counted if r.changes][:3]
-    detail = say(backend, "recompile_detail", where=str(entry.site or entry.function or "?"),
-                 graphs=entry.graphs, s=plural(entry.graphs), counted=n, cs=plural(n),
-                 fs=plural(entry.compiles - n),
-                 reasons=("; " + "; ".join(reasons)) if reasons else "")
-    if examples:
-        detail += " (" + "; ".join(examples) + ")"
-    if entry.backward_seconds:
-        detail += (f"; forward compile {_seconds(entry.seconds)}, backward compile "
-                   f"{_seconds(entry.backward_seconds)}")
-    steps, step_count = _steps(entry.counted_steps)
-    changes = [c for r in counted for c in r.changes][:20]
-    return Finding(
-        kind="recompile", file=file, line=line, function=function, stack=stack, count=n,
-        steps=steps, step_count=step_count,
-        seconds=entry.counted_seconds + (entry.backward_seconds * n / max(entry.compiles, 1)),
-        detail=detail, fix=_recompile_fix(backend, entry, graph_shapes),
-        compiled_at=entry.site if entry.phase == "graph" else _fn_frame(entry),
-        changes=changes,
-        extra={"varying": [{"input": v.input, "what": v.what, "dim": v.index,
-                            "values": v.values[:64], "growing": v.growing} for v in entry.varying],
-               "graphs": entry.graphs, "dynamic": entry.dynamic,
-               "classes": dict(entry.classes)},
-    )
 
 
 def _fn_frame(entry: SiteCompiles) -> Frame | None:
@@ -222,15 +305,136 @@ def _fn_frame(entry: SiteCompiles) -> Frame | None:
     return entry.site
 
 
-def recompile_note(backend: str, entry: SiteCompiles, graph_shapes: bool) -> Finding:
-    """A single recompilation with a cause the user can fix."""
-    f = recompile_finding(backend, entry, graph_shapes)
+def _recompile_facts(entry: SiteCompiles, set_at: Frame | None,
+                     read_at: Frame | None) -> RecompileFacts:
+    return RecompileFacts(
+        compiled_at=entry.site if entry.phase == "graph" else _fn_frame(entry),
+        changes=[c for r in entry.counted for c in r.changes][:MAX_CHANGES],
+        varying=_varying(entry.varying), graphs=entry.graphs, dynamic=list(entry.dynamic),
+        classes=dict(entry.classes), verdict=entry.verdict,
+        runs=list(entry.run_counts()) if entry.run_counts() is not None else None,
+        value_set_at=set_at, value_read_at=read_at, reasons=_recompile_reasons(entry))
+
+
+def _value_lines(entry: SiteCompiles, origin: Frame | None,
+                 sources: SourceLookup | None) -> tuple[Frame | None, Frame | None]:
+    """``(where the value is set, where the compiled function reads it)`` for a value the
+    graphs depend on: a special scalar baked into an XLA graph (``p.sub_(lr * p.grad)`` ->
+    ``lr = ...``), or a Python value torch.compile guards on (``self.step`` in ``forward`` ->
+    ``model.step = i`` in the loop)."""
+    if sources is None:
+        return None, None
+    if origin is not None and any(c.what == "constant" for r in entry.counted
+                                  for c in r.changes):
+        found = sources.value_origin(origin.file, origin.line)
+        return (found if found is not None and found.line != origin.line else None), None
+    guarded = [v for v in entry.varying if v.what == "value" and
+               not v.input.startswith("the value passed across")]
+    fn = _fn_frame(entry)
+    if not guarded or entry.site is None or fn is None or fn is entry.site:
+        return None, None
+    name = guarded[0].input
+    return (sources.assignment_before(entry.site.file, entry.site.line, name),
+            sources.read_in(fn.file, fn.line, name))
+
+
+def _argument_origin(entry: SiteCompiles, sources: SourceLookup | None) -> Frame | None:
+    """A varying input of graphs compiled inside a function (``torch.compile(backend=
+    "openxla")``: dynamo lowers the function's graph from library code, so no line of the user's
+    is recorded for it) is an argument of that function: the line to change is where the
+    caller made it, when the call has exactly one such argument."""
+    if sources is None or len(entry.stack) < 2 or not any(
+            v.what in ("dim", "rank", "dtype") for v in entry.varying):
+        return None
+    inside, caller = entry.stack[0], entry.stack[1]
+    found = sources.argument_origins(caller.file, caller.line, inside.function)
+    return found[0] if len(found) == 1 else None
+
+
+def recompile_finding(backend: str, entry: SiteCompiles, graph_shapes: bool,
+                      sources: SourceLookup | None = None) -> Finding:
+    counted = entry.counted
+    origin = entry.origin or _argument_origin(entry, sources)
+    if origin is not None and sources is not None and any(
+            v.what in ("dim", "rank") for v in entry.varying):
+        # the line recorded for a varying input may only use it (under SPMD the sharded input
+        # has no line of its own): where it was moved to the device, when that is elsewhere
+        origin = sources.transfer_origin(origin.file, origin.line) or origin
+    set_at, read_at = _value_lines(entry, origin, sources)
+    special = any(_special_scalar(c) for r in counted for c in r.changes)
+    # a special scalar or a guarded value is changed where it is set; any other constant
+    # (an exponent) where it enters the graph, naming where it is set
+    line_frame = (set_at if special or read_at is not None else None) or origin or entry.site
+    file, line, function = _loc(line_frame)
+    if origin is None:
+        stack = list(entry.stack)
+    elif entry.stack and entry.stack[0].file == origin.file:
+        stack = [origin, *entry.stack[1:]]  # the origin's callers are the barrier's callers
+    else:
+        stack = [origin]
+    if set_at is not None and line_frame is set_at:
+        stack = [set_at, *stack]
+    facts = _recompile_facts(entry, set_at, read_at)
+    n = entry.counted_count
+    examples = [f"step {r.step}: {changes_text(r.changes)}" for r in counted if r.changes][:3]
+    detail = say(backend, "recompile_detail", where=str(entry.site or entry.function or "?"),
+                 graphs=entry.graphs, s=plural(entry.graphs), counted=n, cs=plural(n),
+                 fs=plural(entry.compiles - n),
+                 reasons=("; " + "; ".join(facts.reasons)) if facts.reasons else "")
+    if facts.runs is not None:
+        detail += "; " + say(backend, "recompile_runs", runs=_runs_text(facts.runs))
+    if set_at is not None and read_at is not None:
+        detail += "; " + say(backend, "value_guard_detail", name=entry.varying[0].input
+                             if entry.varying else "the value", set_at=str(set_at),
+                             read_at=str(read_at))
+    elif set_at is not None and not special:
+        detail += "; " + say(backend, "constant_set_detail", set_at=str(set_at))
+    if examples:
+        detail += " (" + "; ".join(examples) + ")"
+    if entry.backward_seconds:
+        detail += (f"; forward compile {units.seconds(entry.seconds)}, backward compile "
+                   f"{units.seconds(entry.backward_seconds)}")
+    steps, step_count = _steps(entry.counted_steps)
+    return Finding(
+        kind="recompile", file=file, line=line, function=function, stack=stack, count=n,
+        steps=steps, step_count=step_count,
+        seconds=entry.counted_seconds + (entry.backward_seconds * n / max(entry.compiles, 1)),
+        detail=detail, fix=_recompile_fix(backend, entry, graph_shapes), facts=facts)
+
+
+def _runs_text(runs: list[int]) -> str:
+    fewest, most = runs
+    return f"{fewest}" if fewest == most else f"{fewest}-{most}"
+
+
+def recompile_note(backend: str, entry: SiteCompiles, graph_shapes: bool,
+                   sources: SourceLookup | None = None) -> Finding:
+    """A one-off recompilation (after warm-up) with a cause the user can fix."""
+    f = recompile_finding(backend, entry, graph_shapes, sources)
     r = entry.counted[0] if entry.counted else None
     if r is not None:
         f.detail = say(backend, "recompile_note_detail",
                        where=str(entry.site or entry.function or "?"), step=r.step,
                        changes=changes_text(r.changes) or r.cls)
+        if isinstance(f.facts, RecompileFacts) and f.facts.value_set_at is not None:
+            f.detail += "; " + say(backend, "value_set_detail", where=str(f.facts.value_set_at))
     return f
+
+
+def reuse_note(backend: str, entry: SiteCompiles) -> Finding:
+    """A family of variants, each compiled once and reused: no problem, said once (bucketing
+    that works)."""
+    runs = list(entry.run_counts() or (0, 0))
+    what = "; ".join(v.text() for v in entry.varying if v.what in ("dim", "rank", "dtype",
+                                                                     "value"))
+    where = entry.origin or entry.site
+    file, line, function = _loc(where)
+    detail = say(backend, "reuse_detail", what=what, graphs=entry.graphs,
+                 runs=_runs_text(runs), where=str(entry.site or entry.function or "?"))
+    return Finding("reuse", file, line, function, [where] if where else [], entry.graphs, [], 0,
+                   0.0, detail, say(backend, "reuse_fix"),
+                   ReuseFacts(compiled_at=entry.site, graphs=entry.graphs, runs=runs,
+                              varying=_varying(entry.varying)))
 
 
 # --------------------------------------------------------------------------- the rest
@@ -240,30 +444,46 @@ def _reads(site: SyncSite) -> str:
     return ", ".join(f"{r} x{n}" for r, n in site.reads.items())
 
 
+def _library_of(frame: Frame) -> str:
+    """The installed package a library frame belongs to (``transformers``), from its path."""
+    parts = frame.file.replace("\\", "/").split("/")
+    for marker in ("site-packages", "dist-packages"):
+        if marker in parts:
+            i = parts.index(marker)
+            if i + 1 < len(parts):
+                return parts[i + 1].removesuffix(".py")
+    return "a library"
+
+
 def sync_finding(backend: str, site: SyncSite) -> Finding:
     file, line, function = _loc(site.site)
     steps, step_count = _steps(site.steps)
     nsteps = len(site.steps)
+    facts = SyncFacts(reads=dict(site.reads), executions=site.executions, closure=site.closure,
+                      api=site.library_call if site.owner == OWNER_LIBRARY else "",
+                      happens_at=site.happens_at)
     if site.closure:
         detail = say(backend, "sync_closure_detail", reads=_reads(site), nsteps=nsteps,
-                     s=plural(nsteps), seconds=_seconds(site.seconds))
+                     s=plural(nsteps), seconds=units.seconds(site.seconds))
         fix = say(backend, "sync_closure_fix")
     else:
         forced = (say(backend, "sync_forced", n=site.executions)
-                  if site.executions and "sync_forced" in _table(backend) else "")
+                  if site.executions and table(backend)["sync_forced"] else "")
         detail = say(backend, "sync_detail", reads=_reads(site), nsteps=nsteps,
-                     s=plural(nsteps), seconds=_seconds(site.seconds), forced=forced)
+                     s=plural(nsteps), seconds=units.seconds(site.seconds), forced=forced)
         branch = any(r.startswith("if tensor") for r in site.reads)
-        fix = say(backend, "sync_fix_branch" if branch else "sync_fix_value")
+        if facts.api:
+            fix = say(backend, "sync_fix_api", api=facts.api)
+        elif facts.happens_at is not None:
+            fix = say(backend, "sync_fix_library", library=_library_of(facts.happens_at),
+                      where=str(facts.happens_at))
+        else:
+            fix = say(backend, "sync_fix_branch" if branch else "sync_fix_value")
+    if facts.happens_at is not None:
+        detail += "; " + say(backend, "sync_inside_library",
+                             library=_library_of(facts.happens_at), where=str(facts.happens_at))
     return Finding("sync", file, line, function, list(site.stack), site.count, steps,
-                   step_count, site.seconds, detail, fix,
-                   extra={"reads": site.reads, "executions": site.executions,
-                          "closure": site.closure})
-
-
-def _table(backend: str) -> dict[str, str]:
-
-    return table(backend)
+                   step_count, site.seconds, detail, fix, facts)
 
 
 def fallback_finding(backend: str, op: FallbackOp) -> Finding:
@@ -277,13 +497,16 @@ def fallback_finding(backend: str, op: FallbackOp) -> Finding:
     detail = say(backend, "fallback_detail", op=op.op, count=op.count, nsteps=step_count,
                  via=via)
     if others:
-        detail += "; also at " + ", ".join(f"{s.site.file}:{s.site.line}" for s in others[:3])
+        detail += "; also at " + ", ".join(f"{s.site.file}:{s.site.line}"
+                                           for s in others[:3] if s.site)
     replacement = op.replacement()
     fix = (say(backend, "fallback_fix", op=op.op, replacement=replacement) if replacement
            else say(backend, "fallback_fix_generic"))
     return Finding("fallback", file, line, function, list(site.stack) if site else [],
                    op.count, steps, step_count, op.seconds, detail, fix,
-                   extra={"op": op.op, "via": site.via if site else ""})
+                   FallbackFacts(op=op.op, via=site.via if site else "",
+                                 backward=bool(site and site.backward),
+                                 also_at=[s.site for s in others[:3] if s.site]))
 
 
 def break_finding(backend: str, b: BreakSite) -> Finding:
@@ -298,7 +521,8 @@ def break_finding(backend: str, b: BreakSite) -> Finding:
         detail = say(backend, "break_detail", count=b.count, s=plural(b.count), reason=reason,
                      hints=hints)
     low = reason.lower()
-    if "graph_break()" in low or "explicit" in low or b.kind == "Call to `torch._dynamo.graph_break()`":
+    if "graph_break()" in low or "explicit" in low or \
+            b.kind == "Call to `torch._dynamo.graph_break()`":
         fix = say(backend, "break_fix_explicit")
     elif "item" in low or "scalar" in low or "tolist" in low:
         fix = say(backend, "break_fix_item")
@@ -310,8 +534,8 @@ def break_finding(backend: str, b: BreakSite) -> Finding:
         fix = say(backend, "break_fix_generic")
     return Finding("graph_break", file, line, function, list(b.stack), b.count, steps,
                    step_count, 0.0, detail, fix,
-                   extra={"reason": reason, "hints": b.hints, "break_type": b.kind,
-                          "function_compiled": b.function})
+                   BreakFacts(reason=reason, hints=list(b.hints), break_type=b.kind,
+                              function_compiled=b.function))
 
 
 def eager_finding(backend: str, e: EagerSite) -> Finding:
@@ -321,32 +545,45 @@ def eager_finding(backend: str, e: EagerSite) -> Finding:
                  reason=e.last_reason or "?")
     return Finding("eager_fallback", file, line, function, list(e.stack), e.count, [e.step], 1,
                    0.0, detail, say(backend, "eager_fix"),
-                   extra={"function_compiled": e.function, "limit": e.limit,
-                          "last_reason": e.last_reason})
+                   EagerFacts(function_compiled=e.function, limit=e.limit,
+                              last_reason=e.last_reason))
+
+
+def _per_step(site: SyncSite, steps: int, wall_seconds: float) -> bool:
+    """Reads at a line recur enough to be the user's cost (see the thresholds above)."""
+    return site.recurring and (
+        not steps or len(site.steps) >= SYNC_STEP_SHARE * steps
+        or bool(wall_seconds and site.seconds >= SYNC_TIME_SHARE * wall_seconds))
 
 
 def make_findings(backend: str, *, sites: list[SiteCompiles], syncs: list[SyncSite],
                   fallbacks: list[FallbackOp], breaks: list[BreakSite], eagers: list[EagerSite],
-                  steps: int, graph_shapes: bool = True,
-                  wall_seconds: float = 0.0) -> tuple[list[Finding], list[Finding]]:
-    """``(findings, notes)``, each ranked by seconds (then count)."""
+                  steps: int, graph_shapes: bool = True, wall_seconds: float = 0.0,
+                  sources: SourceLookup | None = None
+                  ) -> tuple[list[Finding], list[Finding]]:
+    """``(findings, notes)``, each ranked by seconds (then count). ``sources`` answers what
+    only the user's source says (supplied by the caller: it reads files)."""
     findings: list[Finding] = []
     notes: list[Finding] = []
     for entry in sites:
         n = entry.counted_count
-        if n >= 2:
-            findings.append(recompile_finding(backend, entry, graph_shapes))
-        elif n == 1:
-            notes.append(recompile_note(backend, entry, graph_shapes))
+        if entry.verdict == CHURN or (entry.verdict == FIXED and n >= 2):
+            findings.append(recompile_finding(backend, entry, graph_shapes, sources))
+        elif entry.verdict in (LATE, FIXED) and n >= 1:
+            notes.append(recompile_note(backend, entry, graph_shapes, sources))
+        elif entry.verdict == REUSED and entry.run_counts() is not None and any(
+                v.what in ("dim", "rank", "dtype", "value") for v in entry.varying):
+            notes.append(reuse_note(backend, entry))
+    findings = _one_finding_per_cause(findings)
     for site in syncs:
-        if site.owner == OWNER_LIBRARY or site.closure == "async":
+        if site.closure == "async":
             continue
         if site.closure:
-            if steps and len(site.steps) >= max(2, CLOSURE_NOTE_SHARE * steps):
+            if site.owner != OWNER_LIBRARY and steps and \
+                    len(site.steps) >= max(2, CLOSURE_NOTE_SHARE * steps):
                 notes.append(sync_finding(backend, site))
-        elif site.recurring and (
-                not steps or len(site.steps) >= SYNC_STEP_SHARE * steps
-                or (wall_seconds and site.seconds >= SYNC_TIME_SHARE * wall_seconds)):
+        elif _per_step(site, steps, wall_seconds):
+            # a library API the user calls in the loop reads every step: the user's cost
             findings.append(sync_finding(backend, site))
     findings += [fallback_finding(backend, op) for op in fallbacks if op.count > 0]
     findings += [break_finding(backend, b) for b in breaks]
@@ -354,8 +591,33 @@ def make_findings(backend: str, *, sites: list[SiteCompiles], syncs: list[SyncSi
     return sorted(findings, key=_rank), sorted(notes, key=_rank)
 
 
+def _one_finding_per_cause(findings: list[Finding]) -> list[Finding]:
+    """Recompile findings with the same line to change and the same varying inputs are one
+    cause cut at several sites (a tensor made at one line and read by two graphs): merged, the
+    other sites kept in the stack and the detail."""
+    merged: dict[tuple, Finding] = {}
+    for f in findings:
+        facts = f.facts
+        if not isinstance(facts, RecompileFacts) or not facts.varying:
+            merged[(id(f),)] = f
+            continue
+        key = (f.file, f.line, tuple((v.input, v.what, v.dim) for v in facts.varying))
+        first = merged.get(key)
+        if first is None:
+            merged[key] = f
+            continue
+        first.count += f.count
+        first.seconds += f.seconds
+        first.steps = sorted(set(first.steps) | set(f.steps))[:MAX_STEPS_LISTED]
+        first.step_count = max(first.step_count, len(first.steps))
+        if f.compiled_at is not None:
+            first.detail += f"; also compiled at {f.compiled_at}"
+    return list(merged.values())
+
+
 def _rank(f: Finding) -> tuple:
     return (-f.seconds, -f.count, f.kind, f.file, f.line)
 
 
-__all__ = ["EVICTED", "Finding", "make_findings"]
+__all__ = ["BreakFacts", "EagerFacts", "Facts", "FallbackFacts", "Finding", "RecompileFacts",
+           "ReuseFacts", "SourceLookup", "SyncFacts", "VaryingInput", "make_findings"]

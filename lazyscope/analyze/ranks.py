@@ -6,9 +6,9 @@ with or without the spawning parent's own ``meta.json`` beside them.
 
 The merged report is built from each rank's report (each built once):
 
-* the summary, steps and plots are rank 0's (the lowest rank), and ``ranks`` has one row per
-  rank side by side: status, steps, compilations, distinct graphs, median step, wall, findings;
-* findings are merged by (kind, line) with the ranks they occur on (``ranks``); a rank other
+* the summary, steps and plots are rank 0's (the lowest rank), and ``Report.ranks`` has one row
+  per rank side by side (:class:`~lazyscope.analyze.report.RankRow`);
+* findings are merged by (kind, line) with the ranks they occur on (``Finding.ranks``); a rank other
   than local rank 0 has no source lines for its compilations (the XLA backend writes its analysis on
   local rank 0 only), so its recompile findings join rank 0's when rank 0 has one;
 * divergence is flagged: a rank that compiles graphs the others do not (by graph content), or
@@ -22,12 +22,11 @@ from __future__ import annotations
 
 import statistics
 from dataclasses import replace
-from typing import Any
 
 import numpy as np
 
-from lazyscope.analyze.findings import Finding
-from lazyscope.analyze.report import Report, build_report
+from lazyscope.analyze.findings import Finding, SourceLookup
+from lazyscope.analyze.report import RankRow, Report, build_report
 from lazyscope.model import Compile, RankedRun, Run
 from lazyscope.wording import say
 
@@ -54,32 +53,31 @@ def _merge(by_rank: dict[int, list[Finding]]) -> list[Finding]:
     lead_recompiles = [f for f in by_rank.get(first, []) if f.kind == "recompile"]
     for rank in sorted(by_rank):
         for f in by_rank[rank]:
-            key = (f.kind, f.file, f.line, f.extra.get("op"))
+            key = (f.kind, f.file, f.line, getattr(f.facts, "op", None))
             if f.kind == "recompile" and not f.file and len(lead_recompiles) == 1:
                 key = (f.kind, lead_recompiles[0].file, lead_recompiles[0].line, None)
             if key not in merged:
-                merged[key] = replace(f, extra={**f.extra, "ranks": [rank]})
+                merged[key] = replace(f, ranks=[rank])
                 continue
             m = merged[key]
-            m.extra["ranks"].append(rank)
+            assert m.ranks is not None
+            m.ranks.append(rank)
             m.count += f.count
             m.seconds += f.seconds
     out = list(merged.values())
-    for f in out:
-        if len(f.extra["ranks"]) > 1 or f.extra["ranks"] != [first]:
-            f.detail += f" (on ranks {', '.join(str(r) for r in f.extra['ranks'])})"
     out.sort(key=lambda f: (-f.seconds, -f.count))
     return out
 
 
-def build_ranked_report(ranked: RankedRun, *, warmup_steps: int | None = None) -> Report:
+def build_ranked_report(ranked: RankedRun, *, warmup_steps: int | None = None,
+                        sources: SourceLookup | None = None) -> Report:
     """One report for all ranks (see the module docstring)."""
-    reports = {r: build_report(run, warmup_steps=warmup_steps) for r, run in
-               sorted(ranked.ranks.items())}
+    reports = {r: build_report(run, warmup_steps=warmup_steps, sources=sources)
+               for r, run in sorted(ranked.ranks.items())}
     lead_rank = min(reports)
     lead = reports[lead_rank]
     backend = lead.backend
-    rows: list[dict[str, Any]] = []
+    rows: list[RankRow] = []
     digests = {r: graph_digests(run) for r, run in ranked.ranks.items()}
     medians = {r: rep.summary.median_step_seconds for r, rep in reports.items()
                if rep.summary.median_step_seconds}
@@ -89,10 +87,10 @@ def build_ranked_report(ranked: RankedRun, *, warmup_steps: int | None = None) -
         others = set().union(*(d for q, d in digests.items() if q != r)) if len(digests) > 1 \
             else set()
         own = digests[r] - others if len(digests) > 1 else set()
-        rows.append({"rank": r, "status": s.status, "steps": s.steps, "compiles": s.compiles,
-                     "distinct_graphs": s.distinct_graphs,
-                     "median_step_s": s.median_step_seconds, "wall_s": s.wall_seconds,
-                     "findings": len(rep.findings), "graphs_only_here": len(own)})
+        rows.append(RankRow(rank=r, status=s.status, steps=s.steps, compiles=s.compiles,
+                            distinct_graphs=s.distinct_graphs,
+                            median_step_s=s.median_step_seconds, wall_s=s.wall_seconds,
+                            findings=len(rep.findings), graphs_only_here=len(own)))
         if own:
             divergence.append(say(backend, "rank_diverges_graphs", rank=r, graphs=len(own)))
     for r, m in medians.items():
@@ -122,29 +120,13 @@ def build_ranked_report(ranked: RankedRun, *, warmup_steps: int | None = None) -
     return replace(
         lead, run_dir=str(ranked.path), summary=summary, verdict=verdict,
         clean=lead.clean and not divergence and all(rep.clean for rep in reports.values()),
-        findings=findings, notes=notes, run_notes=run_notes,
-        extra={**lead.extra, "ranks": rows, "divergence": divergence,
-               "text_sections": [_rank_lines(rows, divergence)]})
+        findings=findings, notes=notes, run_notes=run_notes, ranks=rows,
+        divergence=divergence)
 
 
-def _rank_lines(rows: list[dict[str, Any]], divergence: list[str]) -> list[str]:
-    def secs(v: Any) -> str:
-        return "-" if v is None else f"{v * 1e3:.1f} ms" if v < 1 else f"{v:.2f} s"
-
-    lines = [f"ranks ({len(rows)}):",
-             f"  {'rank':>4} {'status':<10} {'steps':>6} {'compiles':>8} {'graphs':>6} "
-             f"{'median step':>11} {'wall':>9} {'findings':>8} {'own graphs':>10}"]
-    for r in rows:
-        lines.append(f"  {r['rank']:>4} {r['status']:<10} {r['steps']:>6} "
-                     f"{r['compiles'] if r['compiles'] is not None else '-':>8} "
-                     f"{r['distinct_graphs']:>6} {secs(r['median_step_s']):>11} "
-                     f"{secs(r['wall_s']):>9} {r['findings']:>8} {r['graphs_only_here']:>10}")
-    lines += [f"  divergence: {d}" for d in divergence]
-    return lines
-
-
-def build_any(target: Run | RankedRun, *, warmup_steps: int | None = None) -> Report:
+def build_any(target: Run | RankedRun, *, warmup_steps: int | None = None,
+              sources: SourceLookup | None = None) -> Report:
     """The report of a run or of a multi-process run (``store.load_target``)."""
     if isinstance(target, RankedRun):
-        return build_ranked_report(target, warmup_steps=warmup_steps)
-    return build_report(target, warmup_steps=warmup_steps)
+        return build_ranked_report(target, warmup_steps=warmup_steps, sources=sources)
+    return build_report(target, warmup_steps=warmup_steps, sources=sources)

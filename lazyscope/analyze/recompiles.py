@@ -1,32 +1,54 @@
-"""Why did it recompile? Group compilations by site and diff each graph against the closest
-graph compiled before it there, by content.
+"""Which compilations cost the program: graphs that keep being made and are not reused.
 
-A *site* is where graphs are compiled: for XLA the user line where the graph was cut (the step
-barrier, or a value read), for torch.compile the compiled function. Library-owned graphs
-(the backend's own bookkeeping) are not analysed as the program's.
+A compilation costs the program when graphs keep being made and are not reused: padding to the
+longest sequence, a Python int baked into the graph, a float exponent that changes every step
+make graphs that run once or a few times, and compile time never stops growing. A bounded set
+of graphs, each compiled once and then reused (buckets, train and eval, logging every N steps, a
+checkpoint evaluated at the end, optimizer state created at the first step), is warm-up,
+whatever their shapes.
 
-Each compilation gets a class:
+**Families.** Graphs are grouped by *site* (the user line where an XLA graph was cut: the step
+barrier or a value read; for torch.compile the compiled function and the line that calls it)
+and, within a site, by *family*: the same computation whatever its sizes, dtypes and constants
+(the same tensor inputs by rank and the same kinds of ops, casts aside; for torch.compile, every
+graph of one function). A call site is not a role (one ``trainer.train()`` line runs every
+graph of a Hugging Face program): the train step, the eval step, the logging step and the first
+optimizer step are different families, and a graph is never diffed with another family's.
 
-* ``first``: the site's first graph;
-* ``structure``: the graph differs from every earlier one at the site in its number of inputs or
-  the kinds of ops it runs: a new phase or new state (the first optimizer step that creates
-  momentum/Adam state, an eval pass, gradient accumulation's optimizer step);
-* ``variant``: the same structure with other shapes, dtypes, constants or guarded values: the
-  kind of recompilation that repeats as the data changes;
-* ``identical``: same graph, same inputs (the backend re-compiled an identical graph, e.g. when
-  buffer donation settled).
+**Reuse.** Each graph's executions come from the backend's ``execute`` events (XLA: torch_xla's
+execution analysis of every execution, by graph hash). A family *churns* (a recompile finding)
+when new graphs keep appearing and the graphs made run few times each:
 
-A site's *recompiles* are its variants plus its structure changes beyond the first
-:data:`STRUCTURE_WARMUP` graphs. A site with two or more recompiles keeps compiling variants:
-a finding. One recompile is a one-off worth knowing (a last partial batch, a cast added
-mid-run): a note. With a fixed warm-up (``meta.warmup_steps``, ``--warmup-steps``) every
-compilation at or after that step counts instead.
+* at least :data:`CHURN_ONE_SHOTS` of its graphs ran only once, and they are at least half of
+  its graphs (a graph that ran once was compiled for one step and thrown away); or
+* it holds at least :data:`MANY_GRAPHS` graphs that ran fewer than :data:`FEW_RUNS` times on
+  average (a long pad-to-longest run, where lengths repeat now and then).
 
-The closest earlier graph is found through an index (linear in the compilations): an identical
-input multiset, else one that differs by one input (multiset hash minus one element), else the
-latest graph of the same structure, else the site's latest graph. Graph inputs are compared as a
-multiset of (dtype, shape) signatures, so a reordering of the parameters is no change. Pure
-functions: no I/O.
+Why these numbers: the first clause needs two throw-away graphs (one is a one-off: a last partial
+batch), and half of the family so that a family of reused buckets with one odd graph is not
+flagged; it holds for short runs (8 steps of varying lengths: 8 graphs, each run once). The
+second catches churn that sometimes repeats: 1,000 steps of lengths uniform in 1..512 make ~440
+graphs run ~2.3 times each, of which only a third ran once; 16 graphs is twice the largest
+bucket count ``lazyscope advise`` proposes, so correct bucketing never reaches it.
+
+A family that does not churn is warm-up, except its *late* variants: graphs of a family that
+already had a graph, first compiled after the run's warm-up ended (from the first stretch of
+:data:`QUIET_STEPS` steps that compiled nothing on), that are either a *switch* (the family's
+earlier graphs never run again: a learning rate that reaches the special scalar 0.0, a cast
+added mid-run) or *rare* (run at most :data:`RARE_SHARE` as often as the family's most used
+graph, or twice: a last partial batch): a one-off recompilation worth knowing, a note. A late
+variant run as often as the others, interleaved with them, is one more bucket: warm-up. A family of several variants that are all reused is said in a ``reuse`` note ("dim 1
+takes 3 sizes, each compiled once and reused 6-9 times: bucketing works"). A graph compiled
+again under an id it had (the compile cache dropped it) is pure waste: two or more make a
+finding, one a note. Where executions per graph are not recorded (runs of older lazyscopes,
+workers other than local rank 0, eager mode, torch.compile), a family churns when it compiles two
+or more *variants* of its first graph (same structure, other shapes, dtypes or constants), as
+before. With a fixed warm-up (``--warmup-steps N``) every compilation from step N on counts.
+
+**The explanation.** Within a family each graph is diffed against the closest graph compiled
+before it (by content, through an index: linear in the compilations): what varies (an input's
+dimension, dtype, a constant) and the user line it comes from. That says *what* to change; reuse
+says *whether*. Pure functions: no I/O.
 """
 
 from __future__ import annotations
@@ -52,17 +74,33 @@ from lazyscope.model import (
     user_site,
 )
 
-#: graphs of new structure (the first included) a site may compile before they count
-STRUCTURE_WARMUP = 3
+#: a family churns when at least this many of its graphs ran once ...
+CHURN_ONE_SHOTS = 2
+#: ... or when it holds this many graphs, run fewer than FEW_RUNS times each on average
+MANY_GRAPHS = 16
+FEW_RUNS = 4.0
+#: compile-free steps in a row that end the run's warm-up (later variants are "late")
+QUIET_STEPS = 2
+#: a late variant run at most this share of the family's most used graph's runs is "rare"
+RARE_SHARE = 0.25
 
+#: how a graph relates to the closest earlier graph of its family
 FIRST, STRUCTURE, VARIANT, IDENTICAL = "first", "structure", "variant", "identical"
 #: a graph id compiled again at its site (the compile cache dropped it)
 EVICTED = "evicted"
 
+#: a family's verdict
+CHURN = "churn"  # a finding: graphs keep being made and are not reused
+LATE = "late"  # a note: a variant compiled after warm-up
+REUSED = "reused"  # several variants, each reused (a reuse note)
+SINGLE = "single"  # one graph: nothing to say
+FIXED = "fixed"  # --warmup-steps: compilations from that step on count
+
 
 @dataclass
 class Recompile:
-    """One compilation after its site's first, explained against the closest earlier graph."""
+    """A graph of a family after its first, explained against the closest earlier graph of the
+    family. ``counted``: this compilation is part of the family's cost (see the verdict)."""
 
     step: int
     seconds: float
@@ -71,18 +109,19 @@ class Recompile:
     cls: str
     changes: list[Change]
     counted: bool = False
+    executions: int | None = None
 
 
 @dataclass
 class Varying:
-    """An input dimension (or a value) whose size differs between the graphs of one site."""
+    """An input dimension (or a value) whose size differs between the graphs of one family."""
 
     input: str
     what: str
     index: int | None
     values: list
-    #: every change made it larger (a tensor accumulated across steps: torch.cat onto a
-    #: running tensor), as opposed to values that come and go
+    #: every change made it larger (the size follows the step: a running torch.cat, a length
+    #: computed from the step number ...), as opposed to values that come and go
     growing: bool = False
     origin: Frame | None = None
 
@@ -100,6 +139,19 @@ class Varying:
 
 
 @dataclass
+class GraphUse:
+    """One graph of a family: where and when it was first compiled, and how often it ran."""
+
+    graph: str
+    step: int
+    seconds: float
+    #: executions over the run; None where the backend did not record them
+    executions: int | None
+    #: the last step it ran in (None: not recorded)
+    last_step: int | None = None
+
+
+@dataclass
 class Evicted:
     """Compilations of graph ids already compiled at the site (cache evictions)."""
 
@@ -111,7 +163,7 @@ class Evicted:
 
 @dataclass
 class SiteCompiles:
-    """Every compilation at one site, explained."""
+    """One family of graphs at one site, judged (``verdict``) and explained."""
 
     site: Frame | None  # where the graphs were cut / the compiled function's call
     stack: Stack
@@ -127,6 +179,12 @@ class SiteCompiles:
     dynamic: list[str] = field(default_factory=list)
     classes: dict[str, int] = field(default_factory=dict)
     evicted: Evicted = field(default_factory=Evicted)
+    uses: list[GraphUse] = field(default_factory=list)
+    verdict: str = SINGLE
+
+    @property
+    def executions_known(self) -> bool:
+        return bool(self.uses) and all(u.executions is not None for u in self.uses)
 
     @property
     def counted(self) -> list[Recompile]:
@@ -145,6 +203,13 @@ class SiteCompiles:
     def counted_steps(self) -> np.ndarray:
         steps = np.array([r.step for r in self.counted], dtype=np.int64)
         return distinct(np.concatenate((steps, self.evicted.steps)))
+
+    def run_counts(self) -> tuple[int, int] | None:
+        """(fewest, most) executions of the family's graphs, when recorded."""
+        if not self.executions_known:
+            return None
+        runs = [u.executions or 0 for u in self.uses]
+        return min(runs), max(runs)
 
     @property
     def origin(self) -> Frame | None:
@@ -178,8 +243,8 @@ class _Graph:
     """A compiled graph's content, indexed: its inputs as a multiset, its hashes. Built once per
     distinct payload."""
 
-    __slots__ = ("multiset", "hash", "structure", "ops", "digest", "names", "origins",
-                 "lines", "num_inputs", "constants", "named")
+    __slots__ = ("multiset", "hash", "structure", "family", "ops", "digest", "names",
+                 "origins", "lines", "num_inputs", "constants", "named")
 
     def __init__(self, data: Compile):
         #: every input has a name (dynamo's arguments): compared by name, not as a multiset
@@ -202,6 +267,12 @@ class _Graph:
             self.hash = sum(_h(s) for s in self.multiset.elements()) & _MASK
             self.structure: tuple = (len(sigs), tuple(sorted(Counter(
                 len(shape) for _, shape in sigs).items())), op_kinds)
+            # the family: the same computation whatever its sizes, dtypes and constants: tensor
+            # inputs by rank (a scalar input that becomes a baked-in constant, or back, is a
+            # variant), the kinds of ops without casts
+            tensors = [len(shape) for _, shape in sigs if shape]
+            self.family: tuple = ("inputs", len(tensors), tuple(sorted(Counter(
+                tensors).items())), op_kinds)
             for i in data.inputs:
                 if i.name:
                     self.names.setdefault(i.signature(), i.name)
@@ -211,6 +282,9 @@ class _Graph:
             self.multiset = None
             self.hash = 0
             self.structure = (data.num_inputs, (), op_kinds)
+            self.family = ("ops", op_kinds) if data.ops else ("unknown",)
+        if self.named is not None:  # a compiled function's arguments: one family per function
+            self.family = ("function",)
 
 
 class _SiteIndex:
@@ -398,7 +472,7 @@ def _first_changed_line(new: _Graph, old: _Graph) -> Frame | None:
     return None
 
 
-# --------------------------------------------------------------------------- per site
+# --------------------------------------------------------------------------- per family
 
 
 def _site_key(stack: Stack, data: Compile) -> tuple:
@@ -409,12 +483,12 @@ def _site_key(stack: Stack, data: Compile) -> tuple:
     return ("at", *where)
 
 
-def _varying(site_recompiles: Iterable[Recompile]) -> list[Varying]:
-    """Inputs whose dims (or values) changed across a site's recompilations, with the values
-    seen; growing when every change made the dimension larger."""
+def _varying(recompiles: Iterable[Recompile]) -> list[Varying]:
+    """Inputs whose dims (or values) changed across a family's graphs, with the values seen;
+    growing when every change made the dimension larger."""
     seen: dict[tuple, Varying] = {}
     order: dict[tuple, list] = {}
-    for r in site_recompiles:
+    for r in recompiles:
         for c in r.changes:
             if c.what not in ("dim", "value", "rank", "dtype"):
                 continue
@@ -435,20 +509,51 @@ def _varying(site_recompiles: Iterable[Recompile]) -> list[Varying]:
             v.values = sorted(v.values)
         except TypeError:
             v.values = sorted(v.values, key=str)
-        pairs = order[key]
-        v.growing = v.what == "dim" and len(pairs) >= 3 and all(
-            isinstance(a, int) and isinstance(b, int) and b > a for a, b in pairs) and all(
-            p[1] == q[0] for p, q in zip(pairs, pairs[1:], strict=False))
+        pairs_ = order[key]
+        v.growing = v.what == "dim" and len(pairs_) >= 3 and all(
+            isinstance(a, int) and isinstance(b, int) and b > a for a, b in pairs_) and all(
+            p[1] == q[0] for p, q in zip(pairs_, pairs_[1:], strict=False))
         out.append(v)
     return out
 
 
+def _executions(ev: EventTable) -> tuple[dict[int, int], dict[int, int]] | None:
+    """``({graph key id: executions}, {graph key id: last step it ran})`` from the run's
+    ``execute`` events; None when the run recorded none (executions per graph unknown)."""
+    sel = ev.indices("execute")
+    if not len(sel):
+        return None
+    keys = ev.key[sel].astype(np.int64)
+    total = np.bincount(keys, weights=ev.value[sel])
+    last = np.full(len(total), -1, dtype=np.int64)
+    np.maximum.at(last, keys, ev.step[sel])
+    present = np.flatnonzero(last >= 0)
+    return ({int(k): int(round(total[k])) for k in present},
+            {int(k): int(last[k]) for k in present})
+
+
+def warmup_end(run: Run) -> int:
+    """The first step of the run's steady state: the start of its first stretch of QUIET_STEPS
+    steps that compiled nothing (the number of steps when there is none)."""
+    compiles = run.steps.col("compile_count")
+    n = len(run.steps)
+    if compiles is None:  # not measured: from the compile events
+        compiles = np.bincount(np.clip(run.events.step[run.events.indices("compile")], 0, n),
+                               minlength=n + 1)[:n]
+    quiet = 0
+    for i in range(n):
+        quiet = quiet + 1 if compiles[i] == 0 else 0
+        if quiet == QUIET_STEPS:
+            return i - QUIET_STEPS + 1
+    return n
+
+
 def explain_recompiles(run: Run) -> list[SiteCompiles]:
-    """One entry per site that compiled user graphs, most counted seconds first.
+    """One entry per family of user graphs, the costliest first (see the module docstring).
 
     Linear in the compilations: each distinct (stack, payload) is decoded once; only the first
-    compile of each graph id at a site is diffed (through the site's index); a graph id compiled
-    again (the compile cache dropped it) is counted with numpy."""
+    compile of each graph id is diffed (through its family's index); a graph id compiled again
+    (the compile cache dropped it) is counted with numpy."""
     ev = run.events
     idx, pair_stack, pair_payload, inverse = pairs(ev, "compile")
     if not len(idx):
@@ -459,7 +564,7 @@ def explain_recompiles(run: Run) -> list[SiteCompiles]:
         idx, inverse = idx[order], inverse[order]
     # per distinct (stack, payload): the site it belongs to (-1: not the program's)
     site_keys: dict[tuple, int] = {}
-    sites: list[SiteCompiles] = []
+    sites: list[tuple[Frame | None, Stack, str, str]] = []
     combo_site = np.full(len(pair_stack), -1, dtype=np.int64)
     backward: list[int] = []
     for n, (sid, pid) in enumerate(zip(pair_stack.tolist(), pair_payload.tolist(), strict=True)):
@@ -473,74 +578,88 @@ def explain_recompiles(run: Run) -> list[SiteCompiles]:
         key = _site_key(stack, data) + (data.phase,)
         if key not in site_keys:
             site_keys[key] = len(sites)
-            sites.append(SiteCompiles(
-                site=user_site(stack), stack=tuple(user_frames(stack)), phase=data.phase,
-                function=data.function, compiles=0, graphs=0, first_step=-1, seconds=0.0))
+            sites.append((user_site(stack), tuple(user_frames(stack)), data.phase,
+                          data.function))
         combo_site[n] = site_keys[key]
     event_site = combo_site[inverse]
-    warmup = run.meta.warmup_steps
-    forward_site: dict[str, int] = {}
-    for s_no, entry in enumerate(sites):
+    known = _executions(ev)
+    context = _Context(run, known, warmup_end(run))
+    families: list[SiteCompiles] = []
+    forward_family: dict[str, SiteCompiles] = {}
+    for s_no, (site, stack, phase, function) in enumerate(sites):
         sel = idx[event_site == s_no]
-        _explain_site(run, entry, sel, warmup, forward_site, s_no)
-    for n in backward:  # a backward compile belongs to its forward's site
+        families += _explain_site(context, site, stack, phase, function, sel, forward_family)
+    for n in backward:  # a backward compile belongs to its forward's family
         sel = idx[inverse == n]
         data = ev.payload_of(int(pair_payload[n]))
-        s_no = forward_site.get(data.forward_of or "")
         seconds = float(ev.seconds[sel].sum())
-        if s_no is not None:
-            sites[s_no].backward_seconds += seconds
-        else:  # its forward was not seen: a site of its own
+        fam = forward_family.get(data.forward_of or "")
+        if fam is not None:
+            fam.backward_seconds += seconds
+        else:  # its forward was not seen: a family of its own
             stack = ev.stack_of(int(pair_stack[n]))
-            sites.append(SiteCompiles(
+            families.append(SiteCompiles(
                 site=user_site(stack), stack=tuple(user_frames(stack)), phase="backward",
                 function=data.function, compiles=len(sel), graphs=len(sel),
-                first_step=int(ev.step[sel[0]]), seconds=seconds,
-                classes={FIRST: len(sel)}))
-    for entry in sites:
-        entry.varying = _varying(entry.recompiles)
-    sites.sort(key=lambda s: (-s.counted_seconds, -s.counted_count, s.first_step))
-    return sites
+                first_step=int(ev.step[sel[0]]), seconds=seconds, classes={FIRST: len(sel)}))
+    families.sort(key=lambda s: (-s.counted_seconds, -s.counted_count, s.first_step))
+    return families
 
 
-def _explain_site(run: Run, entry: SiteCompiles, sel: np.ndarray, warmup: int | None,
-                  forward_site: dict[str, int], s_no: int) -> None:
-    """Fill ``entry`` from its compile events ``sel`` (indices, in step order)."""
-    ev = run.events
+@dataclass
+class _Context:
+    run: Run
+    executions: tuple[dict[int, int], dict[int, int]] | None
+    steady_from: int
+
+
+def _explain_site(ctx: _Context, site: Frame | None, stack: Stack, phase: str, function: str,
+                  sel: np.ndarray, forward_family: dict[str, SiteCompiles]
+                  ) -> list[SiteCompiles]:
+    """The families of one site from its compile events ``sel`` (indices, in step order)."""
+    ev = ctx.run.events
     keys = ev.key[sel]
     steps = ev.step[sel]
     seconds = ev.seconds[sel]
-    entry.compiles = len(sel)
-    entry.seconds = float(seconds.sum())
-    entry.first_step = int(steps[0])
     # the first compile of each graph id (events without an id are each their own graph)
     _, first = id_first(keys)
     is_first = np.zeros(len(sel), dtype=bool)
     is_first[first] = True
     is_first |= keys == 0
-    index = _SiteIndex()
     graphs: dict[int, _Graph] = {}
-    structures = 0
-    same_content = 0
+    fams: dict[tuple, tuple[SiteCompiles, _SiteIndex, list[int]]] = {}
+    family_of_key: dict[int, SiteCompiles] = {}
     for pos in np.flatnonzero(is_first):
         i = int(sel[pos])
         pid = int(ev.payload[i])
         data: Compile = ev.payload_of(pid)
-        graph = ev.key_of(int(ev.key[i]))
-        if data.phase == "forward" and graph:
-            forward_site[graph] = s_no
-        for d in data.dynamic or []:
-            if d not in entry.dynamic:
-                entry.dynamic.append(d)
         g = graphs.get(pid)
         if g is None:
             g = graphs[pid] = _Graph(data)
+        entry = fams.get(g.family)
+        if entry is None:
+            fam = SiteCompiles(site=site, stack=stack, phase=phase, function=function,
+                               compiles=0, graphs=0, first_step=int(steps[pos]), seconds=0.0)
+            entry = fams[g.family] = (fam, _SiteIndex(), [])
+        fam, index, members = entry
+        members.append(int(pos))
+        family_of_key[int(keys[pos])] = fam
+        graph = ev.key_of(int(ev.key[i]))
+        if data.phase == "forward" and graph:
+            forward_family[graph] = fam
+        for d in data.dynamic or []:
+            if d not in fam.dynamic:
+                fam.dynamic.append(d)
+        runs = _runs(ctx, int(keys[pos]))
+        last = ctx.executions[1].get(int(keys[pos])) if ctx.executions is not None else None
+        fam.uses.append(GraphUse(graph, int(steps[pos]), float(seconds[pos]), runs, last))
+        fam.graphs += 1
+        fam.compiles += 1
+        fam.seconds += float(seconds[pos])
         near = index.closest(g)
         index.add(graph, g)
-        entry.graphs += 1
         if near is None:
-            entry.classes[FIRST] = entry.classes.get(FIRST, 0) + 1
-            structures += 1
+            fam.classes[FIRST] = fam.classes.get(FIRST, 0) + 1
             continue
         if data.changes is not None and g.named is None:
             cls, changes = VARIANT, list(data.changes)  # only the backend's guards to go on
@@ -551,27 +670,85 @@ def _explain_site(run: Run, entry: SiteCompiles, sel: np.ndarray, warmup: int | 
             cls, changes = VARIANT, list(data.changes)
         else:
             cls, changes = diff_graphs(g, near[1])
-        entry.classes[cls] = entry.classes.get(cls, 0) + 1
-        rec = Recompile(int(steps[pos]), float(seconds[pos]), graph, near[0], cls, changes)
-        if cls == STRUCTURE:
-            structures += 1
-        if cls == IDENTICAL:
-            same_content += 1
-        if warmup is not None:
-            rec.counted = rec.step >= warmup
-        else:
-            rec.counted = (cls == VARIANT or (cls == STRUCTURE and structures > STRUCTURE_WARMUP)
-                           or (cls == IDENTICAL and same_content > 1))
-        entry.recompiles.append(rec)
+        fam.classes[cls] = fam.classes.get(cls, 0) + 1
+        fam.recompiles.append(Recompile(int(steps[pos]), float(seconds[pos]), graph, near[0],
+                                        cls, changes, executions=runs))
     repeats = np.flatnonzero(~is_first)
-    if len(repeats):
-        # a graph id compiled again: the compile cache dropped it (counted: pure waste)
-        counted = steps[repeats] >= warmup if warmup is not None else np.ones(len(repeats), bool)
-        entry.classes[EVICTED] = len(repeats)
-        entry.evicted = Evicted(count=int(counted.sum()),
-                                seconds=float(seconds[repeats][counted].sum()),
-                                steps=distinct(steps[repeats][counted]),
-                                total=len(repeats))
+    for pos in repeats:  # a graph id compiled again: the compile cache dropped it
+        fam = family_of_key[int(keys[pos])]
+        fam.compiles += 1
+        fam.seconds += float(seconds[pos])
+        fam.evicted.total += 1
+        if ctx.run.meta.warmup_steps is None or int(steps[pos]) >= ctx.run.meta.warmup_steps:
+            fam.evicted.count += 1
+            fam.evicted.seconds += float(seconds[pos])
+            fam.evicted.steps = np.append(fam.evicted.steps, int(steps[pos]))
+    out = []
+    for fam, _, _ in fams.values():
+        if fam.evicted.total:
+            fam.classes[EVICTED] = fam.evicted.total
+        fam.evicted.steps = distinct(fam.evicted.steps)
+        _judge(fam, ctx)
+        fam.varying = _varying(fam.counted if fam.verdict in (CHURN, LATE, FIXED)
+                               else fam.recompiles)
+        out.append(fam)
+    return out
+
+
+def _one_off(fam: SiteCompiles, rec: Recompile) -> bool:
+    """A late variant worth a note: a switch (the family's earlier graphs never run again) or
+    rare (see the module docstring); always when executions are not recorded."""
+    if not fam.executions_known:
+        return True
+    uses = {u.graph: u for u in fam.uses}
+    mine = uses.get(rec.graph)
+    earlier = [u for u in fam.uses if u.step < rec.step]
+    if mine is None or not earlier:
+        return True
+    switched = all(u.last_step is not None and u.last_step < rec.step for u in earlier)
+    most = max(u.executions or 0 for u in fam.uses)
+    rare = (mine.executions or 0) <= max(2, RARE_SHARE * most)
+    return switched or rare
+
+
+def _runs(ctx: _Context, key_id: int) -> int | None:
+    if ctx.executions is None or key_id == 0:
+        return None
+    return ctx.executions[0].get(key_id, 0)
+
+
+def _judge(fam: SiteCompiles, ctx: _Context) -> None:
+    """Set the family's verdict and which of its recompilations count (module docstring)."""
+    warmup = ctx.run.meta.warmup_steps
+    recs = fam.recompiles
+    if warmup is not None:
+        for r in recs:
+            r.counted = r.step >= warmup
+        fam.verdict = FIXED if fam.counted_count else (SINGLE if fam.graphs == 1 else REUSED)
+        return
+    if fam.executions_known:
+        runs = [u.executions or 0 for u in fam.uses]
+        one_shots = sum(1 for n in runs if n <= 1)
+        churn = (one_shots >= CHURN_ONE_SHOTS and 2 * one_shots >= len(runs)) or (
+            len(runs) >= MANY_GRAPHS and sum(runs) / len(runs) < FEW_RUNS)
+    else:  # executions per graph unknown: two or more variants of the first graph churn
+        variants = [r for r in recs if r.cls in (VARIANT, IDENTICAL)]
+        churn = len(variants) >= CHURN_ONE_SHOTS
+    # graphs compiled again after the cache dropped them: pure waste, a churn from two on
+    churn = churn or fam.evicted.count >= CHURN_ONE_SHOTS
+    if churn:
+        for r in recs:
+            r.counted = True
+        fam.verdict = CHURN
+        return
+    late = [r for r in recs if r.step >= ctx.steady_from and r.cls != STRUCTURE
+            and _one_off(fam, r)]
+    for r in late:
+        r.counted = True
+    if late or fam.evicted.count:
+        fam.verdict = LATE
+    else:
+        fam.verdict = REUSED if fam.graphs > 1 else SINGLE
 
 
 def library_compiles(events: EventTable) -> int:

@@ -1,15 +1,20 @@
-"""The report: everything lazyscope says about a run, computed once.
+"""The report: everything lazyscope says about a run, computed once, typed.
 
 ``build_report(run) -> Report`` runs every analysis one time; every view (text, JSON, HTML,
-plots, TensorBoard scalars, ``check``, ``diff``) is a function of the :class:`Report`. Long runs
-stay cheap: the analyses are linear in steps and events, and the per-step series the views draw
-is downsampled to at most :data:`MAX_POINTS` points (min / mean / max per bucket).
-Pure: no I/O, no printing.
+plots, TensorBoard scalars, ``check``, ``diff``) is a function of the :class:`Report`. The
+report is a tree of dataclasses: the JSON report is one serialisation of it
+(:mod:`lazyscope.render.json`, with a JSON Schema generated from these classes), and a field
+whose ``metadata`` says ``json: False`` is for the views only (numpy series, the analyses'
+intermediate results). A section a run does not have is None and absent from the JSON.
+
+Long runs stay cheap: the analyses are linear in steps and events, and the per-step series the
+views draw is downsampled to at most :data:`MAX_POINTS` points (min / mean / max per bucket).
+Pure: no I/O, no printing; the run is not modified.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -18,17 +23,22 @@ from lazyscope.analyze.breaks import eager_fallbacks, graph_breaks
 from lazyscope.analyze.buckets import advice_if_recompiling
 from lazyscope.analyze.events import EventGroup, event_groups, id_counts
 from lazyscope.analyze.fallbacks import FallbackOp, fallback_ops
-from lazyscope.analyze.findings import Finding, make_findings
+from lazyscope.analyze.findings import Finding, RecompileFacts, SourceLookup, make_findings
 from lazyscope.analyze.recompiles import SiteCompiles, explain_recompiles, library_compiles
 from lazyscope.analyze.summary import Summary, summarize
 from lazyscope.analyze.syncs import SyncSite, sync_sites, syncs_per_step
 from lazyscope.model import OWNER_LIBRARY, Capabilities, Run, StepTable, user_site
 from lazyscope.wording import plural, say
 
+#: the JSON report's schema: raised when a key changes meaning or goes away
+REPORT_SCHEMA = 2
 #: points drawn or listed per step series; longer runs are bucketed
 MAX_POINTS = 2000
 #: rows of the compilations table
 MAX_COMPILE_ROWS = 200
+
+_VIEW = {"json": False}
+_OPTIONAL = {"omit_none": True}
 
 
 @dataclass
@@ -53,27 +63,97 @@ class Series:
 
 
 @dataclass
+class StepRow:
+    """One step of the JSON report's ``per_step`` (a run of at most MAX_POINTS steps). A field
+    the backend does not measure is None."""
+
+    step: int
+    wall_s: float
+    compiles: int
+    compile_s: float
+    executions: int | None
+    execute_s: float | None
+    transfers_from_device: int | None
+    syncs: int
+
+
+@dataclass
+class StepBucket:
+    """``steps`` consecutive steps from ``step`` on (a run longer than MAX_POINTS steps)."""
+
+    step: int
+    steps: int
+    wall_s: float
+    wall_s_min: float
+    wall_s_max: float
+    compiles: int
+    compile_s: float
+    execute_s: float | None
+
+
+@dataclass
+class CompilationRow:
+    """A row of the compilations table: one compilation, where and why, and how often its graph
+    ran over the run (None where the backend does not record it)."""
+
+    step: int
+    seconds: float
+    graph: str
+    phase: str
+    cause: str
+    owner: str
+    site: str
+    executions: int | None = field(default=None, metadata=_OPTIONAL)
+
+
+@dataclass
+class RankRow:
+    """One rank of a multi-process run, beside the others."""
+
+    rank: int
+    status: str
+    steps: int
+    compiles: int | None
+    distinct_graphs: int
+    median_step_s: float | None
+    wall_s: float
+    findings: int
+    graphs_only_here: int
+
+
+@dataclass
 class Report:
     run_dir: str
-    summary: Summary
+    summary: Summary = field(metadata={"flatten": True})
     verdict: str
     clean: bool
     findings: list[Finding]
     notes: list[Finding]
+    #: lines about the run: from the program (``lazyscope.note``), from the backend (what it
+    #: cannot see) and from the analysis (library syncs, library compilations)
     run_notes: list[str]
     capabilities: Capabilities
-    recompiles: list[SiteCompiles]
-    syncs: list[SyncSite]
-    fallbacks: list[FallbackOp]
-    groups: list[EventGroup]
-    compilations: list[dict[str, Any]]
+    groups: list[EventGroup] = field(metadata={"name": "events"})
+    compilations: list[CompilationRow]
     compilations_total: int
-    series: Series
-    steps: StepTable
-    syncs_per_step: np.ndarray
-    advice: dict[str, Any] | None = None
-    profile: dict[str, Any] | None = None
-    extra: dict[str, Any] = field(default_factory=dict)
+    per_step: list[StepRow] | list[StepBucket]
+    per_step_bucketed: bool
+    #: bucket advice, when the run recompiles on a varying sequence length
+    advice: dict[str, Any] | None = field(default=None, metadata=_OPTIONAL)
+    #: the XProf profile captured by --profile
+    profile: dict[str, Any] | None = field(default=None, metadata=_OPTIONAL)
+    #: a multi-process run: one row per rank, and the signs of divergence between them
+    ranks: list[RankRow] | None = field(default=None, metadata=_OPTIONAL)
+    divergence: list[str] | None = field(default=None, metadata=_OPTIONAL)
+    schema_version: int = REPORT_SCHEMA
+    # -- for the views only
+    recompiles: list[SiteCompiles] = field(default_factory=list, metadata=_VIEW)
+    syncs: list[SyncSite] = field(default_factory=list, metadata=_VIEW)
+    fallbacks: list[FallbackOp] = field(default_factory=list, metadata=_VIEW)
+    series: Series | None = field(default=None, metadata=_VIEW)
+    steps: StepTable = field(default_factory=lambda: StepTable.empty([]), metadata=_VIEW)
+    syncs_per_step: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64),
+                                       metadata=_VIEW)
 
     @property
     def backend(self) -> str:
@@ -118,17 +198,48 @@ def step_series(steps: StepTable, max_points: int = MAX_POINTS) -> Series:
     )
 
 
-def _compilation_rows(run: Run, limit: int) -> tuple[list[dict[str, Any]], int]:
+def per_step_rows(series: Series, steps: StepTable,
+                  syncs: np.ndarray) -> list[StepRow] | list[StepBucket]:
+    """The JSON report's per-step table: every step, or buckets of steps for a long run."""
+    s = series
+    execute = s.execute_s
+    if not s.bucketed:
+        transfers = steps.col("from_device_count")
+        execs = steps.col("execute_count")
+        return [StepRow(
+            step=int(s.step[i]), wall_s=float(s.wall_mean[i]), compiles=int(s.compiles[i]),
+            compile_s=float(s.compile_s[i]),
+            executions=int(execs[i]) if execs is not None else None,
+            execute_s=float(execute[i]) if execute is not None else None,
+            transfers_from_device=int(transfers[i]) if transfers is not None else None,
+            syncs=int(syncs[i]) if i < len(syncs) else 0) for i in range(len(s.step))]
+    return [StepBucket(
+        step=int(s.step[i]), steps=int(s.size[i]), wall_s=float(s.wall_mean[i]),
+        wall_s_min=float(s.wall_min[i]), wall_s_max=float(s.wall_max[i]),
+        compiles=int(s.compiles[i]), compile_s=float(s.compile_s[i]),
+        execute_s=float(execute[i]) if execute is not None else None)
+        for i in range(len(s.step))]
+
+
+def _compilation_rows(run: Run, limit: int) -> tuple[list[CompilationRow], int]:
     ev = run.events
     idx = ev.indices("compile")
+    runs: dict[int, int] = {}
+    sel = ev.indices("execute")
+    if len(sel):
+        keys, counts = ev.key[sel].astype(np.int64), ev.value[sel]
+        total = np.bincount(keys, weights=counts)
+        runs = {int(k): int(round(total[k])) for k in np.flatnonzero(total)}
     rows = []
     for i in idx[:limit]:
         e = ev.event(int(i))
         site = user_site(e.stack)
-        rows.append({"step": e.step, "seconds": e.seconds, "graph": e.key[:16],
-                     "phase": e.data.phase if e.data else "", "cause": e.data.cause if e.data
-                     else "", "owner": e.data.owner if e.data else "",
-                     "site": str(site) if site else ""})
+        data = e.data
+        rows.append(CompilationRow(
+            step=e.step, seconds=e.seconds, graph=e.key[:16],
+            phase=getattr(data, "phase", ""), cause=getattr(data, "cause", ""),
+            owner=getattr(data, "owner", ""), site=str(site) if site else "",
+            executions=runs.get(int(ev.key[i]), 0) if runs and int(ev.key[i]) else None))
     return rows, len(idx)
 
 
@@ -139,38 +250,39 @@ def _distinct_graphs(run: Run) -> int:
     return int(len(id_counts(keys[keys != 0])[0]) + np.count_nonzero(keys == 0))
 
 
-def verdict(report_backend: str, summary: Summary, findings: list[Finding],
-            notes: list[Finding], sites: list[SiteCompiles]) -> tuple[str, bool]:
-    """One line that says what matters most, and whether the run is clean."""
-    b = report_backend
+def verdict(backend: str, summary: Summary, capabilities: Capabilities, findings: list[Finding],
+            notes: list[Finding], eager_mode: bool) -> tuple[str, bool]:
+    """One line that says what matters most, and whether the run is clean: from the typed
+    findings and the summary, never from a finding's sentences."""
+    b = backend
     prefix = ""
     if not summary.complete:
         prefix = f"incomplete run ({summary.steps} finished steps): "
     elif summary.status != "ok":
         prefix = f"run {summary.status} after {summary.steps} steps: "
     recompiles = [f for f in findings if f.kind == "recompile"]
-    compiles = summary.compiles if summary.compiles is not None else sum(
-        s.compiles for s in sites)
-    if summary.info.get("eager_mode") and b == "xla":
+    compiles = summary.compiles if summary.compiles is not None else 0
+    if eager_mode:
         main = say(b, "verdict_eager_mode", compiles=compiles, executions=summary.executions)
     elif recompiles:
         count = sum(f.count for f in recompiles)
+        first = recompiles[0].facts
+        what = (first.reasons[0] if isinstance(first, RecompileFacts) and first.reasons
+                else recompiles[0].where)
         main = say(b, "verdict_recompiling", count=count, s=plural(count),
-                   sites=len(recompiles), ss=plural(len(recompiles)),
-                   what=recompiles[0].detail.split("; ", 1)[-1].split(" (", 1)[0]
-                   if "; " in recompiles[0].detail else recompiles[0].where)
+                   sites=len(recompiles), ss=plural(len(recompiles)), what=what)
     elif summary.steps == 0 and not compiles:
         main = say(b, "verdict_no_steps")
-    elif not compiles and b in ("eager", "compile"):
+    elif not compiles and not capabilities.lazy:
         main = say(b, "verdict_no_compile")
-    elif notes and any(n.kind == "recompile" for n in notes):
+    elif any(n.kind == "recompile" for n in notes):
         k = sum(1 for n in notes if n.kind == "recompile")
         main = say(b, "verdict_only_notes", compiles=compiles, s=plural(compiles), notes=k,
                    ns=plural(k))
     else:
         main = say(b, "verdict_clean", compiles=compiles, s=plural(compiles))
     extras = []
-    if summary.steps == 0 and compiles and b != "xla":
+    if summary.steps == 0 and compiles and not capabilities.lazy:
         extras.append(say(b, "verdict_no_steps"))
     if summary.fallback_ops:
         n = sum(summary.fallback_ops.values())
@@ -189,11 +301,31 @@ def verdict(report_backend: str, summary: Summary, findings: list[Finding],
     return prefix + main + (f"; {'; '.join(extras)}" if extras else ""), clean
 
 
-def build_report(run: Run, *, warmup_steps: int | None = None) -> Report:
+def _run_notes(run: Run, syncs: list[SyncSite], findings: list[Finding],
+               summary: Summary) -> list[str]:
+    b = run.meta.backend
+    notes = list(run.meta.program_notes) + list(run.meta.capabilities.unmeasured)
+    reported = {(f.file, f.line) for f in findings if f.kind == "sync"}
+    lib_syncs = [s for s in syncs if s.owner == OWNER_LIBRARY and s.site is not None and
+                 (s.site.file, s.site.line) not in reported]
+    if lib_syncs:
+        notes.append(
+            "library syncs (not findings): " + "; ".join(
+                f"{s.count} read(s) by {s.library_call or 'library code'} called at "
+                f"{s.site.file}:{s.site.line}" for s in lib_syncs[:3] if s.site))
+    if summary.library_compiles:
+        notes.append(say(b, "library_compiles", n=summary.library_compiles))
+    return notes
+
+
+def build_report(run: Run, *, warmup_steps: int | None = None,
+                 sources: SourceLookup | None = None) -> Report:
     """Every analysis of ``run``, once. ``warmup_steps`` overrides the run's warm-up (every
-    compilation from that step on counts as a recompilation)."""
+    compilation from that step on counts as a recompilation); ``sources`` answers what only
+    the user's source says (it reads files: the caller supplies it, e.g.
+    :data:`lazyscope.sources.SOURCES`)."""
     if warmup_steps is not None:
-        run.meta.warmup_steps = warmup_steps
+        run = replace(run, meta=replace(run.meta, warmup_steps=warmup_steps))
     b = run.meta.backend
     sites = explain_recompiles(run)
     syncs = sync_sites(run)
@@ -206,28 +338,22 @@ def build_report(run: Run, *, warmup_steps: int | None = None) -> Report:
     findings, notes = make_findings(
         b, sites=sites, syncs=syncs, fallbacks=fallbacks, breaks=breaks, eagers=eagers,
         steps=len(run.steps), graph_shapes=bool(run.meta.info.get("graph_shapes", True)),
-        wall_seconds=summary.wall_seconds)
-    text, clean = verdict(b, summary, findings, notes, sites)
+        wall_seconds=summary.wall_seconds, sources=sources)
+    text, clean = verdict(b, summary, run.meta.capabilities, findings, notes,
+                          eager_mode=bool(run.meta.info.get("eager_mode")))
     rows, total = _compilation_rows(run, MAX_COMPILE_ROWS)
-
-    notes_text = list(run.meta.notes) + list(run.meta.capabilities.notes)
-    lib_syncs = [s for s in syncs if s.owner == OWNER_LIBRARY]
-    if lib_syncs:
-        notes_text.append(
-            "library syncs (not findings): " + "; ".join(
-                f"{s.count} read(s) by {s.library_call or 'library code'} called at "
-                f"{s.site.file}:{s.site.line}" if s.site else f"{s.count} read(s)"
-                for s in lib_syncs[:3]))
-    if summary.library_compiles:
-        notes_text.append(f"{summary.library_compiles} graph(s) compiled by the backend for its own "
-                          "bookkeeping (not the program's; not findings)"
-                          if b == "xla" else
-                          f"{summary.library_compiles} graph(s) compiled by library code")
+    series = step_series(run.steps)
+    per_step_syncs = syncs_per_step(run)
+    profile = run.meta.info.get("profile")
     return Report(
         run_dir=str(run.path), summary=summary, verdict=text, clean=clean, findings=findings,
-        notes=notes, run_notes=notes_text, capabilities=run.meta.capabilities,
-        recompiles=sites, syncs=syncs, fallbacks=fallbacks, groups=event_groups(run.events),
-        compilations=rows, compilations_total=total, series=step_series(run.steps),
-        steps=run.steps, syncs_per_step=syncs_per_step(run),
-        advice=advice_if_recompiling(run, sites), profile=run.meta.info.get("profile"),
+        notes=notes, run_notes=_run_notes(run, syncs, findings, summary),
+        capabilities=run.meta.capabilities, groups=event_groups(run.events),
+        compilations=rows, compilations_total=total,
+        per_step=per_step_rows(series, run.steps, per_step_syncs),
+        per_step_bucketed=series.bucketed,
+        advice=advice_if_recompiling(run, sites),
+        profile=profile if isinstance(profile, dict) else None,
+        recompiles=sites, syncs=syncs, fallbacks=fallbacks, series=series, steps=run.steps,
+        syncs_per_step=per_step_syncs,
     )

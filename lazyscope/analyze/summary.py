@@ -2,7 +2,10 @@
 
 A total a backend does not measure is None (``meta.capabilities``), never 0. Step-time
 statistics are over the *steady* steps: the steps that compiled nothing (where compilations are
-measured), or the steps from ``--warmup-steps N`` on when the user fixed the warm-up.
+measured), or the steps from ``--warmup-steps N`` on when the user fixed the warm-up; with fewer
+than :data:`MIN_STEADY_STEPS` of them, over every step (a median of one step is not the run's).
+``Summary.median_step_steps`` says how many steps the median covers and ``median_step_basis``
+which ones; ``lazyscope check --max-step-seconds`` judges the same steps (:func:`timed_steps`).
 Pure functions: no I/O.
 """
 
@@ -14,6 +17,9 @@ from typing import Any
 import numpy as np
 
 from lazyscope.model import Run, StepTable
+
+#: fewer steady steps than this, and step-time statistics are over every step
+MIN_STEADY_STEPS = 3
 
 
 @dataclass
@@ -50,12 +56,12 @@ class Summary:
     median_step_seconds: float | None
     median_step_seconds_all: float | None
     wall_seconds: float
-    info: dict[str, Any] = field(default_factory=dict)
-
-    def to_json(self) -> dict[str, Any]:
-        from dataclasses import asdict
-
-        return asdict(self)
+    #: how many steps the median step covers, and which: "steady" (compiled nothing, or after
+    #: the fixed warm-up) or "all" (too few steady steps)
+    median_step_steps: int = 0
+    median_step_basis: str = "all"
+    #: the backend runtime's own counters over the run (XLA: torch_xla's metric sample counts)
+    runtime_counts: dict[str, int] = field(default_factory=dict, metadata={"omit_empty": True})
 
 
 def _int(value: float | None) -> int | None:
@@ -74,6 +80,15 @@ def steady_mask_of(steps: StepTable, warmup_steps: int | None) -> np.ndarray:
     return compiles == 0
 
 
+def timed_steps(steps: StepTable, warmup_steps: int | None) -> tuple[np.ndarray, str]:
+    """The steps step-time statistics cover (a boolean mask) and their basis: the steady steps
+    when there are at least MIN_STEADY_STEPS of them, else every step."""
+    steady = steady_mask_of(steps, warmup_steps)
+    if int(steady.sum()) >= MIN_STEADY_STEPS:
+        return steady, "steady"
+    return np.ones(len(steps), dtype=bool), "all"
+
+
 def summarize(run: Run, *, library_compiles: int = 0, distinct_graphs: int = 0,
               backward_seconds: float = 0.0) -> Summary:
     """The run's totals. The counts that need the event analysis are passed in by
@@ -81,6 +96,7 @@ def summarize(run: Run, *, library_compiles: int = 0, distinct_graphs: int = 0,
     steps = run.steps
     walls = steps.values("wall_s")
     steady = steady_mask_of(steps, run.meta.warmup_steps)
+    timed, basis = timed_steps(steps, run.meta.warmup_steps)
     fallbacks: dict[str, int] = {}
     ev = run.events
     sel = ev.indices("fallback_exec")
@@ -111,8 +127,15 @@ def summarize(run: Run, *, library_compiles: int = 0, distinct_graphs: int = 0,
         transfer_from_device_seconds=steps.total("from_device_s"),
         syncs=ev.count("sync"), fallback_ops=fallbacks,
         graph_breaks=ev.count("graph_break"), eager_fallbacks=ev.count("eager_fallback"),
-        median_step_seconds=float(np.median(walls[steady])) if steady.any() else
-        (float(np.median(walls)) if len(walls) else None),
+        median_step_seconds=float(np.median(walls[timed])) if timed.any() else None,
         median_step_seconds_all=float(np.median(walls)) if len(walls) else None,
-        wall_seconds=wall, info=dict(m.info),
+        wall_seconds=wall, median_step_steps=int(timed.sum()), median_step_basis=basis,
+        runtime_counts=_runtime_counts(m.info.get("runtime_counts")),
     )
+
+
+def _runtime_counts(value: Any) -> dict[str, int]:
+    if not isinstance(value, dict):
+        return {}
+    return {str(k): int(v) for k, v in value.items()
+            if isinstance(v, (int, float)) and not isinstance(v, bool)}

@@ -1,13 +1,19 @@
-"""Where did Python wait for the device? ``sync`` events grouped by the user's line (and by
-whether the read ran inside a step closure, and whose code made it): how many reads, in which
-steps, how long the host stalled, how many executions they forced.
+"""Where did Python wait for the device? ``sync`` events grouped by cause: the user's line, the
+library line where the read happens when it is inside third-party code (transformers' mask code,
+Trainer's logging, torch_xla's own API), whether the read ran inside a step closure, and whose
+code made it: how many reads, in which steps, how long the host stalled, how many executions
+they forced. Two causes behind one user line (``trainer.train()`` runs every read of a Hugging
+Face program) are two groups.
 
 * A line that reads in the step in two or more steps is a per-step pattern: a finding.
 * A read inside a blocking step closure runs after the barrier: it stalls the host until the
   step's execution is done (no overlap with tracing the next step), but forces no execution of
   its own. In at least half the steps it is a note; otherwise it is only listed.
 * A read in an async closure costs the training loop nothing: listed only.
-* Reads a library makes for its own bookkeeping (``xm.mesh_reduce``) are listed, never findings.
+* Reads a library API makes for itself (``xm.mesh_reduce``, ``xm.rendezvous``) are the user's cost
+  when the user calls that API in the loop (a finding at the user's call, see
+  :mod:`~lazyscope.analyze.findings`); once or now and then (a rendezvous per epoch) they are
+  listed, not findings.
 
 Pure functions: no I/O.
 """
@@ -37,6 +43,8 @@ class SyncSite:
     executions: int = 0
     reads: dict[str, int] = field(default_factory=dict)
     library_call: str = ""  # the library function the read happened in, when not the user's
+    #: the innermost library frame the read happened in (None: in the user's own code)
+    happens_at: Frame | None = None
 
     @property
     def recurring(self) -> bool:
@@ -59,10 +67,16 @@ def sync_sites(run: Run) -> list[SyncSite]:
                 lib = data.api
             elif stack and stack[0].library:
                 lib = stack[0].function
-        return (site.file, site.line, site.function) if site else ("", 0, ""), closure, owner, lib
+        # where inside a library the read happens (user code's reads through a library call:
+        # Trainer's logging, transformers' mask code); an API that reads for itself
+        # (xm.rendezvous) is named by the API, whatever helper of its own made the read
+        inner = (stack[0] if not lib and stack and stack[0].library and site is not None
+                 else None)
+        return ((site.file, site.line, site.function) if site else ("", 0, ""), closure, owner,
+                lib, (inner.file, inner.line, inner.function) if inner else None)
 
     out = []
-    for (where, closure, owner, lib), sel in group_events(ev, "sync", key):
+    for (where, closure, owner, lib, inner), sel in group_events(ev, "sync", key):
         stack = ev.stack_of(int(ev.stack[sel[0]]))
         reads: Counter[str] = Counter()
         payloads, counts = id_counts(ev.payload[sel])
@@ -73,7 +87,8 @@ def sync_sites(run: Run) -> list[SyncSite]:
             site=Frame(where[0], where[1], where[2]) if where[0] else None,
             stack=tuple(user_frames(stack)), closure=closure, owner=owner,
             count=len(sel), steps=distinct(ev.step[sel]), seconds=float(ev.seconds[sel].sum()),
-            executions=int(ev.value[sel].sum()), reads=dict(reads), library_call=lib))
+            executions=int(ev.value[sel].sum()), reads=dict(reads), library_call=lib,
+            happens_at=Frame(*inner, library=True) if inner else None))
     out.sort(key=lambda s: (-s.seconds, -s.count))
     return out
 

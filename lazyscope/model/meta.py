@@ -28,12 +28,20 @@ def now_iso() -> str:
 
 @dataclass
 class Capabilities:
-    """What a backend measures: the step fields it fills and the event kinds it can emit, with
-    a sentence for each thing it cannot see (shown in reports)."""
+    """What a backend measures and how it runs programs, declared by the backend; the analyzers
+    branch on these, never on the backend's name.
+
+    ``step_fields``: the step fields it fills; ``events``: the event kinds it can emit;
+    ``unmeasured``: a sentence for each thing it cannot see (shown in reports); ``lazy``: every
+    step runs compiled graphs (XLA), as opposed to code that compiles only where the program
+    asks for it (``torch.compile``)."""
 
     step_fields: list[str] = field(default_factory=lambda: list(STEP_FIELDS))
     events: list[str] = field(default_factory=lambda: list(EVENT_KINDS))
-    notes: list[str] = field(default_factory=list)
+    unmeasured: list[str] = field(default_factory=list)
+    #: None: not declared (a run recorded before lazyscope 0.3): set from the backend when the
+    #: run's metadata is built
+    lazy: bool | None = None
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -42,9 +50,14 @@ class Capabilities:
     def from_json(cls, data: Any) -> Capabilities:
         if not isinstance(data, dict):
             return cls()
+        # runs before lazyscope 0.3 said "notes" for what the backend cannot see, and every
+        # XLA run was lazy
+        unmeasured = data.get("unmeasured", data.get("notes", []))
+        lazy = data.get("lazy")
         return cls([str(f) for f in data.get("step_fields", STEP_FIELDS) if f in STEP_FIELDS],
                    [str(e) for e in data.get("events", EVENT_KINDS)],
-                   [str(n) for n in data.get("notes", [])])
+                   [str(n) for n in unmeasured] if isinstance(unmeasured, list) else [],
+                   lazy if isinstance(lazy, bool) else None)
 
 
 @dataclass
@@ -104,8 +117,13 @@ class Meta:
                 raise TypeError(f"'{name}' is not an integer")
         return meta
 
+    def __post_init__(self) -> None:
+        if self.capabilities.lazy is None:  # a run from before lazyscope 0.3: XLA is lazy
+            self.capabilities.lazy = self.backend == "xla"
+
     @property
-    def notes(self) -> list[str]:
-        """Lines the backend and the program noted about the run (``info["notes"]``)."""
+    def program_notes(self) -> list[str]:
+        """Lines the program and the backend noted about the run as it ran (``lazyscope.note``,
+        ``info["notes"]``)."""
         notes = self.info.get("notes") or []
         return [str(n) for n in notes] if isinstance(notes, list) else [str(notes)]

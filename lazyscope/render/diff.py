@@ -10,7 +10,7 @@ import json
 from collections.abc import Callable
 from typing import Any
 
-from lazyscope.render.text import fmt_seconds
+from lazyscope.units import seconds as fmt_seconds
 
 _SECONDS = {"compile_seconds", "execute_seconds", "median_step_seconds", "wall_seconds"}
 

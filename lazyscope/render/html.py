@@ -1,19 +1,24 @@
-"""The HTML report: one self-contained file (``RUN/report.html``).
+"""The HTML report: one self-contained file (``RUN/report.html``), or a fragment to embed.
 
-Self-contained means: CSS inline, every picture an inline ``data:image/png;base64`` URI, no
-script, no font, nothing fetched from the network; the file can be mailed or opened offline.
+Self-contained means: CSS inline (scoped to ``.lazyscope-report``), every picture an inline
+``data:image/png;base64`` URI, no script, no font, nothing fetched from the network; the file
+can be mailed or opened offline, and the fragment (``fragment=True``) sits in a notebook's
+output without restyling the page.
 
 Contract:
 
-* ``build_html(report, images) -> str`` is pure: it renders whatever the report dict
-  (``render.json.report_dict``) holds. Sections whose data is absent are left out: ``verdict``,
-  the totals, ``findings`` and ``notes`` (kind, line, stack, compiled_at, changes, count,
-  seconds, detail, fix; ranked by seconds), pictures, compilations, host syncs, CPU fallbacks
-  and graph breaks (from ``events``), ``advice`` and ``compare`` (a dict whose lists of dicts
-  become tables, with a ``compare.png``-style picture), ranks (a multi-process run).
-* ``render_html(report, images) -> str`` does it for a :class:`Report`; the files are written by
-  :mod:`lazyscope.render.views`.
-* Everything from the user (paths, arguments, messages) is escaped.
+* ``render_html(report, images, fragment=False) -> str`` renders the typed
+  :class:`~lazyscope.analyze.report.Report` (its fields, never a dict of it): the verdict, the
+  totals, the findings and notes (kind, line, stack, where a cost inside a library happens,
+  what changed, how often each graph ran, detail, fix), the plots, the compilations, host
+  syncs, CPU fallbacks, graph breaks, advice, ranks, and the per-step table. A section whose
+  data the run does not have is left out; a table longer than :data:`FOLD_ROWS` rows shows its
+  first rows and folds the rest (with their count); a structured value (a frame, a change, a
+  list) is written as text.
+* ``page(title, body, fragment=...)``, ``table``, ``img``, ``esc``: the building blocks other
+  pages (the compare page) use.
+* The files are written by :mod:`lazyscope.render.views`. Everything from the user (paths,
+  arguments, messages) is escaped.
 """
 
 from __future__ import annotations
@@ -25,10 +30,23 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from lazyscope.render.json import report_dict
+from lazyscope import units
+from lazyscope.analyze.findings import (
+    Finding,
+    RecompileFacts,
+    ReuseFacts,
+    SyncFacts,
+    VaryingInput,
+)
+from lazyscope.analyze.report import Report
+from lazyscope.model import Change, Frame
+from lazyscope.render.json import to_jsonable
+from lazyscope.store import atomic_write_text
 
 REPORT_HTML = "report.html"
-MAX_ROWS = 200
+#: rows a table shows before it folds the rest
+FOLD_ROWS = 20
+MAX_ROWS = 2000
 
 #: every rule is scoped to the report's wrapper, so the report can sit inside another page (a
 #: notebook's output) without restyling it
@@ -71,25 +89,29 @@ CSS = """
 .lazyscope-report .warn{color:#9a6700}
 """
 
-FINDING_KEYS = ("kind", "file", "line", "function", "count", "seconds", "detail", "fix",
-                "stack", "steps", "step_count", "compiled_at", "changes")
-
 
 def esc(value: Any) -> str:
     """HTML-escaped text of any value."""
     return html.escape("" if value is None else str(value), quote=True)
 
 
-def fmt_seconds(s: Any) -> str:
-    try:
-        x = float(s)
-    except (TypeError, ValueError):
-        return esc(s)
-    if x >= 1:
-        return f"{x:.2f} s"
-    if x >= 1e-3:
-        return f"{x * 1e3:.1f} ms"
-    return f"{x * 1e6:.0f} us"
+def text_of(value: Any) -> str:
+    """A value as text for a cell: a frame as ``file:line (function)``, a change as ``what:
+    before -> after``, a list joined, a mapping as ``key value`` pairs; never JSON."""
+    if value is None:
+        return "-"
+    if isinstance(value, Frame):
+        return str(value)
+    if isinstance(value, Change):
+        return _change_text(value)
+    if isinstance(value, Mapping):
+        if {"file", "line"} <= set(value):
+            fn = value.get("function")
+            return f"{value['file']}:{value['line']}" + (f" ({fn})" if fn else "")
+        return ", ".join(f"{k} {text_of(v)}" for k, v in value.items())
+    if isinstance(value, (list, tuple)):
+        return ", ".join(text_of(v) for v in value)
+    return str(value)
 
 
 def fmt_cell(key: str, value: Any) -> tuple[str, bool]:
@@ -98,20 +120,30 @@ def fmt_cell(key: str, value: Any) -> tuple[str, bool]:
         return esc("-" if value is None else value), False
     if isinstance(value, float):
         if key.endswith("_s") or key.endswith("seconds") or key == "seconds":
-            return fmt_seconds(value), True
+            return esc(units.seconds(value)), True
         return (f"{value:.3g}" if abs(value) < 1e4 else f"{value:,.0f}"), True
     if isinstance(value, int):
         return f"{value:,}", True
-    if isinstance(value, (list, tuple)) and all(not isinstance(v, (dict, list)) for v in value):
-        return esc(", ".join(str(v) for v in value)), False
-    if isinstance(value, (dict, list, tuple)):
-        return f"<code>{esc(json.dumps(value, default=str))}</code>", False
-    return esc(value), False
+    return esc(text_of(value)), False
+
+
+def _rows_html(rows: Sequence[Mapping[str, Any]], columns: Sequence[str]) -> str:
+    out = []
+    for row in rows:
+        out.append("<tr>")
+        for c in columns:
+            text, numeric = fmt_cell(c, row.get(c))
+            out.append(f'<td class="n">{text}</td>' if numeric else f"<td>{text}</td>")
+        out.append("</tr>")
+    return "".join(out)
 
 
 def table(rows: Sequence[Mapping[str, Any]], columns: Sequence[str] | None = None,
-          headers: Mapping[str, str] | None = None, max_rows: int = MAX_ROWS) -> str:
-    """A table of dicts: columns in the given order, or the union of keys in first-seen order."""
+          headers: Mapping[str, str] | None = None, max_rows: int = MAX_ROWS,
+          fold: int = FOLD_ROWS) -> str:
+    """A table of mappings (columns in the given order, or the union of keys in first-seen
+    order); past ``fold`` rows the rest is folded under a summary that counts them, past
+    ``max_rows`` rows dropped with a line that says how many."""
     if not rows:
         return ""
     if columns is None:
@@ -121,18 +153,17 @@ def table(rows: Sequence[Mapping[str, Any]], columns: Sequence[str] | None = Non
                 seen.setdefault(k, None)
         columns = list(seen)
     headers = headers or {}
-    out = ["<table><thead><tr>"]
-    out += [f"<th>{esc(headers.get(c, c))}</th>" for c in columns]
-    out.append("</tr></thead><tbody>")
-    for row in rows[:max_rows]:
-        out.append("<tr>")
-        for c in columns:
-            text, numeric = fmt_cell(c, row.get(c))
-            out.append(f'<td class="n">{text}</td>' if numeric else f"<td>{text}</td>")
-        out.append("</tr>")
-    out.append("</tbody></table>")
+    head = "<thead><tr>" + "".join(f"<th>{esc(headers.get(c, c))}</th>" for c in columns) + \
+        "</tr></thead>"
+    shown = list(rows[:max_rows])
+    out = [f"<table>{head}<tbody>{_rows_html(shown[:fold], columns)}</tbody></table>"]
+    if len(shown) > fold:
+        out.append(f"<details><summary>{len(shown) - fold} more rows</summary>"
+                   f"<table>{head}<tbody>{_rows_html(shown[fold:], columns)}</tbody></table>"
+                   "</details>")
     if len(rows) > max_rows:
-        out.append(f'<p class="sub">{len(rows) - max_rows} more rows not shown</p>')
+        out.append(f'<p class="sub">{len(rows) - max_rows} more rows not shown '
+                   "(lazyscope report RUN --format json has them)</p>")
     return "".join(out)
 
 
@@ -143,187 +174,9 @@ def img(png: bytes, alt: str, caption: str = "") -> str:
     return f'<figure><img alt="{esc(alt)}" src="data:image/png;base64,{data}">{cap}</figure>'
 
 
-def _value_html(value: Any) -> str:
-    """Any JSON-like value: a list of dicts becomes a table, a dict a key/value table."""
-    if isinstance(value, list) and value and all(isinstance(v, Mapping) for v in value):
-        return table(value)
-    if isinstance(value, Mapping):
-        rows = "".join(f"<tr><th>{esc(k)}</th><td>{_value_html(v)}</td></tr>"
-                       for k, v in value.items())
-        return f"<table>{rows}</table>"
-    return fmt_cell("", value)[0]
-
-
-ADVICE_COLUMNS = ["name", "boundaries", "graphs", "padding_efficiency", "predicted_compile",
-                  "predicted_execute", "predicted_total"]
-
-
-def _advice(advice: Mapping[str, Any]) -> str:
-    """Bucket advice: the recommendation in one line, then every option the advisor priced
-    (each K of the exact DP, pow2, pad-to-max, and grouped batching or packing when they win);
-    anything else the advice holds, generically."""
-    options = list(advice.get("per_k") or [])
-    options += [advice[k] for k in ("pow2", "max") if isinstance(advice.get(k), Mapping)]
-    options += [a for a in advice.get("alternatives") or [] if a.get("wins")]
-    best = advice.get("best")
-    if not options or not isinstance(best, Mapping):
-        return _value_html(advice)
-    head = (f"<p><b>{esc(best.get('name', ''))}</b>: boundaries "
-            f"<code>{esc(best.get('boundaries'))}</code>, predicted "
-            f"{esc(fmt_seconds(float(best.get('predicted_total', 0.0))))} over "
-            f"{esc(advice.get('horizon'))} steps, padding efficiency "
-            f"{float(best.get('padding_efficiency', 0.0)):.2f} (histogram of "
-            f"{esc(advice.get('histogram_of', 'lengths'))}; "
-            f"<code>lazyscope advise RUN</code> for more)</p>")
-    rows = [{**o, "boundaries": ", ".join(str(b) for b in o.get("boundaries") or [])}
-            for o in options]
-    return head + table(rows, columns=ADVICE_COLUMNS)
-
-
-def _section(title: str, body: str, anchor: str) -> str:
+def section(title: str, body: str, anchor: str) -> str:
+    """A titled section, or nothing when ``body`` is empty."""
     return f'<section id="{esc(anchor)}"><h2>{esc(title)}</h2>{body}</section>' if body else ""
-
-
-def _cards(report: Mapping[str, Any]) -> str:
-    items = [
-        ("steps", report.get("steps"), None),
-        ("median step", report.get("median_step_seconds"), fmt_seconds),
-        ("wall", report.get("wall_seconds"), fmt_seconds),
-        ("compilations", report.get("compiles"), None),
-        ("compiling", report.get("compile_seconds"), fmt_seconds),
-        ("distinct graphs", report.get("distinct_graphs"), None),
-        ("executing", report.get("execute_seconds"), fmt_seconds),
-        ("device-to-host transfers", report.get("transfers_from_device"), None),
-        ("host syncs", report.get("syncs"), None),
-        ("graph breaks", report.get("graph_breaks") or None, None),
-    ]
-    cards = [f'<div class="card"><b>{f(v) if f else esc(v)}</b><span>{esc(label)}</span></div>'
-             for label, v, f in items if v is not None]
-    return f'<div class="cards">{"".join(cards)}</div>' if cards else ""
-
-
-def _frame_text(f: Any) -> str:
-    if isinstance(f, Mapping):
-        return f"{f.get('file', '')}:{f.get('line', '')}" + (
-            f" ({f.get('function')})" if f.get("function") else "")
-    return str(f)
-
-
-def _findings(findings: Iterable[Mapping[str, Any]]) -> str:
-    ranked = sorted(
-        (f for f in findings if isinstance(f, Mapping)),
-        key=lambda f: -float(f.get("seconds") or 0.0),
-    )
-    out = []
-    for i, f in enumerate(ranked, 1):
-        where = ""
-        if f.get("file"):
-            where = f" at <code>{esc(f['file'])}{':' + esc(f['line']) if f.get('line') else ''}</code>"
-        stats = []
-        if f.get("count") is not None:
-            stats.append(f"{esc(f['count'])}x")
-        if f.get("seconds"):
-            stats.append(fmt_seconds(f["seconds"]))
-        extra = {k: v for k, v in f.items() if k not in FINDING_KEYS and k != "title"}
-        title = f.get("title") or f.get("kind") or "finding"
-        context = []
-        compiled = f.get("compiled_at")
-        if isinstance(compiled, Mapping) and (compiled.get("file"), compiled.get("line")) != (
-                f.get("file"), f.get("line")):
-            context.append(f"compiled at <code>{esc(_frame_text(compiled))}</code>")
-        stack = f.get("stack") or []
-        if len(stack) > 1:
-            context.append("called from " + " &larr; ".join(
-                f"<code>{esc(_frame_text(fr))}</code>" for fr in stack[1:5]))
-        changes = f.get("changes") or []
-        out.append(
-            f'<div class="finding"><h3><span class="rank">{i}</span>{esc(title)}{where}'
-            f'{" &middot; " + ", ".join(stats) if stats else ""}</h3>'
-            + "".join(f'<div class="sub">{c}</div>' for c in context)
-            + (f"<div>{esc(f['detail'])}</div>" if f.get("detail") else "")
-            + (f'<div class="fix">fix: {esc(f["fix"])}</div>' if f.get("fix") else "")
-            + (f"<details><summary>what changed ({len(changes)})</summary>"
-               f"{table(changes)}</details>" if changes else "")
-            + (f"<details><summary>more</summary>{_value_html(extra)}</details>" if extra else "")
-            + "</div>"
-        )
-    return "".join(out)
-
-
-def _compilations(rows: Sequence[Mapping[str, Any]]) -> str:
-    if not rows:
-        return ""
-    cols = ["step", "seconds", "graph", "phase", "cause", "owner", "site"]
-    heads = {"graph": "graph id", "site": "user site"}
-    return table(rows, cols, heads)
-
-
-def _groups(report: Mapping[str, Any], *kinds: str) -> list[dict[str, Any]]:
-    return [dict(g) for g in report.get("events") or []
-            if str(g.get("kind", "")).split(" ")[0] in kinds]
-
-
-def build_html(report: Mapping[str, Any], images: Mapping[str, bytes] | None = None, *,
-               fragment: bool = False) -> str:
-    """The page for a report dict (``fragment``: to embed, see :func:`page`). ``images``:
-    caption -> PNG bytes, shown in order."""
-    images = images or {}
-    title = " ".join([str(report.get("target", "")), *map(str, report.get("args") or [])]).strip()
-    head = (
-        f"<h1>lazyscope report{': ' + esc(title) if title else ''}</h1>"
-        f'<div class="sub">{esc(report.get("target_kind", ""))} &middot; backend '
-        f'{esc(report.get("backend", "?"))} on {esc(report.get("device") or "?")} &middot; '
-        f'status {esc(report.get("status", "?"))}'
-        + (f" &middot; {esc(report['error'])}" if report.get("error") else "")
-        + (f" &middot; <code>{esc(report['run_dir'])}</code>" if report.get("run_dir") else "")
-        + "</div>"
-    )
-    parts = [head]
-    for w in report.get("warnings") or []:
-        parts.append(f'<p class="warn">warning: {esc(w)}</p>')
-    for n in report.get("run_notes") or []:
-        parts.append(f'<p class="sub">note: {esc(n)}</p>')
-    if report.get("verdict"):
-        ok = bool(report.get("clean"))
-        parts.append(f'<div class="verdict{" ok" if ok else ""}">{esc(report["verdict"])}</div>')
-    parts.append(_cards(report))
-    if report.get("ranks"):
-        parts.append(_section("Ranks", table(list(report["ranks"])), "ranks"))
-    parts.append(_section("Findings, worst first", _findings(report.get("findings") or []),
-                          "findings"))
-    parts.append(_section("Notes: one-offs, not findings", _findings(report.get("notes") or []),
-                          "notes"))
-    pictures = "".join(img(png, alt=name, caption=name) for name, png in images.items())
-    parts.append(_section("Steps", pictures, "plots"))
-    comp_rows = list(report.get("compilations") or [])
-    total = report.get("compilations_total", len(comp_rows))
-    parts.append(_section(f"Compilations ({total})", _compilations(comp_rows), "compilations"))
-    syncs = _groups(report, "sync")
-    parts.append(_section(f"Host syncs ({sum(g['count'] for g in syncs)})", table(syncs),
-                          "syncs"))
-    fb = report.get("fallback_ops") or {}
-    fb_body = table([{"op": op, "executions": n} for op, n in fb.items()]) if fb else ""
-    fb_body += table(_groups(report, "fallback"))
-    parts.append(_section("CPU fallbacks", fb_body, "fallbacks"))
-    breaks = _groups(report, "graph_break", "eager_fallback")
-    parts.append(_section("Graph breaks and eager fallbacks", table(breaks), "breaks"))
-    advice = report.get("advice")
-    if advice:
-        parts.append(_section("Bucket advice", _advice(advice), "advice"))
-    compare = report.get("compare")
-    if compare:
-        parts.append(_section("Comparison", _value_html(compare), "compare"))
-    per_step = report.get("per_step") or []
-    if per_step:
-        what = ("buckets of steps" if report.get("per_step_bucketed") else "steps")
-        parts.append(_section(
-            "Per step",
-            f"<details><summary>{len(per_step)} {what}</summary>"
-            f"{table(per_step, max_rows=10_000)}</details>",
-            "per-step",
-        ))
-    return page(f"lazyscope: {title or 'report'}", "".join(p for p in parts if p),
-                fragment=fragment)
 
 
 def page(title: str, body: str, *, fragment: bool = False) -> str:
@@ -340,26 +193,198 @@ def page(title: str, body: str, *, fragment: bool = False) -> str:
     )
 
 
-def render_html(report: Any, images: Mapping[str, bytes] | None = None, *,
+# --------------------------------------------------------------------------- the report
+
+
+def _change_text(c: Change) -> str:
+    if c.text and c.what in ("guard", "value", "constant", "ops"):
+        text = c.text if c.what != "ops" else f"{c.text} x{c.before} -> x{c.after}"
+    elif c.what == "dim":
+        text = f"{c.input} dim {c.index}: {c.before} -> {c.after}"
+    else:
+        text = f"{c.input} {c.what}: {c.before} -> {c.after}"
+    return text + (f" (made at {c.origin})" if c.origin is not None else "")
+
+
+def _varying_text(v: VaryingInput) -> str:
+    values = v.values
+    shown = ("{" + ", ".join(str(x) for x in values) + "}" if len(values) <= 6 else
+             f"{len(values)} values in {values[0]}..{values[-1]}")
+    what = f"dim {v.dim}" if v.what == "dim" else v.what
+    return f"{v.input} {what}: {shown}" + (" (grows)" if v.growing else "")
+
+
+def _cards(report: Report) -> str:
+    s = report.summary
+    items: list[tuple[str, str | None]] = [
+        ("steps", units.count(s.steps)),
+        ("median step", units.seconds(s.median_step_seconds)
+         if s.median_step_seconds is not None else None),
+        ("wall", units.seconds(s.wall_seconds)),
+        ("compilations", units.count(s.compiles) if s.compiles is not None else None),
+        ("compiling", units.seconds(s.compile_seconds) if s.compile_seconds is not None
+         else None),
+        ("distinct graphs", units.count(s.distinct_graphs)),
+        ("executing", units.seconds(s.execute_seconds) if s.execute_seconds is not None
+         else None),
+        ("device-to-host transfers", units.count(s.transfers_from_device)
+         if s.transfers_from_device is not None else None),
+        ("host syncs", units.count(s.syncs)),
+        ("graph breaks", units.count(s.graph_breaks) if s.graph_breaks else None),
+    ]
+    cards = [f'<div class="card"><b>{esc(v)}</b><span>{esc(label)}</span></div>'
+             for label, v in items if v is not None]
+    return f'<div class="cards">{"".join(cards)}</div>'
+
+
+def _finding(i: int, f: Finding) -> str:
+    where = f" at <code>{esc(f.where)}</code>" if f.file else ""
+    stats = [f"{f.count}x"]
+    if f.seconds:
+        stats.append(units.seconds(f.seconds))
+    context = []
+    facts = f.facts
+    compiled = f.compiled_at
+    if compiled is not None and (compiled.file, compiled.line) != (f.file, f.line):
+        context.append(f"compiled at <code>{esc(compiled)}</code>")
+    if isinstance(facts, SyncFacts) and facts.happens_at is not None:
+        context.append(f"happens inside the library at <code>{esc(facts.happens_at)}</code>")
+    if isinstance(facts, RecompileFacts) and facts.value_set_at is not None:
+        context.append(f"the value is set at <code>{esc(facts.value_set_at)}</code>")
+    if len(f.stack) > 1:
+        context.append("called from " + " &larr; ".join(
+            f"<code>{esc(f'{fr.file}:{fr.line}')}</code>" for fr in f.stack[1:5]))
+    if f.ranks and f.ranks != [0]:
+        context.append(f"on ranks {esc(', '.join(map(str, f.ranks)))}")
+    more = []
+    if isinstance(facts, (RecompileFacts, ReuseFacts)) and facts.varying:
+        more.append("<details><summary>what varies</summary><ul>" + "".join(
+            f"<li>{esc(_varying_text(v))}</li>" for v in facts.varying) + "</ul></details>")
+    if isinstance(facts, RecompileFacts) and facts.changes:
+        rows = [{"change": _change_text(c)} for c in facts.changes]
+        more.append(f"<details><summary>what changed ({len(rows)})</summary>"
+                    f"{table(rows)}</details>")
+    return (f'<div class="finding"><h3><span class="rank">{i}</span>{esc(f.kind)}{where}'
+            f' &middot; {esc(", ".join(stats))}</h3>'
+            + "".join(f'<div class="sub">{c}</div>' for c in context)
+            + f"<div>{esc(f.detail)}</div>"
+            + f'<div class="fix">fix: {esc(f.fix)}</div>' + "".join(more) + "</div>")
+
+
+def _findings(findings: Iterable[Finding]) -> str:
+    return "".join(_finding(i, f) for i, f in enumerate(findings, 1))
+
+
+def _groups(report: Report, *kinds: str) -> list[dict[str, Any]]:
+    return [{"kind": g.kind + (f" ({g.phase})" if g.phase == "backward" else ""),
+             "site": g.site, "cause": g.cause, "count": g.count, "seconds": g.seconds,
+             "steps": g.steps} for g in report.groups if g.kind in kinds]
+
+
+def _advice(advice: Mapping[str, Any]) -> str:
+    """Bucket advice: the recommendation in one line, then every option the advisor priced."""
+    options = list(advice.get("per_k") or [])
+    options += [advice[k] for k in ("pow2", "max") if isinstance(advice.get(k), Mapping)]
+    options += [a for a in advice.get("alternatives") or [] if a.get("wins")]
+    best = advice.get("best")
+    if not options or not isinstance(best, Mapping):
+        return ""
+    head = (f"<p><b>{esc(best.get('name', ''))}</b>: boundaries "
+            f"<code>{esc(text_of(best.get('boundaries')))}</code>, predicted "
+            f"{esc(units.seconds(float(best.get('predicted_total', 0.0))))} over "
+            f"{esc(advice.get('horizon'))} steps, padding efficiency "
+            f"{float(best.get('padding_efficiency', 0.0)):.2f} "
+            f"(<code>lazyscope advise RUN</code> for more)</p>")
+    columns = ["name", "boundaries", "graphs", "padding_efficiency", "predicted_compile",
+               "predicted_execute", "predicted_total"]
+    return head + table(options, columns=columns)
+
+
+def render_html(report: Report, images: Mapping[str, bytes] | None = None, *,
                 fragment: bool = False) -> str:
-    """The report page of a :class:`~lazyscope.analyze.report.Report` (with the plots as PNG
-    bytes, written by :mod:`lazyscope.render.views`); ``fragment``: to embed in a notebook."""
-    return build_html(report_dict(report), images, fragment=fragment)
+    """The report page (see the module docstring). ``images``: caption -> PNG bytes, in
+    order; ``fragment``: to embed in a notebook."""
+    images = images or {}
+    s = report.summary
+    title = " ".join([s.target, *s.args]).strip()
+    head = (
+        f"<h1>lazyscope report{': ' + esc(title) if title else ''}</h1>"
+        f'<div class="sub">{esc(s.target_kind)} &middot; backend {esc(s.backend)} on '
+        f"{esc(s.device or 'an unrecorded device')} &middot; status {esc(s.status)}"
+        + (f" &middot; {esc(s.error)}" if s.error else "")
+        + f" &middot; <code>{esc(report.run_dir)}</code></div>"
+    )
+    parts = [head]
+    parts += [f'<p class="warn">warning: {esc(w)}</p>' for w in s.warnings]
+    parts += [f'<p class="sub">note: {esc(n)}</p>' for n in report.run_notes]
+    parts.append(f'<div class="verdict{" ok" if report.clean else ""}">{esc(report.verdict)}'
+                 "</div>")
+    parts.append(_cards(report))
+    if report.ranks:
+        parts.append(section("Ranks", table([to_jsonable(r) for r in report.ranks])
+                             + "".join(f'<p class="warn">{esc(d)}</p>'
+                                       for d in report.divergence or []), "ranks"))
+    parts.append(section("Findings, worst first", _findings(report.findings), "findings"))
+    parts.append(section("Notes: worth knowing, not findings", _findings(report.notes),
+                         "notes"))
+    pictures = "".join(img(png, alt=name, caption=name) for name, png in images.items())
+    parts.append(section("Steps", pictures, "plots"))
+    rows = [to_jsonable(r) for r in report.compilations]
+    more = report.compilations_total - len(rows)
+    parts.append(section(
+        f"Compilations ({report.compilations_total})",
+        table(rows, ["step", "seconds", "graph", "phase", "cause", "owner", "site",
+                     "executions"], {"graph": "graph id", "site": "user site",
+                                     "executions": "runs"})
+        + (f'<p class="sub">{more} more in the JSON report</p>' if more > 0 else ""),
+        "compilations"))
+    syncs = _groups(report, "sync")
+    parts.append(section(f"Host syncs ({sum(g['count'] for g in syncs)})", table(syncs),
+                         "syncs"))
+    fb = s.fallback_ops
+    fb_body = table([{"op": op, "executions": n} for op, n in fb.items()]) if fb else ""
+    fb_body += table(_groups(report, "fallback"))
+    parts.append(section("CPU fallbacks", fb_body, "fallbacks"))
+    parts.append(section("Graph breaks and eager fallbacks",
+                         table(_groups(report, "graph_break", "eager_fallback")), "breaks"))
+    if report.advice:
+        parts.append(section("Bucket advice", _advice(report.advice), "advice"))
+    if report.per_step:
+        what = "buckets of steps" if report.per_step_bucketed else "steps"
+        parts.append(section(
+            "Per step",
+            f"<details><summary>{len(report.per_step)} {what}</summary>"
+            f"{table([to_jsonable(r) for r in report.per_step], max_rows=10_000)}</details>",
+            "per-step"))
+    return page(f"lazyscope: {title or 'report'}", "".join(p for p in parts if p),
+                fragment=fragment)
+
+
+# --------------------------------------------------------------------------- compare
+
+
+def _value_html(value: Any) -> str:
+    """A JSON-like value: a list of dicts becomes a table, a dict a key/value table."""
+    if isinstance(value, list) and value and all(isinstance(v, Mapping) for v in value):
+        return table(value)
+    if isinstance(value, Mapping):
+        rows = "".join(f"<tr><th>{esc(k)}</th><td>{_value_html(v)}</td></tr>"
+                       for k, v in value.items())
+        return f"<table>{rows}</table>"
+    return fmt_cell("", value)[0]
 
 
 def write_compare_html(compare_dir: Path, compare: Mapping[str, Any] | None = None) -> Path:
     """Write ``DIR/report.html`` for a ``lazyscope compare`` directory: the side-by-side table
-    (``compare.json``: rows, ratios ...) and ``compare.png`` inline. Returns its path."""
+    (``compare.json``) and ``compare.png`` inline. Returns its path."""
     compare_dir = Path(compare_dir)
     if compare is None:
         compare = json.loads((compare_dir / "compare.json").read_text(encoding="utf-8"))
-    images = {}
     png = compare_dir / "compare.png"
-    if png.is_file():
-        images["policies compared"] = png.read_bytes()
-    report = {"target": f"compare {compare.get('scenario', '')}".strip(),
-              "args": list(compare.get("args") or []), "target_kind": "comparison",
-              "run_dir": str(compare_dir), "compare": dict(compare)}
+    pictures = img(png.read_bytes(), "policies compared") if png.is_file() else ""
+    body = (f"<h1>lazyscope report: compare {esc(compare.get('scenario', ''))}</h1>"
+            + section("Comparison", _value_html(dict(compare)), "compare")
+            + section("Picture", pictures, "plots"))
     path = compare_dir / REPORT_HTML
-    path.write_text(build_html(report, images), encoding="utf-8")
+    atomic_write_text(path, page(f"lazyscope compare {compare.get('scenario', '')}", body))
     return path

@@ -5,32 +5,14 @@ backend does not measure reads "not measured", never 0."""
 from __future__ import annotations
 
 from lazyscope.analyze.findings import Finding
-from lazyscope.analyze.report import Report
+from lazyscope.analyze.report import RankRow, Report
 from lazyscope.model import Step
+from lazyscope.units import NOT_MEASURED, nbytes
+from lazyscope.units import seconds as fmt_seconds
 
 MAX_TABLE_ROWS = 40
 MAX_GROUPS = 40
-NOT_MEASURED = "not measured"
-
-
-def fmt_bytes(n: float) -> str:
-    """Human-readable bytes (B, KiB, MiB, GiB)."""
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if abs(n) < 1024 or unit == "GiB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1024
-    return f"{n:.1f} GiB"
-
-
-def fmt_seconds(s: float | None) -> str:
-    """Seconds with a unit that keeps 3 significant digits."""
-    if s is None:
-        return NOT_MEASURED
-    if s >= 1:
-        return f"{s:.2f} s"
-    if s >= 1e-3:
-        return f"{s * 1e3:.1f} ms"
-    return f"{s * 1e6:.0f} us"
+__all__ = ["NOT_MEASURED", "render_findings_text", "render_summary_text", "render_text"]
 
 
 def _n(value: int | None) -> str:
@@ -82,7 +64,9 @@ def render_summary_text(report: Report) -> list[str]:
         "",
         f"  steps           {steps_line}",
         f"  median step     {fmt_seconds(s.median_step_seconds)}"
-        + (" (steady steps)" if s.steady_steps and s.steady_steps < s.steps else ""),
+        + (f" (median of the {s.median_step_steps} steady steps)" if s.median_step_basis ==
+           "steady" and s.median_step_steps < s.steps else
+           f" (median of all {s.median_step_steps} steps)" if s.steps else ""),
         f"  wall            {fmt_seconds(s.wall_seconds)}",
         f"  compilations    {comp}",
     ]
@@ -90,13 +74,13 @@ def render_summary_text(report: Report) -> list[str]:
         lines.append(f"  executions      {s.executions}, {fmt_seconds(s.execute_seconds)}")
     if s.transfers_to_device is not None:
         lines.append(f"  to device       {s.transfers_to_device} transfers, "
-                     f"{fmt_bytes(s.bytes_to_device or 0)}")
+                     f"{nbytes(s.bytes_to_device or 0)}")
     if s.transfers_from_device is not None:
         lines.append(f"  from device     {s.transfers_from_device} transfers, "
-                     f"{fmt_bytes(s.bytes_from_device or 0)}, "
+                     f"{nbytes(s.bytes_from_device or 0)}, "
                      f"{fmt_seconds(s.transfer_from_device_seconds)}")
     lines.append(f"  host syncs      {s.syncs}")
-    runtime = s.info.get("runtime_counts")
+    runtime = s.runtime_counts
     if runtime:  # the runtime's own counters over the same run, to check the counts above by
         lines.append("  runtime counts  " + ", ".join(f"{k} {v}" for k, v in runtime.items()))
     if "fallback_exec" in report.capabilities.events:
@@ -114,7 +98,8 @@ def _event_rows(report: Report) -> list[str]:
     rows = ["", "  events (kind x count at site: cause; steps)"]
     for g in report.groups[:MAX_GROUPS]:
         steps = ",".join(str(s) for s in g.steps) + (",..." if g.count > len(g.steps) else "")
-        rows.append(f"  {g.kind:<18} x{g.count:<4} at {g.site}: {g.cause} (steps {steps})")
+        kind = f"{g.kind} ({g.phase})" if g.phase == "backward" else g.kind
+        rows.append(f"  {kind:<18} x{g.count:<4} at {g.site}: {g.cause} (steps {steps})")
     if len(report.groups) > MAX_GROUPS:
         rows.append(f"  ... {len(report.groups) - MAX_GROUPS} more groups (lazyscope report "
                     "--format json)")
@@ -128,7 +113,8 @@ def _finding_lines(i: int, f: Finding) -> list[str]:
     callers = [fr for fr in f.stack[1:4]]
     if callers:
         lines.append("     called from " + " <- ".join(f"{fr.file}:{fr.line}" for fr in callers))
-    lines.append(f"     {f.detail}")
+    lines.append(f"     {f.detail}" + (f" (on ranks {', '.join(map(str, f.ranks))})"
+                                        if f.ranks and f.ranks != [0] else ""))
     lines.append(f"     fix: {f.fix}")
     return lines
 
@@ -143,7 +129,7 @@ def render_findings_text(report: Report) -> list[str]:
         for i, f in enumerate(report.findings, start=1):
             lines += _finding_lines(i, f)
     if report.notes:
-        lines += ["", f"notes ({len(report.notes)}: one-offs, not findings):"]
+        lines += ["", f"notes ({len(report.notes)}: worth knowing, not findings):"]
         for i, f in enumerate(report.notes, start=1):
             lines += _finding_lines(i, f)
     return lines
@@ -173,7 +159,21 @@ def render_text(report: Report) -> str:
     lines += _event_rows(report)
     lines += render_findings_text(report)
     lines += _advice_lines(report)
-    for extra in report.extra.get("text_sections", []):
-        lines += ["", *extra]
+    if report.ranks:
+        lines += ["", *_rank_lines(report.ranks, report.divergence or [])]
     lines += ["", f"verdict: {report.verdict}"]
     return "\n".join(lines) + "\n"
+
+
+def _rank_lines(rows: list[RankRow], divergence: list[str]) -> list[str]:
+    lines = [f"ranks ({len(rows)}):",
+             f"  {'rank':>4} {'status':<10} {'steps':>6} {'compiles':>8} {'graphs':>6} "
+             f"{'median step':>11} {'wall':>9} {'findings':>8} {'own graphs':>10}"]
+    for r in rows:
+        median = "-" if r.median_step_s is None else fmt_seconds(r.median_step_s)
+        lines.append(f"  {r.rank:>4} {r.status:<10} {r.steps:>6} "
+                     f"{r.compiles if r.compiles is not None else '-':>8} "
+                     f"{r.distinct_graphs:>6} {median:>11} "
+                     f"{fmt_seconds(r.wall_s):>9} {r.findings:>8} {r.graphs_only_here:>10}")
+    lines += [f"  divergence: {d}" for d in divergence]
+    return lines

@@ -13,6 +13,7 @@ import numpy as np
 from lazyscope.errors import RunDirError
 from lazyscope.frames import is_library_file
 from lazyscope.model import (
+    EVENT_KINDS,
     STEP_FIELDS,
     Capabilities,
     Compile,
@@ -166,7 +167,9 @@ def load_v1(path: Path, meta: Meta) -> Run:
     """A schema-1 run (JSON lines), converted into the schema-2 model in memory."""
     warnings: list[str] = []
     measured = V1_MEASURED.get(meta.backend, list(STEP_FIELDS))
-    meta.capabilities = Capabilities(step_fields=measured)
+    # schema 1 recorded no executions per graph
+    meta.capabilities = Capabilities(step_fields=measured, events=[
+        k for k in EVENT_KINDS if k != "execute"])
     rows: list[tuple[int, dict[str, float]]] = []
     tail: dict[str, float] | None = None
     annotations: dict[int, dict[str, Any]] = {}

@@ -43,7 +43,7 @@ def test_every_finding_kind_of_a_compile_run(tour) -> None:
     assert len(limit) == 3 and all("runs eagerly" in f.detail and "(3)" in f.detail
                                    for f in limit)
     brk = next(f for f in report.findings if f.kind == "graph_break")
-    assert brk.line == 27 and "Tensor.item()" in brk.extra["reason"]
+    assert brk.line == 27 and "Tensor.item()" in brk.facts.reason
     assert report.summary.backward_compile_seconds > 0
 
 

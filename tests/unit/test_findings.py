@@ -37,17 +37,29 @@ def test_a_read_every_step_is_a_finding_at_its_line_with_the_callers(tmp_path: P
     assert "called from /work/train.py:30" in text
 
 
-def test_closure_reads_are_after_the_barrier_and_library_reads_are_not_findings(
+def test_closure_reads_are_after_the_barrier_and_async_ones_cost_nothing(
         tmp_path: Path) -> None:
     events = ([sync(i, (HELPER,), closure="sync") for i in range(6)]
-              + [sync(i, (LOOP,), closure="async") for i in range(6)]
-              + [sync(i, (LIB_MESH, LOOP), owner="library") for i in range(6)])
+              + [sync(i, (LOOP,), closure="async") for i in range(6)])
     report = build_report(build_run(tmp_path / "r", steps=steps(6), events=events))
     assert report.findings == []
     (note,) = report.notes  # the blocking closure read in every step is worth a note
     assert note.line == 12 and "after the barrier" in note.detail
     assert "run_async=True" in note.fix and "forcing" not in note.detail
-    assert any("xm.mesh_reduce" in n or "library" in n for n in report.run_notes)
+
+
+def test_a_library_api_called_every_step_is_a_finding_at_the_users_call(tmp_path: Path) -> None:
+    """xm.mesh_reduce in the loop copies the loss to the host every step: the user's cost, at
+    the user's call, naming the API; the same API read once (an epoch's end) is only listed."""
+    every = [sync(i, (LIB_MESH, LOOP), owner="library") for i in range(6)]
+    report = build_report(build_run(tmp_path / "r", steps=steps(6), events=every))
+    (f,) = report.findings
+    assert (f.kind, f.file, f.line) == ("sync", "/work/train.py", 30)
+    assert f.facts.api == "mesh_reduce" and "mesh_reduce" in f.fix and f.count == 6
+    once = [sync(5, (LIB_MESH, LOOP), owner="library")]
+    report = build_report(build_run(tmp_path / "once", steps=steps(6), events=once))
+    assert report.findings == []
+    assert any("mesh_reduce" in n and "not findings" in n for n in report.run_notes)
 
 
 def test_a_closure_read_every_tenth_step_is_not_even_a_note(tmp_path: Path) -> None:
@@ -65,7 +77,7 @@ def test_fallbacks_counted_exactly_and_sited_whatever_the_call(tmp_path: Path) -
                 "payload": Fallback(op="aten::_fft_r2c", via="stft"), "value": 1}]
     report = build_report(build_run(tmp_path / "r", steps=steps(6), events=events))
     (f,) = report.findings
-    assert (f.kind, f.line, f.count) == ("fallback", 30, 6) and f.extra["op"] == "aten::_fft_r2c"
+    assert (f.kind, f.line, f.count) == ("fallback", 30, 6) and f.facts.op == "aten::_fft_r2c"
     assert abs(f.seconds - 0.12) < 1e-9  # the fastest sampled call x 6 executions
     assert "called through stft" in f.detail and "DFT matrix" in f.fix
     assert report.summary.fallback_ops == {"aten::_fft_r2c": 6}
@@ -85,7 +97,7 @@ def test_graph_breaks_and_eager_fallbacks_are_findings_without_steps(tmp_path: P
     kinds = sorted(f.kind for f in report.findings)
     assert kinds == ["eager_fallback", "graph_break"]
     brk = next(f for f in report.findings if f.kind == "graph_break")
-    assert "capture_scalar_outputs" in brk.detail and brk.extra["hints"]
+    assert "capture_scalar_outputs" in brk.detail and brk.facts.hints
     eager = next(f for f in report.findings if f.kind == "eager_fallback")
     assert "runs eagerly" in eager.detail and "limit" in eager.detail and eager.line == 30
     assert "no step barrier" in report.verdict or "graph break" in report.verdict

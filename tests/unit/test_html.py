@@ -5,21 +5,24 @@ from __future__ import annotations
 
 import base64
 import re
+from dataclasses import replace
 
 import pytest
 
-from lazyscope.analyze.report import build_report
+from lazyscope.analyze.findings import Finding, RecompileFacts, SyncFacts, VaryingInput
+from lazyscope.analyze.report import CompilationRow, build_report
 from lazyscope.backends.base import Recorder
 from lazyscope.backends.profiling import ProfileWindow, default_steps, parse_profile_steps
 from lazyscope.cli import main
 from lazyscope.errors import UsageError
-from lazyscope.model import Meta
+from lazyscope.model import Change, Frame, Meta
 from lazyscope.render import RENDERERS
-from lazyscope.render.html import build_html, render_html
+from lazyscope.render.html import render_html
 from lazyscope.render.plots import step_time_split, write_cumulative, write_time_split
 from lazyscope.render.tensorboard import scalar_series
 from lazyscope.render.views import write_views
 from lazyscope.store import RunWriter, load_run
+from tests.builders import build_run
 
 PNG = b"\x89PNG\r\n\x1a\n"
 
@@ -28,56 +31,81 @@ def _sections(page: str) -> list[str]:
     return re.findall(r'<section id="([^"]+)">', page)
 
 
-def test_minimal_dict_has_only_what_it_holds() -> None:
-    page = build_html({"verdict": "all good", "steps": 3})
-    assert "all good" in page and _sections(page) == []
-    for absent in ("Findings", "Bucket advice", "Comparison", "Compilations"):
+def _report(tmp_path, **replaced):
+    """A typed report of a small built run, with fields replaced."""
+    run = build_run(tmp_path / "r", steps=[{"wall_s": 0.1, "compile_count": 0}] * 3)
+    return replace(build_report(run), **replaced)
+
+
+def _finding(kind: str, line: int, seconds: float, detail: str, facts) -> Finding:
+    return Finding(kind, "a.py", line, "main", [Frame("a.py", line, "main"),
+                                                 Frame("a.py", 40, "loop")],
+                   3, [1, 2, 3], 3, seconds, detail, "do this", facts)
+
+
+def test_a_run_with_nothing_to_say_has_only_the_verdict(tmp_path) -> None:
+    page = render_html(_report(tmp_path))
+    assert "no recompilation in steady state" in page
+    assert _sections(page) == ["per-step"]
+    for absent in ("Findings", "Bucket advice", "Compilations", "Ranks"):
         assert absent not in page
 
 
-def test_every_section_when_present() -> None:
-    report = {
-        "target": "decoder", "verdict": "recompiled", "steps": 4,
-        "findings": [
-            {"kind": "host sync", "file": "a.py", "line": 7, "count": 3, "seconds": 0.5,
-             "detail": "loss.item()", "fix": "log every 100 steps"},
-            {"kind": "recompile", "file": "b.py", "line": 9, "count": 18, "seconds": 4.0,
-             "detail": "seq dim varies", "fix": "bucket:auto", "dims": [1, 2]},
-        ],
-        "advice": {"boundaries": [64, 128], "options": [{"k": 1, "efficiency": 0.5},
-                                                         {"k": 2, "efficiency": 0.8}]},
-        "compare": {"rows": [{"policy": "max", "wall_s": 2.0}, {"policy": "packed", "wall_s": 0.5}]},
-        "fallback_ops": {"aten::nonzero": 3},
-        "compilations": [{"step": 0, "seconds": 1.5, "graph": "abc", "cause": "user mark_step",
-                          "site": "b.py:9 (train)"}],
-        "events": [{"kind": "sync", "site": "a.py:7", "cause": ".item()", "count": 3,
-                    "seconds": 0.1, "steps": [2]}],
-    }
-    page = build_html(report, {"timeline": PNG + b"x"})
-    assert _sections(page) == ["findings", "plots", "compilations", "syncs", "fallbacks",
-                               "advice", "compare"]
-    # findings ranked by seconds: the recompile (4 s) first, with its extra field kept
-    first, second = page.index("recompile"), page.index("host sync")
-    assert first < second and "log every 100 steps" in page and "dims" in page
-    assert "aten::nonzero" in page and "packed" in page and "0.8" in page and "abc" in page
+def test_every_section_when_present(tmp_path) -> None:
+    """Findings worst first, with their typed facts written as text (a frame as file:line,
+    never JSON); long tables fold to their first rows with the count of the rest."""
+    sync = _finding("sync", 7, 0.5, "loss.item() x3", SyncFacts(
+        reads={".item()": 3}, executions=3, closure="",
+        happens_at=Frame("/site-packages/transformers/masking_utils.py", 776,
+                         "find_packed_sequence_indices", True)))
+    recompile = _finding("recompile", 9, 4.0, "seq dim varies", RecompileFacts(
+        compiled_at=Frame("a.py", 40, "loop"), changes=[
+            Change("x", "dim", 1, 17, 33, origin=Frame("a.py", 9, "main"))],
+        varying=[VaryingInput("x", "dim", 1, [17, 33])], graphs=2, dynamic=[], classes={},
+        verdict="churn", runs=[1, 1]))
+    rows = [CompilationRow(step=i, seconds=1.5, graph=f"g{i}", phase="graph", cause="sync",
+                           owner="user", site="a.py:40 (loop)", executions=1)
+            for i in range(25)]
+    report = _report(tmp_path, findings=[recompile, sync], compilations=rows,
+                     compilations_total=25, advice={
+                         "best": {"name": "2 buckets", "boundaries": [64, 128],
+                                  "predicted_total": 2.0, "padding_efficiency": 0.8},
+                         "horizon": 40, "per_k": [{"name": "1 bucket", "boundaries": [128],
+                                                   "graphs": 1}]})
+    page = render_html(report, {"timeline": PNG + b"x"})
+    assert _sections(page) == ["findings", "plots", "compilations", "advice", "per-step"]
+    assert page.index("recompile") < page.index("loss.item()")
+    assert "masking_utils.py:776 (find_packed_sequence_indices)" in page
+    assert "x dim 1: 17 -&gt; 33 (made at a.py:9 (main))" in page
+    assert "x dim 1: {17, 33}" in page and "do this" in page
+    assert "{&quot;" not in page and '{"file"' not in page  # no JSON in a cell
+    assert "5 more rows</summary>" in page  # 25 compilations: 20 shown, 5 folded
     data = base64.b64encode(PNG + b"x").decode()
     assert f'src="data:image/png;base64,{data}"' in page
 
 
-def test_self_contained_and_escaped() -> None:
-    page = build_html({"verdict": "<script>alert(1)</script>",
-                       "findings": [{"kind": "x", "detail": '"><img src=x onerror=alert(1)>'}]})
-    assert "<script" not in page and "onerror=alert" not in page.replace("onerror=alert(1)&gt;", "")
+def test_self_contained_escaped_and_embeddable(tmp_path) -> None:
+    bad = _finding("sync", 3, 0.1, '"><img src=x onerror=alert(1)>',
+                   SyncFacts(reads={}, executions=0, closure=""))
+    report = _report(tmp_path, verdict="<script>alert(1)</script>", findings=[bad])
+    page = render_html(report)
+    assert "<script" not in page and "onerror=alert(1)>" not in page
     assert "&lt;script&gt;" in page
     assert not re.search(r'(src|href)="(https?:)?//', page)
     assert "<link" not in page and "@import" not in page
+    fragment = render_html(report, fragment=True)
+    assert "<html" not in fragment and "<body" not in fragment
+    css = re.search(r"<style>(.*?)</style>", fragment, re.S).group(1)
+    selectors = [rule.split("{")[0] for rule in css.split("}") if "{" in rule]
+    assert selectors and all(all(sel.strip().startswith(".lazyscope-report")
+                                 for sel in rule.split(",")) for rule in selectors)
 
 
 def test_run_page_has_compilations_and_plots(data_run) -> None:
     path = data_run("dynamic20")
     report = build_report(load_run(path))
     rows = report.compilations
-    assert len(rows) == 20 and rows[0]["step"] == 0 and rows[0]["graph"]
+    assert len(rows) == 20 and rows[0].step == 0 and rows[0].graph
     assert RENDERERS["html"] is render_html
     assert write_views(report, path) == []
     page = (path / "report.html").read_text()

@@ -8,7 +8,7 @@ its own layer or of earlier ones::
 
 * ``base``: errors, units, padding policies (pure helpers everything may use);
 * ``model``: the run in memory (``model``) and on disk (``store``), which frames are the
-  user's (``frames``), and what each backend says of itself (the backends' ``wording`` modules
+  user's (``frames``), the user's source (``sources``), and what each backend says of itself (the backends' ``wording`` modules
   and the registry ``backends/__init__``: plain data that imports no collector);
 * ``collect``: the backends' collectors and runtimes, and the runner; ``analyze``: pure
   functions of a run. Neither imports the other;
@@ -50,6 +50,7 @@ LAYERS: dict[str, str] = {
     "lazyscope.model": "model",
     "lazyscope.store": "model",
     "lazyscope.frames": "model",
+    "lazyscope.sources": "model",
     "lazyscope.wording": "model",
     "lazyscope.backends": "collect",
     "lazyscope.backends.__init__": "model",

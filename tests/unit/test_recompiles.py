@@ -1,15 +1,22 @@
-"""Recompile analysis on runs built in memory (pure logic): graphs compared by content, the
-closest graph of a site, first/structure/variant/identical/evicted, and what counts."""
+"""The recompile analysis on runs built in memory (pure logic): graphs grouped into families,
+judged by reuse (executions per graph), explained against the closest earlier graph of their
+family; each test pins one clause of the rule in ``lazyscope/analyze/recompiles.py``."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from lazyscope.analyze.findings import make_findings
+from lazyscope.analyze.findings import RecompileFacts, ReuseFacts, make_findings
 from lazyscope.analyze.recompiles import (
+    CHURN,
+    CHURN_ONE_SHOTS,
     EVICTED,
     FIRST,
     IDENTICAL,
+    LATE,
+    MANY_GRAPHS,
+    REUSED,
+    SINGLE,
     STRUCTURE,
     VARIANT,
     explain_recompiles,
@@ -34,109 +41,211 @@ PARAMS = [("f32", [32, 32]), ("f32", [32])]
 MOMENTUM = [("f32", [32, 32]), ("f32", [32])]
 
 
-def compiles_run(tmp: Path, graphs: list[tuple[int, str, Compile]], **kw):
-    steps = max(s for s, _, _ in graphs) + 1
+def compiles_run(tmp: Path, graphs: list[tuple[int, str, Compile]],
+                 runs: dict[str, list[int]] | None = None, steps: int | None = None, **kw):
+    """A run with these compilations and, when ``runs`` is given, the steps each graph
+    executed in (its execute events); each step's compile count matches its compilations."""
+    n = steps or max([s for s, _, _ in graphs] + [s for v in (runs or {}).values() for s in v]) + 1
     events = [{"kind": "compile", "step": s, "seconds": 1.0, "stack": BARRIER, "payload": c,
                "key": key} for s, key, c in graphs]
-    return build_run(tmp, steps=[{"wall_s": 0.1, "compile_count": 0}] * steps, events=events,
-                     **kw)
+    for key, executed in (runs or {}).items():
+        events += [{"kind": "execute", "step": s, "key": key, "value": 1} for s in executed]
+    per_step = [0] * n
+    for s, _, _ in graphs:
+        per_step[s] += 1
+    return build_run(tmp, steps=[{"wall_s": 0.1, "compile_count": c} for c in per_step],
+                     events=events, **kw)
 
 
-def classes(run) -> dict[str, int]:
-    (site,) = explain_recompiles(run)
-    return site.classes
+def findings_of(run):
+    return make_findings("xla", sites=explain_recompiles(run), syncs=[], fallbacks=[],
+                         breaks=[], eagers=[], steps=len(run.steps))
+
+
+# --------------------------------------------------------------------------- explanation
 
 
 def test_reordered_parameters_are_the_same_graph(tmp_path: Path) -> None:
     a = graph(("f32", [4, 8]), *PARAMS, digest="same")
     b = graph(*reversed(PARAMS), ("f32", [4, 8]), digest="same")
-    run = compiles_run(tmp_path / "r", [(0, "h0", a), (1, "h1", b)])
-    assert classes(run) == {FIRST: 1, IDENTICAL: 1}
+    (fam,) = explain_recompiles(compiles_run(tmp_path / "r", [(0, "h0", a), (1, "h1", b)]))
+    assert fam.classes == {FIRST: 1, IDENTICAL: 1}
 
 
 def test_a_cast_is_a_dtype_change_not_a_varying_batch(tmp_path: Path) -> None:
     a = graph(*PARAMS, ("f32", [8, 16]))
     b = graph(("bf16", [8, 16]), *PARAMS)  # XLA put the cast input first
-    run = compiles_run(tmp_path / "r", [(0, "h0", a), (3, "h1", b)])
-    (site,) = explain_recompiles(run)
-    (rec,) = site.recompiles
+    run = compiles_run(tmp_path / "r", [(0, "h0", a), (5, "h1", b)])
+    (fam,) = explain_recompiles(run)
+    (rec,) = fam.recompiles
     assert rec.cls == VARIANT
     assert [(c.what, c.before, c.after) for c in rec.changes] == [("dtype", "f32", "bf16")]
-    findings, notes = make_findings("xla", sites=[site], syncs=[], fallbacks=[], breaks=[],
-                                    eagers=[], steps=4)
-    assert not findings and len(notes) == 1  # one recompile: a note, not a finding
+    findings, notes = findings_of(run)
+    # one variant after the run's quiet steps: a one-off, a note, not a finding
+    assert not findings and len(notes) == 1 and fam.verdict == LATE
     assert "dtype" in notes[0].fix and "drop_last" not in notes[0].fix
 
 
-def test_optimizer_state_and_an_eval_graph_are_structure_not_recompiles(tmp_path: Path) -> None:
+def test_optimizer_state_and_an_eval_graph_are_other_families_never_diffed(tmp_path: Path) -> None:
+    """The first step (no optimizer state), the steps with momentum, the eval pass: three
+    computations at one site, each its own family; none is a variant of another."""
     first = graph(("f32", [4, 32]), *PARAMS)
     with_state = graph(("f32", [4, 32]), *PARAMS, *MOMENTUM, ops={"dot": 1, "multiply": 4})
     evaluation = graph(("f32", [4, 32]), *PARAMS, ops={"dot": 1, "maximum": 1})
     run = compiles_run(tmp_path / "r", [(0, "a", first), (1, "b", with_state),
-                                        (10, "c", evaluation)])
-    (site,) = explain_recompiles(run)
-    assert site.classes == {FIRST: 1, STRUCTURE: 2}
-    assert site.counted_count == 0
+                                        (10, "c", evaluation)],
+                       runs={"a": [0], "b": list(range(1, 10)), "c": [10]})
+    fams = explain_recompiles(run)
+    assert len(fams) == 3 and {f.verdict for f in fams} == {SINGLE}
+    assert all(f.recompiles == [] for f in fams)
+    assert findings_of(run) == ([], [])
 
 
-def test_a_varying_dimension_is_counted_and_names_its_origin(tmp_path: Path) -> None:
-    graphs = [(i, f"h{n}", graph(("f32", [4, n, 32]), *PARAMS, origin=True))
-              for i, n in enumerate([17, 33, 9, 61])]
-    run = compiles_run(tmp_path / "r", graphs)
-    (site,) = explain_recompiles(run)
-    assert site.classes == {FIRST: 1, VARIANT: 3} and site.counted_count == 3
-    (v,) = site.varying
-    assert (v.what, v.index, v.values) == ("dim", 1, [9, 17, 33, 61])
-    assert v.input == "the f32[4,?,32] input" and not v.growing
-    assert site.origin == ORIGIN
-    findings, _ = make_findings("xla", sites=[site], syncs=[], fallbacks=[], breaks=[],
-                                eagers=[], steps=4)
-    (f,) = findings
-    assert (f.kind, f.file, f.line) == ("recompile", "/work/train.py", 17)
-    assert f.compiled_at.line == 30 and f.count == 3 and f.steps == [1, 2, 3]
-    assert "bucket" in f.fix and f.changes[0].what == "dim"
-
-
-def test_a_growing_dimension_is_an_accumulation(tmp_path: Path) -> None:
+def test_a_growing_dimension_says_what_grows_not_why(tmp_path: Path) -> None:
+    """Growth is evidence that a size follows the step, not of torch.cat in particular."""
     graphs = [(i, f"h{i}", graph(("f32", [i + 1]), ("f32", [512, 8]))) for i in range(5)]
-    (site,) = explain_recompiles(compiles_run(tmp_path / "r", graphs))
-    assert site.varying[0].growing
-    (f,), _ = make_findings("xla", sites=[site], syncs=[], fallbacks=[], breaks=[], eagers=[],
-                            steps=5)
-    assert "accumulated" in f.fix
+    run = compiles_run(tmp_path / "r", graphs, runs={f"h{i}": [i] for i in range(5)})
+    (fam,) = explain_recompiles(run)
+    assert fam.varying[0].growing and fam.verdict == CHURN
+    (f,), _ = findings_of(run)
+    assert "grows at every compilation (1..5)" in f.fix and "follows the step" in f.fix
 
 
 def test_a_special_scalar_is_named(tmp_path: Path) -> None:
     lr = ("f32", [])
     before = graph(*PARAMS, lr, ops={"multiply": 2})
     after = graph(*PARAMS, ops={"multiply": 2}, constants=["f32:0"])
-    (site,) = explain_recompiles(compiles_run(tmp_path / "r", [(0, "a", before),
-                                                                (5, "b", after)]))
-    (rec,) = site.recompiles
+    (fam,) = explain_recompiles(compiles_run(tmp_path / "r", [(0, "a", before),
+                                                               (5, "b", after)]))
+    (rec,) = fam.recompiles
     assert rec.cls == VARIANT and "special scalar" in rec.changes[0].text
+
+
+def test_a_constant_that_becomes_a_scalar_input_is_state_not_a_variant(tmp_path: Path) -> None:
+    """An accumulator set to torch.zeros(()) before a phase: the constant 0 in the phase's
+    first graph, the previous step's result (a scalar input) in the next, like optimizer state."""
+    first = graph(*PARAMS, ops={"multiply": 2}, constants=["f32:0"])
+    state = graph(*PARAMS, ("f32", []), ops={"multiply": 2})
+    one = graph(*PARAMS, ops={"multiply": 2}, constants=["f32:1"])
+    run = compiles_run(tmp_path / "r", [(0, "a", first), (1, "b", state), (2, "c", one)])
+    (fam,) = explain_recompiles(run)
+    by_step = {r.step: r for r in fam.recompiles}
+    assert by_step[1].cls == STRUCTURE
+    assert "became a scalar input" in by_step[1].changes[0].text
+    assert by_step[2].cls == VARIANT
+
+
+# --------------------------------------------------------------------------- reuse
+
+
+def test_graphs_that_run_once_each_churn(tmp_path: Path) -> None:
+    graphs = [(i, f"h{n}", graph(("f32", [4, n, 32]), *PARAMS, origin=True))
+              for i, n in enumerate([17, 33, 9, 61, 25, 48, 5, 40])]
+    run = compiles_run(tmp_path / "r", graphs, runs={k: [s] for s, k, _ in graphs})
+    (fam,) = explain_recompiles(run)
+    assert fam.verdict == CHURN and fam.counted_count == 7 and fam.run_counts() == (1, 1)
+    (v,) = fam.varying
+    assert (v.what, v.index) == ("dim", 1) and len(v.values) == 8 and not v.growing
+    assert v.input == "the f32[4,?,32] input" and fam.origin == ORIGIN
+    (f,), notes = findings_of(run)
+    assert (f.kind, f.file, f.line) == ("recompile", "/work/train.py", 17) and not notes
+    assert f.compiled_at.line == 30 and f.count == 7 and f.steps == list(range(1, 8))
+    assert isinstance(f.facts, RecompileFacts) and f.facts.runs == [1, 1]
+    assert "bucket" in f.fix and "each graph ran 1 time" in f.detail
+
+
+def test_three_buckets_each_reused_are_warm_up_said_in_a_reuse_note(tmp_path: Path) -> None:
+    """The issue's correctly bucketed loop: 3 graphs by step 3, nothing compiled after."""
+    buckets = {32: "b32", 64: "b64", 96: "b96"}
+    order = [32, 96, 64, 32, 96, 96, 64, 32, 32, 64, 96, 32, 64, 96, 32, 64, 32, 96, 64, 32]
+    graphs, runs, seen = [], {}, set()
+    for step, n in enumerate(order):
+        key = buckets[n]
+        if key not in seen:
+            seen.add(key)
+            graphs.append((step, key, graph(("s64", [4, n]), *PARAMS, origin=False)))
+        runs.setdefault(key, []).append(step)
+    run = compiles_run(tmp_path / "r", graphs, runs=runs)
+    (fam,) = explain_recompiles(run)
+    assert fam.verdict == REUSED and fam.counted_count == 0
+    findings, (note,) = findings_of(run)
+    assert findings == [] and note.kind == "reuse" and isinstance(note.facts, ReuseFacts)
+    assert note.facts.graphs == 3 and note.facts.runs == [6, 8]
+    assert "{32, 64, 96}" in note.detail and "reused" in note.detail
+
+
+def test_one_graph_that_ran_once_is_not_churn(tmp_path: Path) -> None:
+    """CHURN_ONE_SHOTS: one throw-away graph among reused ones (a last partial batch in the
+    middle of warm-up) is not a pattern."""
+    assert CHURN_ONE_SHOTS == 2
+    full, part = graph(("f32", [4, 32]), *PARAMS), graph(("f32", [2, 32]), *PARAMS)
+    run = compiles_run(tmp_path / "r", [(0, "full", full), (1, "part", part)],
+                       runs={"full": [0, 2, 3, 4], "part": [1]})
+    (fam,) = explain_recompiles(run)
+    assert fam.verdict == REUSED and findings_of(run)[0] == []
+
+
+def test_many_graphs_run_a_few_times_each_churn(tmp_path: Path) -> None:
+    """MANY_GRAPHS / FEW_RUNS: pad-to-longest over a long run: lengths repeat now and then, so
+    few graphs ran once, yet graphs keep being made and each runs ~2 times."""
+    lengths = list(range(10, 10 + MANY_GRAPHS))
+    graphs = [(i, f"L{n}", graph(("f32", [4, n]), *PARAMS)) for i, n in enumerate(lengths)]
+    runs = {f"L{n}": [i, len(lengths) + i] for i, n in enumerate(lengths)}  # twice each
+    run = compiles_run(tmp_path / "r", graphs, runs=runs)
+    (fam,) = explain_recompiles(run)
+    assert fam.verdict == CHURN and fam.run_counts() == (2, 2)
+    # the same graphs run 5 times each: a bounded set, reused
+    runs = {k: [s + j * len(lengths) for j in range(5)] for k, (s, *_) in
+            zip(runs, [(i,) for i in range(len(lengths))], strict=True)}
+    (fam,) = explain_recompiles(compiles_run(tmp_path / "r5", graphs, runs=runs))
+    assert fam.verdict == REUSED
+
+
+def test_a_variant_compiled_after_the_quiet_steps_is_a_late_note(tmp_path: Path) -> None:
+    """A learning rate that reaches the special scalar 0.0 in the run's last steps: one graph
+    compiled after warm-up (QUIET_STEPS compile-free steps), then reused: a note."""
+    lr = ("f32", [])
+    before = graph(*PARAMS, lr, ops={"multiply": 2})
+    zero = graph(*PARAMS, ops={"multiply": 2}, constants=["f32:0"])
+    run = compiles_run(tmp_path / "r", [(0, "a", before), (5, "z", zero)],
+                       runs={"a": [0, 1, 2, 3, 4], "z": [5, 6, 7]})
+    (fam,) = explain_recompiles(run)
+    assert fam.verdict == LATE and fam.counted_count == 1
+    findings, (note,) = findings_of(run)
+    assert findings == [] and note.kind == "recompile" and "step 5" in note.detail
+
+
+def test_without_executions_two_variants_churn(tmp_path: Path) -> None:
+    """Runs that recorded no executions per graph (older lazyscopes, workers other than local
+    rank 0, torch.compile): two or more variants of the first graph churn."""
+    graphs = [(i, f"h{n}", graph(("f32", [4, n]), *PARAMS)) for i, n in enumerate([3, 5, 7])]
+    (fam,) = explain_recompiles(compiles_run(tmp_path / "r", graphs))
+    assert fam.uses[0].executions is None and fam.verdict == CHURN and fam.counted_count == 2
 
 
 def test_a_graph_compiled_again_is_an_eviction_and_counts(tmp_path: Path) -> None:
     a, b = graph(("f32", [4, 8])), graph(("f32", [4, 9]))
     run = compiles_run(tmp_path / "r", [(0, "A", a), (1, "B", b), (2, "A", a), (3, "B", b),
                                         (4, "A", a)])
-    (site,) = explain_recompiles(run)
-    assert site.classes == {FIRST: 1, VARIANT: 1, EVICTED: 3}
-    assert site.counted_count == 4 and list(site.counted_steps) == [1, 2, 3, 4]
+    (fam,) = explain_recompiles(run)
+    assert fam.classes == {FIRST: 1, VARIANT: 1, EVICTED: 3}
+    assert fam.verdict == CHURN and fam.counted_count == 4
+    assert list(fam.counted_steps) == [1, 2, 3, 4]
 
 
 def test_a_fixed_warmup_counts_every_compilation_after_it(tmp_path: Path) -> None:
-    first = graph(("f32", [4, 32]), *PARAMS)
-    with_state = graph(("f32", [4, 32]), *PARAMS, *MOMENTUM, ops={"dot": 1, "multiply": 4})
-    run = compiles_run(tmp_path / "r", [(0, "a", first), (1, "b", with_state)],
-                       warmup_steps=1)
-    (site,) = explain_recompiles(run)
-    assert site.counted_count == 1
+    a, b, c = (graph(("f32", [4, n]), *PARAMS) for n in (8, 9, 10))
+    run = compiles_run(tmp_path / "r", [(0, "a", a), (1, "b", b), (3, "c", c)],
+                       runs={"a": [0, 2], "b": [1, 4], "c": [3, 5]}, warmup_steps=1)
+    (fam,) = explain_recompiles(run)
+    assert fam.counted_count == 2 and [r.step for r in fam.counted] == [1, 3]
+    (f,), _ = findings_of(run)
+    assert f.count == 2
 
 
 def test_backend_reported_changes_and_backward_compiles(tmp_path: Path) -> None:
-    """torch.compile: the guards say what changed; a backward compile joins its forward's site
-    (its time is shown apart, it is not a recompile of its own)."""
+    """torch.compile: the guards say what changed; a backward compile joins its forward's
+    family (its time is shown apart, it is not a recompile of its own)."""
     call = (frame("/work/train.py", 40, "main"),)
     fn = "forward (/work/model.py:17)"
     events = [
@@ -152,10 +261,10 @@ def test_backend_reported_changes_and_backward_compiles(tmp_path: Path) -> None:
                            changes=[Change("x", "dim", 1, n, m)])})
     run = build_run(tmp_path / "r", backend="compile", events=events,
                     steps=[{"wall_s": 0.1, "compile_count": 1}] * 3)
-    (site,) = explain_recompiles(run)
-    assert site.phase == "forward" and site.backward_seconds == 1.0
-    assert site.counted_count == 2 and site.varying[0].input == "x"
-    (f,), _ = make_findings("compile", sites=[site], syncs=[], fallbacks=[], breaks=[],
+    (fam,) = explain_recompiles(run)
+    assert fam.phase == "forward" and fam.backward_seconds == 1.0
+    assert fam.counted_count == 2 and fam.varying[0].input == "x"
+    (f,), _ = make_findings("compile", sites=[fam], syncs=[], fallbacks=[], breaks=[],
                             eagers=[], steps=3)
     assert (f.file, f.line) == ("/work/train.py", 40)
     assert f.compiled_at.file == "/work/model.py" and f.compiled_at.line == 17
@@ -167,37 +276,37 @@ def test_library_graphs_are_not_the_programs(tmp_path: Path) -> None:
     theirs = Compile(cause_kind="internal", owner="library", inputs=[GraphInput("s64", [1])])
     theirs2 = Compile(cause_kind="internal", owner="library", inputs=[GraphInput("f32", [1])])
     run = compiles_run(tmp_path / "r", [(0, "a", mine), (3, "x", theirs), (4, "y", theirs2)])
-    (site,) = explain_recompiles(run)
-    assert site.compiles == 1 and site.counted_count == 0
+    (fam,) = explain_recompiles(run)
+    assert fam.compiles == 1 and fam.counted_count == 0
 
 
 def test_a_length_that_cycles_back_is_not_called_growing(tmp_path: Path) -> None:
     lengths = [3, 4, 5, 6, 7]
     graphs = [(i, f"h{n}", graph(("f32", [8, n]), *PARAMS)) for i, n in enumerate(lengths)]
     grow = compiles_run(tmp_path / "grow", graphs)
-    findings, _ = make_findings("xla", sites=explain_recompiles(grow), syncs=[], fallbacks=[],
-                                breaks=[], eagers=[], steps=len(graphs))
+    findings, _ = findings_of(grow)
     assert "grows at every compilation" in findings[0].fix
     # the same lengths again: the cache dropped them and they were compiled again
     again = [(len(graphs) + i, key, g) for i, (_, key, g) in enumerate(graphs)]
     cycle = compiles_run(tmp_path / "cycle", graphs + again)
-    (site,) = explain_recompiles(cycle)
-    assert site.classes[EVICTED] == len(lengths)
-    findings, _ = make_findings("xla", sites=[site], syncs=[], fallbacks=[], breaks=[],
-                                eagers=[], steps=2 * len(graphs))
+    (fam,) = explain_recompiles(cycle)
+    assert fam.classes[EVICTED] == len(lengths)
+    findings, _ = findings_of(cycle)
     assert "grows" not in findings[0].fix and "dim 1" in findings[0].fix
 
 
-def test_a_constant_that_becomes_a_scalar_input_is_state_not_a_recompile(tmp_path: Path) -> None:
-    """An accumulator set to torch.zeros(()) before a phase: the constant 0 in the phase's
-    first graph, the previous step's result (a scalar input) in the next, like optimizer state.
-    A scalar input that becomes the constant 1 again is a special-scalar recompile."""
-    first = graph(*PARAMS, ops={"multiply": 2}, constants=["f32:0"])
-    state = graph(*PARAMS, ("f32", []), ops={"multiply": 2})
-    one = graph(*PARAMS, ops={"multiply": 2}, constants=["f32:1"])
-    run = compiles_run(tmp_path / "r", [(0, "a", first), (1, "b", state), (2, "c", one)])
-    (site,) = explain_recompiles(run)
-    by_step = {r.step: r for r in site.recompiles}
-    assert by_step[1].cls == STRUCTURE
-    assert "became a scalar input" in by_step[1].changes[0].text
-    assert by_step[2].cls == VARIANT and site.counted_count == 1
+def test_a_late_bucket_used_like_the_others_is_bucketing_not_a_note(tmp_path: Path) -> None:
+    """A bucket first seen after the quiet steps, then run as often as the others, interleaved:
+    one more bucket. A late variant that replaces the earlier graph (a switch) or runs rarely
+    (a partial last batch) is a one-off worth a note."""
+    a, b = graph(("s64", [4, 96]), *PARAMS), graph(("s64", [4, 32]), *PARAMS)
+    interleaved = compiles_run(tmp_path / "i", [(0, "a", a), (5, "b", b)],
+                               runs={"a": [0, 1, 2, 3, 4, 6, 8, 10], "b": [5, 7, 9, 11]})
+    (fam,) = explain_recompiles(interleaved)
+    assert fam.verdict == REUSED
+    switch = compiles_run(tmp_path / "s", [(0, "a", a), (5, "b", b)],
+                          runs={"a": [0, 1, 2, 3, 4], "b": [5, 6, 7, 8]})
+    assert explain_recompiles(switch)[0].verdict == LATE
+    rare = compiles_run(tmp_path / "r", [(0, "a", a), (5, "b", b)],
+                        runs={"a": [0, 1, 2, 3, 4, 6, 7, 8, 10, 11], "b": [5, 9]})
+    assert explain_recompiles(rare)[0].verdict == LATE

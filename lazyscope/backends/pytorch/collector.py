@@ -136,7 +136,7 @@ class TorchCollector(Collector):
         return Capabilities(
             step_fields=list(STEP_FIELDS),
             events=["compile", "graph_break", "eager_fallback", "sync"],
-            notes=[],
+            lazy=False,
         )
 
     def check_available(self) -> None:
@@ -181,8 +181,8 @@ class TorchCollector(Collector):
         else:
             note = (f"host syncs: not collected on {device}: torch.cuda.set_sync_debug_mode "
                     "needs a CUDA device")
-            if note not in meta.capabilities.notes:
-                meta.capabilities.notes.append(note)
+            if note not in meta.capabilities.unmeasured:
+                meta.capabilities.unmeasured.append(note)
         self._recorder.set_info(torch_device=device)
 
     def _install_sync_debug(self) -> None:

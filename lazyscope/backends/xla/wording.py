@@ -3,6 +3,11 @@
 reads it where torch_xla is not installed."""
 
 WORDS: dict[str, str] = {
+    "constant_set_detail": "the Python number set at {set_at} is baked into the graph as a "
+                           "constant (XLA passes most Python scalars as data, but not this "
+                           "one; it is not one of the special scalars 0 and 1)",
+    "library_compiles": "{n} graph(s) compiled by the backend for its own bookkeeping (not the "
+                        "program's; not findings)",
     "verdict_no_steps": "no step finished: nothing reached a step barrier (torch_xla.sync(), "
                         "xm.mark_step(), torch_xla.step())",
     "verdict_clean": "no recompilation in steady state: the graph is static ({compiles} "

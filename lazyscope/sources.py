@@ -1,0 +1,241 @@
+"""What only the user's source says, read from the files a run's frames name.
+
+:data:`SOURCES` (a :class:`SourceFiles`) answers five questions the analysis asks through the
+:class:`~lazyscope.analyze.findings.SourceLookup` protocol; each answer is a
+:class:`~lazyscope.model.Frame` or None (the file cannot be read, the line is not in it, no
+single answer).
+
+:func:`value_origin` answers "where is the value used at this line set?" for a value XLA baked
+into a graph (a special scalar: a learning rate that reaches 0.0 enters the graph at
+``p.sub_(lr * p.grad)``; the line to change is ``lr = ...``). It reads the line's function (or
+module) with :mod:`ast`, takes the names the line reads, and returns the latest assignment
+before the line of the one assigned a *number-like* expression (arithmetic of constants, names
+and calls such as ``max``, ``min``, ``float``, ``math.cos``): a ``for p in model.parameters()``
+or a tensor made by ``torch.*`` is not a Python number. None when the file cannot be read, the
+line is not in it, or no such assignment exists: the report then keeps the line where the value
+enters the graph.
+
+The analysis itself does no I/O: the command line and the public API pass this function to
+:func:`lazyscope.analyze.report.build_report`.
+"""
+
+from __future__ import annotations
+
+import ast
+import functools
+from pathlib import Path
+
+from lazyscope.model import Frame
+
+#: calls whose result is a Python number when their arguments are
+_NUMERIC_CALLS = frozenset({"max", "min", "abs", "float", "int", "round", "pow", "sum", "len"})
+_NUMERIC_MODULES = frozenset({"math"})
+
+
+@functools.lru_cache(maxsize=64)
+def _tree(file: str) -> ast.Module | None:
+    try:
+        return ast.parse(Path(file).read_text(encoding="utf-8"), file)
+    except (OSError, SyntaxError, UnicodeDecodeError, ValueError):
+        return None
+
+
+def _numeric(node: ast.AST) -> bool:
+    """An expression that computes a Python number from numbers, names and numeric calls."""
+    if isinstance(node, ast.Constant):
+        return isinstance(node.value, (int, float)) and not isinstance(node.value, bool)
+    if isinstance(node, ast.Name):
+        return True
+    if isinstance(node, ast.BinOp):
+        return _numeric(node.left) and _numeric(node.right)
+    if isinstance(node, ast.UnaryOp):
+        return _numeric(node.operand)
+    if isinstance(node, ast.IfExp):
+        return _numeric(node.body) and _numeric(node.orelse)
+    if isinstance(node, ast.Call):
+        fn = node.func
+        named = (isinstance(fn, ast.Name) and fn.id in _NUMERIC_CALLS) or (
+            isinstance(fn, ast.Attribute) and isinstance(fn.value, ast.Name)
+            and fn.value.id in _NUMERIC_MODULES)
+        return named and all(_numeric(a) for a in node.args)
+    return False
+
+
+def _scope(tree: ast.Module, line: int) -> tuple[ast.AST, str]:
+    """The innermost function holding ``line`` (else the module), and its name."""
+    best: tuple[ast.AST, str] = (tree, "<module>")
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and \
+                node.lineno <= line <= (node.end_lineno or node.lineno):
+            if best[0] is tree or node.lineno >= getattr(best[0], "lineno", 0):
+                best = (node, node.name)
+    return best
+
+
+def value_origin(file: str, line: int) -> Frame | None:
+    """Where a number used at ``file:line`` is set (see the module docstring), or None."""
+    tree = _tree(file)
+    if tree is None:
+        return None
+    scope, function = _scope(tree, line)
+    used = {n.id for n in ast.walk(scope) if isinstance(n, ast.Name)
+            and isinstance(n.ctx, ast.Load) and getattr(n, "lineno", 0) == line}
+    if not used:
+        return None
+    latest: dict[str, tuple[int, bool]] = {}
+    for node in ast.walk(scope):
+        if isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign)) and \
+                node.lineno < line and node.value is not None:
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            for target in targets:
+                if isinstance(target, ast.Name) and target.id in used and \
+                        node.lineno > latest.get(target.id, (0, False))[0]:
+                    latest[target.id] = (node.lineno, _numeric(node.value))
+        elif isinstance(node, ast.For) and node.lineno < line:
+            for target in ast.walk(node.target):
+                if isinstance(target, ast.Name) and target.id in used and \
+                        node.lineno > latest.get(target.id, (0, False))[0]:
+                    latest[target.id] = (node.lineno, False)
+    numeric = [lineno for lineno, is_number in latest.values() if is_number]
+    if len(numeric) != 1:  # none, or several numbers: not one answer
+        return None
+    return Frame(file, numeric[0], function)
+
+
+def _attr_path(name: str) -> tuple[str, ...]:
+    """``self.step`` -> (``self``, ``step``); ``G['SCALE']`` -> (``SCALE``,)."""
+    name = name.replace("L['", "").replace("G['", "").replace("']", "")
+    return tuple(p for p in name.split(".") if p)
+
+
+def assignment_before(file: str, line: int, name: str) -> Frame | None:
+    """The nearest assignment before ``file:line``, in the function holding it, to the attribute
+    or global ``name`` ends with (``model.step = i`` for a guard on ``self.step``)."""
+    tree = _tree(file)
+    path = _attr_path(name)
+    if tree is None or not path:
+        return None
+    scope, function = _scope(tree, line)
+    attr = path[-1]
+    best = 0
+    for node in ast.walk(scope):
+        if isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign)) and node.lineno < line:
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            for target in targets:
+                hit = ((isinstance(target, ast.Attribute) and target.attr == attr) or
+                       (len(path) == 1 and isinstance(target, ast.Name) and target.id == attr))
+                if hit:
+                    best = max(best, node.lineno)
+    return Frame(file, best, function) if best else None
+
+
+def read_in(file: str, def_line: int, name: str) -> Frame | None:
+    """The first line of the function defined at ``file:def_line`` that reads ``name`` (an
+    attribute such as ``self.step``, or a global)."""
+    tree = _tree(file)
+    path = _attr_path(name)
+    if tree is None or not path:
+        return None
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and \
+                node.lineno <= def_line <= (node.body[0].lineno if node.body else node.lineno):
+            reads = sorted(
+                n.lineno for n in ast.walk(node)
+                if (isinstance(n, ast.Attribute) and n.attr == path[-1] and len(path) > 1
+                    and isinstance(n.ctx, ast.Load))
+                or (len(path) == 1 and isinstance(n, ast.Name) and n.id == path[0]
+                    and isinstance(n.ctx, ast.Load)))
+            return Frame(file, reads[0], node.name) if reads else None
+    return None
+
+
+def argument_origins(file: str, line: int, callee: str) -> list[Frame]:
+    """Where the arguments of the call to ``callee`` at ``file:line`` are made: for each
+    positional argument that is a name, its nearest assignment before the line (``score(tokens)``
+    -> ``tokens = pad_sequence(...).to(dev)``)."""
+    tree = _tree(file)
+    if tree is None:
+        return []
+    scope, function = _scope(tree, line)
+    names: list[str] = []
+    for node in ast.walk(scope):
+        if isinstance(node, ast.Call) and node.lineno <= line <= (node.end_lineno or line):
+            fn = node.func
+            called = fn.id if isinstance(fn, ast.Name) else (
+                fn.attr if isinstance(fn, ast.Attribute) else "")
+            if called == callee:
+                names = [a.id for a in node.args if isinstance(a, ast.Name)]
+    out = []
+    for name in names:
+        found = assignment_before(file, line, name)
+        if found is not None:
+            out.append(found)
+    return out
+
+
+def _transfers(node: ast.AST) -> bool:
+    """An expression that moves a tensor to a device: ``.to(...)``, ``.cuda()``, or a tensor
+    factory given ``device=``."""
+    for n in ast.walk(node):
+        if isinstance(n, ast.Call):
+            fn = n.func
+            if isinstance(fn, ast.Attribute) and fn.attr in ("to", "cuda", "xla"):
+                return True
+            if any(k.arg == "device" for k in n.keywords):
+                return True
+    return False
+
+
+def transfer_origin(file: str, line: int) -> Frame | None:
+    """Where a tensor read at ``file:line`` was moved to the device, when that line is not such
+    a line itself: the nearest assignment before it, of a name it reads, whose value moves a
+    tensor to the device (``tokens = pad_sequence(...).to(dev)`` for a use of ``tokens``); None
+    when there is not exactly one."""
+    tree = _tree(file)
+    if tree is None:
+        return None
+    scope, function = _scope(tree, line)
+    at_line = [n for n in ast.walk(scope) if isinstance(n, ast.stmt)
+               and n.lineno <= line <= (n.end_lineno or n.lineno)
+               and not isinstance(n, (ast.For, ast.While, ast.With, ast.If, ast.FunctionDef,
+                                      ast.AsyncFunctionDef, ast.ClassDef, ast.Try))]
+    if not at_line or any(_transfers(n) for n in at_line):
+        return None
+    used = {n.id for stmt in at_line for n in ast.walk(stmt)
+            if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
+    # a name the line assigns too is carried from the line's own last run (history =
+    # torch.cat((history, x))): the line itself makes it
+    used -= {n.id for stmt in at_line for n in ast.walk(stmt)
+             if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
+    found: dict[str, tuple[int, bool]] = {}
+    for node in ast.walk(scope):
+        if isinstance(node, ast.Assign) and node.lineno < line:
+            for target in node.targets:
+                if isinstance(target, ast.Name) and target.id in used and \
+                        node.lineno > found.get(target.id, (0, False))[0]:
+                    found[target.id] = (node.lineno, _transfers(node.value))
+    lines = [lineno for lineno, moves in found.values() if moves]
+    return Frame(file, lines[0], function) if len(lines) == 1 else None
+
+
+class SourceFiles:
+    """The user's source files, read on demand and parsed once each (see the module
+    docstring); the analysis' :class:`~lazyscope.analyze.findings.SourceLookup`."""
+
+    def value_origin(self, file: str, line: int) -> Frame | None:
+        return value_origin(file, line)
+
+    def assignment_before(self, file: str, line: int, name: str) -> Frame | None:
+        return assignment_before(file, line, name)
+
+    def read_in(self, file: str, def_line: int, name: str) -> Frame | None:
+        return read_in(file, def_line, name)
+
+    def argument_origins(self, file: str, line: int, callee: str) -> list[Frame]:
+        return argument_origins(file, line, callee)
+
+    def transfer_origin(self, file: str, line: int) -> Frame | None:
+        return transfer_origin(file, line)
+
+
+SOURCES = SourceFiles()

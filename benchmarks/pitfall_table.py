@@ -35,9 +35,10 @@ def _lazyscope(*args: str) -> subprocess.CompletedProcess:
                           capture_output=True, text=True, timeout=900)
 
 
-def trace(path: Path, out: Path) -> tuple[dict | None, str]:
+def trace(path: Path, out: Path, options: list[str] | None = None) -> tuple[dict | None, str]:
     """Trace ``path`` into ``out``; its JSON report (None on failure) and an error line."""
-    proc = _lazyscope("trace", str(path), "--out", str(out), "--force", "--no-views")
+    proc = _lazyscope("trace", *(options or []), "--out", str(out), "--force", "--no-views",
+                      str(path))
     if proc.returncode != 0:
         return None, (proc.stderr.strip().splitlines() or ["?"])[-1]
     rep = _lazyscope("report", str(out), "--format", "json")
@@ -59,7 +60,8 @@ def main(argv: list[str] | None = None) -> int:
     ok = True
 
     def one_pitfall(name: str) -> tuple[str, str, str]:
-        report, err = trace(pitfalls.script(name), base / "pitfalls" / name)
+        report, err = trace(pitfalls.script(name), base / "pitfalls" / name,
+                            pitfalls.trace_args(name))
         if report is None:
             return name, "-", f"failed: {err}"
         return (name, *pitfalls.judge(name, report))

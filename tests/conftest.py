@@ -35,15 +35,17 @@ def report_json(run_dir: Path) -> dict:
     return json.loads(proc.stdout)
 
 
-def trace_all(base: Path, scripts: dict[str, Path]) -> dict[str, tuple[Path, dict]]:
-    """`lazyscope trace SCRIPT --no-views` for each script (two at a time), with its JSON
-    report: {name: (run dir, report)}."""
+def trace_all(base: Path, scripts: dict[str, Path],
+              options: dict[str, list[str]] | None = None) -> dict[str, tuple[Path, dict]]:
+    """`lazyscope trace [OPTIONS] SCRIPT --no-views` for each script (two at a time), with its
+    JSON report: {name: (run dir, report)}. ``options``: lazyscope options per name."""
 
     def trace(item: tuple[str, Path]) -> tuple[str, tuple[Path, dict]]:
         name, script = item
         out = base / name
         # the findings are read from the JSON report: no PNGs or HTML needed
-        proc = lazyscope_cmd("trace", str(script), "--out", str(out), "--no-views")
+        proc = lazyscope_cmd("trace", *(options or {}).get(name, []), "--out", str(out),
+                             "--no-views", str(script))
         assert proc.returncode == 0, proc.stdout + proc.stderr
         return name, (out, report_json(out))
 

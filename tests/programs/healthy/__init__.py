@@ -24,6 +24,11 @@ HEALTHY: list[str] = [
     "lr_scheduler",
     "step_context",
     "mark_step_loop",
+    "bucketed_lengths",
+    "eval_every_n",
+    "async_logging",
+    "checkpoint_eval",
+    "adamw_warmup",
 ]
 
 

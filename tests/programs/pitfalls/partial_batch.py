@@ -1,9 +1,10 @@
 """Pitfall: the last batch of each epoch is smaller, so it is a new graph shape.
 
-10 samples in batches of 4 give 4, 4, 2: the third step compiles a second program. Over 2
-epochs the 2-row graph is compiled once and then reused, so this is one recompilation: a note,
-not a finding (the cost is one compile per distinct remainder). Fix:
-``DataLoader(..., drop_last=True)`` or pad the last batch to the full batch size.
+18 samples in batches of 4 give 4, 4, 4, 4, 2: the fifth step, after the first epoch's steady
+steps, compiles a second program. Over 2 epochs the 2-row graph is compiled once and then
+reused, so this is one recompilation after warm-up: a note, not a finding (the cost is one
+compile per distinct remainder). Fix: ``DataLoader(..., drop_last=True)`` or pad the last batch
+to the full batch size.
 """
 
 import torch
@@ -12,7 +13,7 @@ from torch.utils.data import DataLoader, TensorDataset
 
 dev = torch_xla.device()
 torch.manual_seed(0)
-data = TensorDataset(torch.randn(10, 32), torch.randn(10, 32))
+data = TensorDataset(torch.randn(18, 32), torch.randn(18, 32))
 loader = DataLoader(data, batch_size=4)
 model = torch.nn.Linear(32, 32).to(dev)
 opt = torch.optim.SGD(model.parameters(), lr=0.01)

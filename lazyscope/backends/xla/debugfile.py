@@ -156,6 +156,11 @@ class DebugFileReader:
         self._offset = 0
         self._pending = ""
 
+    @property
+    def offset(self) -> int:
+        """How far the file has been read (bytes)."""
+        return self._offset
+
     def read_new(self) -> list[DebugRecord]:
         try:
             with open(self.path, encoding="utf-8", errors="replace") as fh:

@@ -9,8 +9,9 @@ Pure: no I/O, no printing.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -74,10 +75,23 @@ class Report:
     advice: dict[str, Any] | None = None
     profile: dict[str, Any] | None = None
     extra: dict[str, Any] = field(default_factory=dict)
+    #: how a notebook shows a report: ``{"html": ..., "text": ...}``, registered by
+    #: lazyscope.render when it is imported (this layer does not import render)
+    notebook_views: ClassVar[dict[str, Callable[[Report], str]]] = {}
 
     @property
     def backend(self) -> str:
         return self.summary.backend
+
+    def _repr_html_(self) -> str | None:
+        """Jupyter's rich display: the HTML report as a fragment (no page, scoped CSS)."""
+        view = Report.notebook_views.get("html")
+        return view(self) if view is not None else None
+
+    def _repr_pretty_(self, printer: Any, cycle: bool) -> None:
+        """IPython's plain display: the text report, not the dataclass fields."""
+        view = Report.notebook_views.get("text")
+        printer.text(view(self) if view is not None else f"<Report of {self.run_dir}>")
 
 
 def _bucket(values: np.ndarray, size: int, how: str) -> np.ndarray:

@@ -212,6 +212,8 @@ class XlaCollector(Collector):
                 self._last_barrier = source
             if barrier and self._step_thread is None:
                 self._step_thread = thread
+            if barrier and thread == self._step_thread and self.step_gate is not None:
+                barrier = self.step_gate()  # a trainer's callback says which barriers end steps
             if self._lines.held and barrier and thread == self._step_thread:
                 self._in_barrier = True
                 try:

@@ -238,7 +238,8 @@ def report_cmd(run_dir: Path, fmt: str, warmup_steps: int | None) -> None:
 
 @cli.command("export")
 @click.argument("run_dir", type=click.Path(path_type=Path))
-@click.option("--format", "fmt", type=click.Choice(EXPORT_FORMATS), required=True,
+@click.option("--format", "fmt", type=click.Choice(EXPORT_FORMATS), default="perfetto",
+              show_default=True,
               help="perfetto: a Chrome trace JSON (ui.perfetto.dev, chrome://tracing, "
               "vizviewer); parquet, csv: steps and events tables (pandas)")
 @click.option("--out", type=click.Path(path_type=Path), default=None,

@@ -10,7 +10,8 @@
 
 The cell runs in the notebook's namespace under the same machinery as ``lazyscope.trace()``
 (:func:`lazyscope.runner.api_tracer`) and writes a normal run directory (default
-``runs/cell<N>-TIMESTAMP``, ``N`` the cell's execution count). The magic returns the
+``runs/cell<N>-TIMESTAMP``, ``N`` the cell's execution count). Its code is named
+``cell In[N]`` and numbered as the cell shows, so a finding reads ``cell In[7]:13``. The magic returns the
 :class:`~lazyscope.analyze.report.Report`, so the cell's output is the report as an HTML
 fragment (``Report._repr_html_``: no ``<html>``, every CSS rule scoped to
 ``.lazyscope-report``) and ``_`` holds it. A bad option or a run directory that exists without
@@ -27,6 +28,9 @@ from __future__ import annotations
 
 import argparse
 import datetime as _dt
+import linecache
+import os
+import re
 import shlex
 import sys
 from pathlib import Path
@@ -38,6 +42,7 @@ from lazyscope.analyze.report import Report
 from lazyscope.backends import BACKENDS
 from lazyscope.backends.base import TraceOptions
 from lazyscope.errors import LazyscopeError, UsageError
+from lazyscope.frames import add_own_file, is_library_file
 from lazyscope.runner import Tracer, api_tracer
 from lazyscope.store import load_target
 
@@ -64,10 +69,58 @@ def default_out(cell: int) -> Path:
     return Path("runs") / f"cell{cell}-{_dt.datetime.now().strftime('%Y%m%d-%H%M%S')}"
 
 
+def cell_file(number: int) -> str:
+    """The file name a traced cell's code runs under: what reports show as its file."""
+    return f"cell In[{number}]"
+
+
+def _compile(shell: Any, cell: str, number: int) -> Any:
+    """The cell's code as IPython would run it (its own magics and shell escapes transformed),
+    named ``cell In[N]`` and numbered as the cell shows (line 1 is the ``%%lazyscope`` line),
+    its source in linecache for tracebacks. ipykernel's own name for a cell,
+    ``/tmp/ipykernel_<pid>/<hash>.py``, would mean nothing in a saved run."""
+    source = "\n" + shell.transform_cell(cell)
+    name = cell_file(number)
+    linecache.cache[name] = (len(source), None, source.splitlines(True), name)
+    return shell.compile(source, name, "exec")
+
+
+def _magic_caller() -> str:
+    """The file of the code that called the magic: the ``%%lazyscope`` cell as IPython
+    compiled it (a ``run_cell_magic`` call). That code is the magic's, not the user's: it would
+    be every finding's "called from", so it is marked as lazyscope's own when it is a cell (no
+    file on disk), never a real file."""
+    frame: Any = sys._getframe(1)
+    while frame is not None and is_library_file(frame.f_code.co_filename):
+        frame = frame.f_back
+    if frame is None:
+        return ""
+    if not os.path.exists(frame.f_code.co_filename):
+        add_own_file(frame.f_code.co_filename)
+    return str(frame.f_code.co_filename)
+
+
+_IPYTHON_INPUT = re.compile(r"^<ipython-input-(\d+)-[0-9a-f]+>$")
+
+
+def cell_number(shell: Any, caller: str) -> int:
+    """The ``N`` of ``In[N]`` of the cell running now: IPython 8+ maps the cell's compiled file
+    name to it (``compile._filename_map``; its ``execution_count`` already counts the next
+    cell); plain IPython names it ``<ipython-input-N-hash>``; IPython 7 (Colab's) counts it in
+    ``execution_count`` until the cell ends."""
+    found = (getattr(getattr(shell, "compile", None), "_filename_map", None) or {}).get(caller)
+    if isinstance(found, int):
+        return found
+    match = _IPYTHON_INPUT.match(caller)
+    if match:
+        return int(match.group(1))
+    return int(getattr(shell, "execution_count", 0) or 0)
+
+
 def run_cell(shell: Any, line: str, cell: str) -> Report | None:
     """Trace ``cell`` (the body of a ``%%lazyscope`` cell) in ``shell``'s namespace; return
     its report, or None after printing the one line of a refused start."""
-    number = int(getattr(shell, "execution_count", 0) or 0)
+    number = cell_number(shell, _magic_caller())
     try:
         args = parser().parse_args(shlex.split(line))
         if args.steps is not None and args.steps < 1:
@@ -76,11 +129,7 @@ def run_cell(shell: Any, line: str, cell: str) -> Report | None:
                                graph_shapes=args.graph_shapes, max_steps=args.steps)
         tracer = api_tracer(args.out or default_out(number), options=options, force=args.force,
                             target=f"notebook cell In[{number}]")
-        # compiled as IPython compiles a cell: its magics transformed, its source in linecache
-        # (tracebacks and frames show the cell's lines)
-        source = shell.transform_cell(cell)
-        filename = shell.compile.cache(source, number)
-        code = shell.compile(source, filename, "exec")
+        code = _compile(shell, cell, number)
     except LazyscopeError as err:
         print(f"lazyscope: {err}", file=sys.stderr)
         return None

@@ -100,6 +100,13 @@ def test_your_own_loop(tmp_path: Path, monkeypatch) -> None:
     magic = load_run(tmp_path / "runs/magic-loop")
     assert magic.status == "ok" and len(magic.steps) == 6
     assert magic.events.count("sync") == 6  # the loss read every step
+    # at the cell's line as the notebook shows it, with no frame of the magic's own call
+    cell = next(c for c in book.cells if c.source.startswith("%%lazyscope"))
+    line = next(i for i, t in enumerate(cell.source.splitlines(), 1) if ".item()" in t)
+    for sync in magic.events.iter("sync"):
+        assert [(f.file, f.line) for f in sync.stack if not f.library] == [
+            (f"cell In[{cell.execution_count}]", line)]
+    assert f"cell In[{cell.execution_count}]:{line}" in fragment
     # the second trace in one kernel still gets torch_xla's compilation causes
     causes = [e.data.cause for e in magic.events.iter("compile")]
     assert causes and not [c for c in causes if c.startswith("unknown")], causes

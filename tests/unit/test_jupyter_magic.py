@@ -6,6 +6,7 @@ Jupyter kernel is tests/integration/test_notebooks.py (your_own_loop)."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -77,4 +78,6 @@ def test_a_cell_that_raises_keeps_its_run(shell, tmp_path: Path, capsys) -> None
     assert f"the run so far is kept in {out} (status failed)" in capsys.readouterr().err
     run = load_run(out)
     assert run.status == "failed" and len(run.steps) == 1
-    assert "ValueError: boom" in (run.meta.error or "")
+    # the cell's code is "cell In[N]", numbered as the cell shows (line 1: the %%lazyscope line)
+    assert re.fullmatch(r"ValueError: boom \(at cell In\[\d+\]:4\)", run.meta.error or ""), \
+        run.meta.error

@@ -85,6 +85,7 @@ PLACED_START = ("the start is not measured, and this step's slices on this track
 PLACED_INSTANT = "no duration is measured: shown at the step's start"
 PLACED_AFTER = ("after the last step, which the run has no timing for: laid end to end from "
                 "the last step's end")
+PLACED_NO_STEPS = ("the run timed no step: laid end to end from the start of the trace")
 
 
 def _started(run: Run) -> float | None:
@@ -179,7 +180,8 @@ class _Rank:
         total = sum(durations)
         if after:
             begin = max(end, self.cursor.get(track, -np.inf))
-            placed = PLACED_AFTER
+            placed = PLACED_AFTER if len(self.run.steps) or self.run.steps.tail else \
+                PLACED_NO_STEPS
         else:
             begin = max(end - total, start, self.cursor.get(track, -np.inf))
             placed = PLACED_END if begin == end - total else PLACED_START

@@ -82,6 +82,8 @@ PLACED_END = ("the start is not measured: this step's slices on this track are l
               "end, in recorded order, ending at the step's end")
 PLACED_START = ("the start is not measured, and this step's slices on this track add up to "
                 "more than the step's measured wall time: laid end to end from the step's start")
+PLACED_AFTER_PREVIOUS = ("the start is not measured: laid end to end after the previous step's "
+                         "slices on this track, which ran past that step's end")
 PLACED_INSTANT = "no duration is measured: shown at the step's start"
 PLACED_AFTER = ("after the last step, which the run has no timing for: laid end to end from "
                 "the last step's end")
@@ -183,8 +185,10 @@ class _Rank:
             placed = PLACED_AFTER if len(self.run.steps) or self.run.steps.tail else \
                 PLACED_NO_STEPS
         else:
-            begin = max(end - total, start, self.cursor.get(track, -np.inf))
-            placed = PLACED_END if begin == end - total else PLACED_START
+            previous = self.cursor.get(track, -np.inf)
+            begin = max(end - total, start, previous)
+            placed = PLACED_END if begin == end - total else \
+                PLACED_START if begin == start else PLACED_AFTER_PREVIOUS
         out = []
         for d in durations:
             out.append(begin)

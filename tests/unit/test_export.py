@@ -273,3 +273,38 @@ def test_trace_one_process_per_rank(tmp_path: Path) -> None:
     for pid in names:
         assert len([s for s in _slices(trace, pid) if s["cat"] == "step"]) == 20
     assert trace["otherData"]["ranks"] == [0, 1]
+
+
+def test_placement_rules(tmp_path: Path) -> None:
+    """Durations are measured, starts are not: slices end at their step's end; slices that add
+    up to more than the step start at its start; the next step's then wait for them; a
+    zero-duration event is an instant, never a slice of invented length."""
+    from lazyscope.model import Frame, Meta, Sync
+    from lazyscope.render.perfetto import (
+        PLACED_AFTER_PREVIOUS,
+        PLACED_INSTANT,
+        PLACED_START,
+    )
+    from lazyscope.store import RunWriter
+
+    meta = Meta(target="t", backend="eager")
+    meta.capabilities.step_fields = ["wall_s", "t_end_s"]
+    writer = RunWriter(tmp_path / "run", meta)
+    stack = (Frame("train.py", 7, "main"),)
+    for step, (seconds, end) in enumerate([(1.5, 1.0), (0.8, 2.0), (0.1, 3.0)]):
+        writer.write_event("sync", step, seconds=seconds, stack=stack,
+                           payload=Sync(read=".item()"), key="", value=1)
+        writer.write_step(step, {"wall_s": 1.0, "t_end_s": end}, annotations={})
+    writer.write_event("sync", 2, seconds=0.0, stack=stack, payload=Sync(read="if t"), key="",
+                       value=0)
+    writer.finish("ok", None)
+    trace = _trace(tmp_path / "run")
+    syncs = [e for e in trace["traceEvents"] if e.get("cat") == "sync"]
+    timed = [(e["ts"] / 1e6, e["dur"] / 1e6, e["args"]["placed"]) for e in syncs
+             if e["ph"] == "X"]
+    assert timed == [(0.0, 1.5, PLACED_START), (1.5, 0.8, PLACED_AFTER_PREVIOUS),
+                     (2.9, 0.1, PLACED_END)]
+    instant = [e for e in syncs if e["ph"] == "i"]
+    assert len(instant) == 1 and instant[0]["args"]["placed"] == PLACED_INSTANT
+    assert instant[0]["ts"] == 2.0e6 and "dur" not in instant[0]
+    assert all(e["args"]["user_line"] == "train.py:7 (main)" for e in syncs)

@@ -47,6 +47,8 @@ from lazyscope.runner import Tracer, api_tracer
 from lazyscope.store import load_target
 
 MAGIC = "lazyscope"
+#: plain IPython's name for a cell's code
+_IPYTHON_INPUT = re.compile(r"^<ipython-input-(\d+)-[0-9a-f]+>$")
 
 
 class _Parser(argparse.ArgumentParser):
@@ -85,22 +87,25 @@ def _compile(shell: Any, cell: str, number: int) -> Any:
     return shell.compile(source, name, "exec")
 
 
-def _magic_caller() -> str:
+def _magic_caller(shell: Any) -> str:
     """The file of the code that called the magic: the ``%%lazyscope`` cell as IPython
     compiled it (a ``run_cell_magic`` call). That code is the magic's, not the user's: it would
     be every finding's "called from", so it is marked as lazyscope's own when it is a cell (no
     file on disk), never a real file."""
+    cells = getattr(getattr(shell, "compile", None), "_filename_map", None) or {}
+
+    def is_cell(name: str) -> bool:
+        return name in cells or bool(_IPYTHON_INPUT.match(name))
+
     frame: Any = sys._getframe(1)
-    while frame is not None and is_library_file(frame.f_code.co_filename):
+    while frame is not None and is_library_file(frame.f_code.co_filename) and \
+            not is_cell(frame.f_code.co_filename):
         frame = frame.f_back
     if frame is None:
         return ""
     if not os.path.exists(frame.f_code.co_filename):
         add_own_file(frame.f_code.co_filename)
     return str(frame.f_code.co_filename)
-
-
-_IPYTHON_INPUT = re.compile(r"^<ipython-input-(\d+)-[0-9a-f]+>$")
 
 
 def cell_number(shell: Any, caller: str) -> int:
@@ -120,7 +125,8 @@ def cell_number(shell: Any, caller: str) -> int:
 def run_cell(shell: Any, line: str, cell: str) -> Report | None:
     """Trace ``cell`` (the body of a ``%%lazyscope`` cell) in ``shell``'s namespace; return
     its report, or None after printing the one line of a refused start."""
-    number = cell_number(shell, _magic_caller())
+    __tracebackhide__ = True  # noqa: F841 - IPython's tracebacks show the cell, not the magic
+    number = cell_number(shell, _magic_caller(shell))
     try:
         args = parser().parse_args(shlex.split(line))
         if args.steps is not None and args.steps < 1:
@@ -164,6 +170,7 @@ def load_ipython_extension(ipython: Any) -> None:
     """``%load_ext lazyscope``: register the ``%%lazyscope`` cell magic."""
 
     def lazyscope_magic(line: str, cell: str) -> Report | None:
+        __tracebackhide__ = True  # noqa: F841 - see run_cell
         return run_cell(ipython, line, cell)
 
     lazyscope_magic.__doc__ = __doc__

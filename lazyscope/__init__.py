@@ -17,6 +17,10 @@ backends. Each is a no-op when nothing is traced. A workload that runs on every 
 barrier of a backend (the built-in scenarios do). Importing lazyscope imports neither torch_xla
 nor matplotlib.
 
+In a notebook, ``%load_ext lazyscope`` adds the ``%%lazyscope`` cell magic (trace the cell, show
+its report; :mod:`lazyscope.integrations.jupyter`); a ``Report`` shows itself as HTML. Hugging
+Face ``Trainer`` users add :class:`lazyscope.integrations.transformers.LazyscopeCallback`.
+
 The modules :mod:`lazyscope.errors` (errors and exit codes) and :mod:`lazyscope.padding`
 (padding policies) are public too.
 """
@@ -31,18 +35,19 @@ from lazyscope.analyze.ranks import build_any
 from lazyscope.backends import BACKENDS, get_runtime
 from lazyscope.backends.base import Runtime, TraceOptions, active
 from lazyscope.backends.pytorch.collector import synchronize
+from lazyscope.integrations.jupyter import load_ipython_extension
 from lazyscope.model import Run
 from lazyscope.render import RENDERERS
 from lazyscope.render.html import render_html
 from lazyscope.render.views import write_plots
-from lazyscope.runner import Tracer, ranked_out
+from lazyscope.runner import Tracer, api_tracer
 from lazyscope.sources import SOURCES
 from lazyscope.store import load_run, load_target
 
 __version__ = "0.3.0"
 __all__ = ["Run", "Runtime", "TraceOptions", "Tracer", "__version__", "advise_buckets",
-           "annotate_step", "backend_names", "barrier", "load_run", "note", "report", "runtime",
-           "set_info", "trace", "tracing"]
+           "annotate_step", "backend_names", "barrier", "load_ipython_extension", "load_run",
+           "note", "report", "runtime", "set_info", "trace", "tracing"]
 
 
 def trace(
@@ -72,9 +77,7 @@ def trace(
     caller = inspect.stack()[1].filename
     options = TraceOptions(backend=backend, device=device, graph_shapes=graph_shapes,
                            max_steps=steps, warmup_steps=warmup_steps)
-    run_dir, rank, world = ranked_out(out)
-    return Tracer(run_dir, options=options, force=force, target=name or caller,
-                  target_kind="api", rank=rank, world_size=world)
+    return api_tracer(out, options=options, force=force, target=name or caller)
 
 
 def report(run: Run | str | os.PathLike[str], fmt: str = "text") -> Any:

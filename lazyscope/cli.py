@@ -18,6 +18,7 @@ from lazyscope.analyze.buckets import advice_for_run, advise
 from lazyscope.analyze.check import Rules, check_report
 from lazyscope.analyze.diff import diff_reports
 from lazyscope.analyze.ranks import build_any
+from lazyscope.analyze.report import build_report
 from lazyscope.backends import BACKENDS
 from lazyscope.backends.base import TraceOptions
 from lazyscope.backends.profiling import ProfileWindow, default_steps, parse_profile_steps
@@ -40,6 +41,7 @@ from lazyscope.errors import (
     TargetFailed,
     UsageError,
 )
+from lazyscope.model import runs_by_rank
 from lazyscope.render import RENDERERS, render_text
 from lazyscope.render.check import CHECK_RENDERERS
 from lazyscope.render.compare import (
@@ -49,6 +51,9 @@ from lazyscope.render.compare import (
     write_compare_png,
 )
 from lazyscope.render.diff import DIFF_RENDERERS
+from lazyscope.render.export import FORMATS as EXPORT_FORMATS
+from lazyscope.render.export import default_out as export_default_out
+from lazyscope.render.export import export_perfetto, export_tables
 from lazyscope.render.html import write_compare_html
 from lazyscope.render.tensorboard import (
     check_tensorboard,
@@ -74,6 +79,7 @@ def cli() -> None:
     lazyscope scenarios                       list the built-in workloads
     lazyscope trace NAME|SCRIPT.py [ARGS]     run one under instrumentation
     lazyscope report RUN_DIR                  re-render a saved run
+    lazyscope export RUN_DIR --format F       perfetto trace, parquet or csv tables
     lazyscope tensorboard RUN_DIR             open its profile and scalars in TensorBoard
     """
 
@@ -230,6 +236,36 @@ def report_cmd(run_dir: Path, fmt: str, warmup_steps: int | None) -> None:
         click.echo(str(run_dir / "report.html"))
         return
     click.echo(RENDERERS[fmt](report), nl=fmt != "text")
+
+
+@cli.command("export")
+@click.argument("run_dir", type=click.Path(path_type=Path))
+@click.option("--format", "fmt", type=click.Choice(EXPORT_FORMATS), default="perfetto",
+              show_default=True,
+              help="perfetto: a Chrome trace JSON (ui.perfetto.dev, chrome://tracing, "
+              "vizviewer); parquet, csv: steps and events tables (pandas)")
+@click.option("--out", type=click.Path(path_type=Path), default=None,
+              help="perfetto: the file (default RUN_DIR/trace.json); parquet, csv: the "
+              "directory of steps.EXT and events.EXT (default RUN_DIR)")
+@click.option("--warmup-steps", type=click.IntRange(min=0), default=None, metavar="N",
+              help="perfetto: the findings marked on events count every compilation from "
+              "step N on")
+def export_cmd(run_dir: Path, fmt: str, out: Path | None, warmup_steps: int | None) -> None:
+    """Write a saved run in a format other tools read; prints the paths written.
+
+    A multi-process run is one file: a process (track group) per rank in the trace, a rank
+    column in the tables."""
+
+    target = load_target(run_dir)
+    out = out if out is not None else export_default_out(run_dir, fmt)
+    if fmt == "perfetto":
+        runs = {rank: (run, build_report(run, warmup_steps=warmup_steps))
+                for rank, run in runs_by_rank(target).items()}
+        paths = export_perfetto(runs, out)
+    else:
+        paths = export_tables(target, fmt, out)
+    for path in paths:
+        click.echo(str(path))
 
 
 @cli.command("check")

@@ -310,6 +310,15 @@ class Tracer:
         return load_run(self.out)
 
 
+def api_tracer(out: str | os.PathLike[str], *, options: TraceOptions, force: bool = False,
+               target: str = "", target_kind: str = "api") -> Tracer:
+    """The Tracer of the library API (``lazyscope.trace()``, the notebook magic, the Trainer
+    callback): it writes ``out``, or ``out/rank<N>`` under a launcher that sets ``RANK``."""
+    run_dir, rank, world = ranked_out(out)
+    return Tracer(run_dir, options=options, force=force, target=target,
+                  target_kind=target_kind, rank=rank, world_size=world)
+
+
 def trace_target(
     target: Target,
     out: str | os.PathLike[str],

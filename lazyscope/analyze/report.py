@@ -14,8 +14,9 @@ Pure: no I/O, no printing; the run is not modified.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -154,10 +155,23 @@ class Report:
     steps: StepTable = field(default_factory=lambda: StepTable.empty([]), metadata=_VIEW)
     syncs_per_step: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64),
                                        metadata=_VIEW)
+    #: how a notebook shows a report: ``{"html": ..., "text": ...}``, registered by
+    #: lazyscope.render when it is imported (this layer does not import render)
+    notebook_views: ClassVar[dict[str, Callable[[Report], str]]] = {}
 
     @property
     def backend(self) -> str:
         return self.summary.backend
+
+    def _repr_html_(self) -> str | None:
+        """Jupyter's rich display: the HTML report as a fragment (no page, scoped CSS)."""
+        view = Report.notebook_views.get("html")
+        return view(self) if view is not None else None
+
+    def _repr_pretty_(self, printer: Any, cycle: bool) -> None:
+        """IPython's plain display: the text report, not the dataclass fields."""
+        view = Report.notebook_views.get("text")
+        printer.text(view(self) if view is not None else f"<Report of {self.run_dir}>")
 
 
 def _bucket(values: np.ndarray, size: int, how: str) -> np.ndarray:

@@ -191,6 +191,10 @@ class Collector:
         #: what traces a worker process this collector starts (``xmp.spawn``): the runner's
         #: Tracer class, set by the tracer that owns this collector (picklable by reference)
         self.worker_tracer: Any = None
+        #: for a program whose steps are known to a framework around it (a trainer's callback):
+        #: asked at each of the program's own step barriers whether it ends a step; False: the
+        #: barrier's work counts in the step that ends at the next one. None: every one does
+        self.step_gate: Callable[[], bool] | None = None
 
     def capabilities(self) -> Capabilities:
         """What this backend measures (written to ``meta.json``)."""

@@ -25,8 +25,10 @@ imports numpy and the standard library only.
 Modules: :mod:`~lazyscope.model.frames` (places in source), :mod:`~lazyscope.model.payloads`
 (what each event kind carries), :mod:`~lazyscope.model.steps`, :mod:`~lazyscope.model.events`,
 :mod:`~lazyscope.model.meta` (``meta.json``), :mod:`~lazyscope.model.run` (a run, a
-multi-process run) and :mod:`~lazyscope.model.codec` (checked JSON decoding). This package
-imports numpy and the standard library only, and nothing else of lazyscope.
+multi-process run), :mod:`~lazyscope.model.dataframes` (either as pandas DataFrames; pandas
+is imported only there, when asked for) and :mod:`~lazyscope.model.codec` (checked JSON
+decoding). This package imports numpy and the standard library only, and nothing else of
+lazyscope but :mod:`lazyscope.errors` (the one line a missing pandas gets).
 """
 
 from __future__ import annotations
@@ -63,7 +65,7 @@ from lazyscope.model.payloads import (
     Payload,
     Sync,
 )
-from lazyscope.model.run import RankedRun, Run
+from lazyscope.model.run import RankedRun, Run, runs_by_rank
 from lazyscope.model.steps import STEP_FIELDS, Step, StepTable
 
 __all__ = [
@@ -72,5 +74,5 @@ __all__ = [
     "STATUS_RUNNING", "STEP_FIELDS", "Capabilities", "Change", "Compile", "EagerFallback", "Event",
     "EventTable", "Execute", "Fallback", "FallbackExec", "Frame", "GraphBreak", "GraphInput", "Interned",
     "Lookup", "Meta", "Payload", "RankedRun", "Run", "Stack", "Step", "StepTable", "Sync",
-    "now_iso", "table_from_events", "user_frames", "user_site", "validate",
+    "now_iso", "runs_by_rank", "table_from_events", "user_frames", "user_site", "validate",
 ]

@@ -1,10 +1,13 @@
-"""A loaded run, and a multi-process run (one run per rank)."""
+"""A loaded run, and a multi-process run (one run per rank); each can show itself as pandas
+DataFrames (:mod:`lazyscope.model.dataframes`: pandas is imported only then)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
+from lazyscope.model.dataframes import events_frame, pandas, steps_frame
 from lazyscope.model.events import EventTable
 from lazyscope.model.meta import STATUS_RUNNING, Meta
 from lazyscope.model.steps import StepTable
@@ -29,6 +32,20 @@ class Run:
     def status(self) -> str:
         return self.meta.status if self.complete else "incomplete"
 
+    def steps_frame(self, *, tail: bool = False) -> Any:
+        """One row per step as a pandas DataFrame: ``step``, ``kind``, ``start_s``, every step
+        field (nullable ``Int64``/``Float64``, ``<NA>`` where not measured) and the program's
+        annotations; ``tail``: with the work after the last barrier as a last row. Needs
+        pandas (``lazyscope[data]``); see :mod:`lazyscope.model.dataframes`."""
+        return steps_frame(self.steps, tail=tail)
+
+    def events_frame(self) -> Any:
+        """One row per event as a pandas DataFrame: ``kind`` (categorical), ``step``,
+        ``seconds``, ``value``, the user's ``file``/``line``/``function``, the ``call_stack``, and
+        the payload's ``cause``, ``cause_kind``, ``owner``, ``phase``, ``op``, ``graph``,
+        ``digest``. Needs pandas (``lazyscope[data]``)."""
+        return events_frame(self.events)
+
 
 @dataclass
 class RankedRun:
@@ -37,3 +54,37 @@ class RankedRun:
     path: Path
     parent: Meta | None
     ranks: dict[int, Run] = field(default_factory=dict)
+
+    def steps_frame(self, *, tail: bool = False) -> Any:
+        """Every rank's :meth:`Run.steps_frame`, one after another, with a ``rank`` column
+        first."""
+        return self._concat([(r, run.steps_frame(tail=tail)) for r, run in
+                             sorted(self.ranks.items())])
+
+    def events_frame(self) -> Any:
+        """Every rank's :meth:`Run.events_frame`, one after another, with a ``rank`` column
+        first."""
+        return self._concat([(r, run.events_frame()) for r, run in sorted(self.ranks.items())])
+
+    @staticmethod
+    def _concat(frames: list[tuple[int, Any]]) -> Any:
+        pd = pandas()
+        for rank, frame in frames:
+            frame.insert(0, "rank", pd.array([rank] * len(frame), dtype="Int64"))
+        if not frames:
+            return pd.DataFrame()
+        out = pd.concat([f for _, f in frames], ignore_index=True)
+        # a category column stays one when the ranks' categories differ (concat makes it object)
+        for name in frames[0][1].columns:
+            if isinstance(frames[0][1][name].dtype, pd.CategoricalDtype) and \
+                    not isinstance(out[name].dtype, pd.CategoricalDtype):
+                out[name] = out[name].astype("category")
+        return out
+
+
+def runs_by_rank(target: Run | RankedRun) -> dict[int, Run]:
+    """``{rank: run}``: each rank of a multi-process run, or a single run under its own rank
+    (0 when it was not one of several)."""
+    if isinstance(target, RankedRun):
+        return dict(sorted(target.ranks.items()))
+    return {target.meta.rank if target.meta.rank is not None else 0: target}

@@ -2,7 +2,8 @@
 
 ``write_views(report, run_dir)`` writes the PNG plots (``timeline.png``, ``time_split.png``,
 ``cumulative.png``), ``report.html`` (the plots inline) and, when TensorBoard is installed, the
-per-step scalars under ``tensorboard/``. A view that cannot be written (a read-only run, a full
+per-step scalars under ``tensorboard/``. ``notebook_html(report)`` is the same page as a
+fragment for a notebook, its plots drawn in a temporary directory. A view that cannot be written (a read-only run, a full
 disk) is skipped with a warning line returned to the caller: rendering a run never fails for it
 and never changes what the run recorded.
 """
@@ -10,6 +11,7 @@ and never changes what the run recorded.
 from __future__ import annotations
 
 import importlib.util
+import tempfile
 from pathlib import Path
 
 from lazyscope.analyze.report import Report
@@ -43,6 +45,14 @@ def write_plots(report: Report, run_dir: Path) -> tuple[dict[str, bytes], list[s
     if compare_png.is_file():
         images["policies compared"] = compare_png.read_bytes()
     return images, warnings
+
+
+def notebook_html(report: Report) -> str:
+    """The report as an HTML fragment for a notebook (``Report._repr_html_``): the plots drawn
+    in a temporary directory and inlined; nothing is written into the run directory."""
+    with tempfile.TemporaryDirectory(prefix="lazyscope-plots-") as tmp:
+        images, _ = write_plots(report, Path(tmp))
+    return render_html(report, images, fragment=True)
 
 
 def write_html(report: Report, run_dir: Path, images: dict[str, bytes]) -> Path:

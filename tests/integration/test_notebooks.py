@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from pathlib import Path
 
 import nbformat
@@ -64,6 +65,11 @@ def test_quickstart(tmp_path: Path, monkeypatch) -> None:
     assert list((tmp_path / "runs/quickstart-profile/tensorboard/plugins/profile").glob("*/*.xplane.pb"))
 
 
+def _outputs(book: nbformat.NotebookNode, starts: str) -> list[dict]:
+    cell = next(c for c in book.cells if c.cell_type == "code" and c.source.startswith(starts))
+    return cell.outputs
+
+
 def test_your_own_loop(tmp_path: Path, monkeypatch) -> None:
     book = _execute("your_own_loop", tmp_path, monkeypatch, steps=6)
     text = _text(book)
@@ -73,6 +79,45 @@ def test_your_own_loop(tmp_path: Path, monkeypatch) -> None:
     run = load_run(tmp_path / "runs/own-loop")
     assert run.status == "ok" and len(run.steps) == 6
     assert sum(s.compile_count for s in run.steps) >= 5  # 5 distinct sequence lengths
+
+    # %%lazyscope: the cell traced, its report shown inline as a fragment
+    outputs = _outputs(book, "%%lazyscope")
+    result = [o for o in outputs if o["output_type"] == "execute_result"]
+    assert len(result) == 1, outputs
+    fragment = result[0]["data"]["text/html"]
+    assert fragment.startswith('<div class="lazyscope-report"><style>')
+    assert not re.search(r"<(html|head|body|!DOCTYPE)\b", fragment, re.I)
+    css = fragment.split("<style>", 1)[1].split("</style>", 1)[0]
+    selectors = [sel.strip() for rule in re.findall(r"([^{}]+)\{", css)
+                 for sel in rule.split(",")]
+    assert selectors and all(sel.startswith(".lazyscope-report") for sel in selectors), selectors
+    assert "<h1>lazyscope report: notebook cell In[" in fragment
+    assert "Findings, worst first" in fragment and ".item()" in fragment
+    assert 'src="data:image/png;base64,' in fragment  # the plots, inline
+    assert result[0]["data"]["text/plain"].startswith("lazyscope report: runs/magic-loop")
+    printed = "".join(o.get("text", "") for o in outputs if o["output_type"] == "stream")
+    assert "step 5: loss" in printed and "run saved in runs/magic-loop" in printed
+    magic = load_run(tmp_path / "runs/magic-loop")
+    assert magic.status == "ok" and len(magic.steps) == 6
+    assert magic.events.count("sync") == 6  # the loss read every step
+    # at the cell's line as the notebook shows it, with no frame of the magic's own call
+    cell = next(c for c in book.cells if c.source.startswith("%%lazyscope"))
+    line = next(i for i, t in enumerate(cell.source.splitlines(), 1) if ".item()" in t)
+    for sync in magic.events.iter("sync"):
+        assert [(f.file, f.line) for f in sync.stack if not f.library] == [
+            (f"cell In[{cell.execution_count}]", line)]
+    assert f"cell In[{cell.execution_count}]:{line}" in fragment
+    # the second trace in one kernel still gets torch_xla's compilation causes
+    causes = [e.data.cause for e in magic.events.iter("compile")]
+    assert causes and not [c for c in causes if c.startswith("unknown")], causes
+    assert (tmp_path / "runs/magic-loop/xla_debug.txt").stat().st_size > 0
+
+    # the DataFrame cell: compile seconds per user line, as the run says
+    events = run.events_frame()
+    sites = events[events["kind"] == "compile"].groupby(["file", "line"])["seconds"].count()
+    (file, line), count = next(iter(sites.items()))
+    table = _outputs(book, "events = ")[0]["data"]["text/plain"]
+    assert re.search(rf"{re.escape(Path(file).name)}\s+{line}\s+{count}\s+\d", table), table
 
 
 def test_bucketing(tmp_path: Path, monkeypatch) -> None:

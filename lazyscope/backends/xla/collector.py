@@ -80,6 +80,10 @@ INSTALL_HINT = (
     "torch_xla is not installed: pip install 'lazyscope[xla]' "
     "(torch==2.9.0 torch_xla==2.9.0), or use --backend eager"
 )
+#: the PT_XLA_DEBUG_FILE torch_xla writes in this process: it reads the variable once, at its
+#: first graph analysis, so a later trace in the same process (a second ``lazyscope.trace()``,
+#: another notebook cell) reads its records there and copies them into its own run
+_written_debug_file: str | None = None
 #: warm-up steps in which the watch window is open
 WATCH_WARMUP_STEPS = 2
 #: times the window reopens for device-to-host transfers nobody explained (bounded: some
@@ -107,6 +111,7 @@ class XlaCollector(Collector):
         self._last_barrier = ""
         self._t_last = 0.0
         self._debug: DebugFileReader | None = None
+        self._debug_from = 0
         self._in_barrier = False
         self._graphs: HloDumpReader | None = None
         self._reads: ValueReadHooks | None = None
@@ -145,7 +150,8 @@ class XlaCollector(Collector):
             os.environ["PT_XLA_DEBUG_LEVEL"] = str(DEBUG_LEVEL)
         # abspath, not resolve(): an absolute path is all torch_xla needs, and the directory may
         # not exist yet (resolve() on a path through a symbolic-link loop raises)
-        os.environ["PT_XLA_DEBUG_FILE"] = os.path.join(os.path.abspath(run_dir), DEBUG_FILE)
+        os.environ["PT_XLA_DEBUG_FILE"] = _written_debug_file or os.path.join(
+            os.path.abspath(run_dir), DEBUG_FILE)
         os.environ.setdefault("PT_XLA_DEBUG_MAX_FRAME", "64")
         # torch_xla's timing metrics keep their last N samples (default 1024) for the
         # percentiles of metrics_report(), and metric_data() copies all of them into Python
@@ -181,6 +187,7 @@ class XlaCollector(Collector):
         self._debug = DebugFileReader(debug_file) if debug_file else None
         if self._debug is not None:
             self._debug.take()  # skip what an earlier trace in this process wrote
+        self._debug_from = self._debug.offset if self._debug is not None else 0
         dump = dump_dir(os.environ.get("XLA_FLAGS", ""))
         if dump is not None and self.options.graph_shapes:
             self._graphs = HloDumpReader(
@@ -211,6 +218,8 @@ class XlaCollector(Collector):
                 self._last_barrier = source
             if barrier and self._step_thread is None:
                 self._step_thread = thread
+            if barrier and thread == self._step_thread and self.step_gate is not None:
+                barrier = self.step_gate()  # a trainer's callback says which barriers end steps
             if self._lines.held and barrier and thread == self._step_thread:
                 self._in_barrier = True
                 try:
@@ -322,6 +331,7 @@ class XlaCollector(Collector):
         values, active = self._collect_step(everything=True)
         if active:
             self._recorder.finish_tail(values)
+        self._keep_debug_file()
         try:  # torch_xla's own count of the same run, for the report to set beside lazyscope's
             end = runtime_counts(self._met)
             self._recorder.set_info(runtime_counts={
@@ -331,6 +341,34 @@ class XlaCollector(Collector):
             pass
         self._watch = None
         self._recorder = None
+
+    def _keep_debug_file(self) -> None:
+        """Remember the debug file torch_xla now writes for good (it has analysed a graph once
+        anything ran); when it is an earlier run's, copy this run's part of it into this run."""
+        global _written_debug_file
+        assert self._recorder is not None
+        if self._debug is None:
+            return
+        if _written_debug_file is None and self._runtime_counts_moved():
+            _written_debug_file = self._debug.path
+        own = os.path.join(os.path.abspath(self._recorder.writer.path), DEBUG_FILE)
+        if os.path.abspath(self._debug.path) == own:
+            return
+        try:
+            with open(self._debug.path, "rb") as src, open(own, "wb") as dst:
+                src.seek(self._debug_from)
+                dst.write(src.read())
+        except OSError:  # evidence only: the events already carry what it said
+            pass
+
+    def _runtime_counts_moved(self) -> bool:
+        try:
+            end = runtime_counts(self._met)
+        except Exception:  # noqa: BLE001 - descriptive only
+            return False
+        # torch_xla analyses a graph (and reads the variable) at every compile and execution
+        return any(n != self._runtime_base.get(k, 0) for k, n in end.items()
+                   if k.startswith(("Compile", "Execute")))
 
     def _on_barrier(self) -> None:
         self._in_barrier = True

@@ -222,6 +222,11 @@ class DebugFileReader:
         executions = Counter(r.graph_hash for r in records if r.kind == "execute" and r.graph_hash)
         return [r for r in records if r.kind != "execute"], executions
 
+    @property
+    def offset(self) -> int:
+        """How far the file has been read (bytes)."""
+        return self._offset
+
     def read_new(self) -> list[DebugRecord]:
         """Every new complete record (compilations and executions), parsed in full."""
         data = self._pending + self._chunk()

@@ -37,7 +37,9 @@ already had a graph, first compiled after the run's warm-up ended (from the firs
 earlier graphs never run again: a learning rate that reaches the special scalar 0.0, a cast
 added mid-run) or *rare* (run at most :data:`RARE_SHARE` as often as the family's most used
 graph, or twice: a last partial batch): a one-off recompilation worth knowing, a note. A late
-variant run as often as the others, interleaved with them, is one more bucket: warm-up. A family of several variants that are all reused is said in a ``reuse`` note ("dim 1
+variant run as often as the others, interleaved with them, is one more bucket: warm-up. The
+recompilation after which torch.compile made a dimension dynamic is a note too (marked dynamic
+up front, it is none). A family of several variants that are all reused is said in a ``reuse`` note ("dim 1
 takes 3 sizes, each compiled once and reused 6-9 times: bucketing works"). A graph compiled
 again under an id it had (the compile cache dropped it) is pure waste: two or more make a
 finding, one a note. Where executions per graph are not recorded (runs of older lazyscopes,
@@ -743,6 +745,10 @@ def _judge(fam: SiteCompiles, ctx: _Context) -> None:
         return
     late = [r for r in recs if r.step >= ctx.steady_from and r.cls != STRUCTURE
             and _one_off(fam, r)]
+    if fam.dynamic and not late:
+        # torch.compile switched a dimension to dynamic after recompiling for it: one
+        # recompilation, worth knowing (marked dynamic up front it is none)
+        late = [r for r in recs if r.cls == VARIANT][:1]
     for r in late:
         r.counted = True
     if late or fam.evicted.count:

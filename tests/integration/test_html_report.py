@@ -19,13 +19,19 @@ import subprocess
 import tempfile
 import time
 import urllib.request
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from lazyscope.analyze.findings import Finding, RecompileFacts, VaryingInput
+from lazyscope.analyze.report import build_report
 from lazyscope.cli import main
-from lazyscope.render.html import build_html
+from lazyscope.model import Change, Frame
+from lazyscope.render.html import page as page_of
+from lazyscope.render.html import render_html
+from lazyscope.store import load_run
 
 pytestmark = [pytest.mark.xla, pytest.mark.slow]
 
@@ -218,15 +224,19 @@ def test_report_format_html_with_every_section(browser: int, lazytensor_runs,
     assert_clean(check_page(browser, run / "report.html"), min_images=3)
 
     png = (run / "timeline.png").read_bytes()
-    report = {
-        "target": "decoder", "verdict": "recompiled on 18 of 18 steps", "steps": 3,
-        "findings": [{"kind": "recompile", "file": "train.py", "line": 3, "count": 18,
-                      "seconds": 4.2, "detail": "seq dim varies", "fix": "pad to buckets"}],
-        "advice": {"boundaries": [64, 128, 256], "options": [{"k": 1, "efficiency": 0.5}]},
-        "compare": {"rows": [{"policy": "max", "wall_s": 1.0}, {"policy": "packed", "wall_s": 0.4}]},
-    }
+    finding = Finding("recompile", "train.py", 3, "main", [Frame("train.py", 3, "main")], 18,
+                      [1, 2], 2, 4.2, "seq dim varies", "pad to buckets", RecompileFacts(
+                          compiled_at=Frame("train.py", 9, "main"),
+                          changes=[Change("x", "dim", 1, 17, 33)],
+                          varying=[VaryingInput("x", "dim", 1, [17, 33])], graphs=2,
+                          dynamic=[], classes={}, verdict="churn", runs=[1, 1]))
+    report = replace(build_report(load_run(run)), verdict="recompiled on 18 of 18 steps",
+                     findings=[finding], advice={
+                         "best": {"name": "3 buckets", "boundaries": [64, 128, 256],
+                                  "predicted_total": 2.0, "padding_efficiency": 0.5},
+                         "horizon": 40, "per_k": [{"name": "1 bucket", "boundaries": [256]}]})
     page = tmp_path / "full.html"
-    page.write_text(build_html(report, {"timeline": png, "compare": png}))
+    page.write_text(render_html(report, {"timeline": png, "compare": png}))
     assert_clean(check_page(browser, page), min_images=2)
 
 
@@ -238,7 +248,7 @@ def test_report_format_html_with_every_section(browser: int, lazytensor_runs,
 ])
 def test_the_check_catches_broken_pages(browser: int, tmp_path: Path, broken: str,
                                         expect: str) -> None:
-    good = build_html({"verdict": "fine", "steps": 1})
+    good = page_of("fine", "<div class=\"verdict ok\">fine</div>")
     page = tmp_path / "broken.html"
     page.write_text(good.replace("</main>", broken + "</main>"))
     result = check_page(browser, page)

@@ -28,6 +28,7 @@ import numpy as np
 from lazyscope import units
 from lazyscope.analyze.breaks import BreakSite, EagerSite
 from lazyscope.analyze.fallbacks import FallbackOp
+from lazyscope.analyze.libraries import library_fix
 from lazyscope.analyze.recompiles import (
     CHURN,
     FIXED,
@@ -472,11 +473,12 @@ def sync_finding(backend: str, site: SyncSite) -> Finding:
         detail = say(backend, "sync_detail", reads=_reads(site), nsteps=nsteps,
                      s=plural(nsteps), seconds=units.seconds(site.seconds), forced=forced)
         branch = any(r.startswith("if tensor") for r in site.reads)
-        if facts.api:
+        if facts.api and facts.happens_at is None:
             fix = say(backend, "sync_fix_api", api=facts.api)
         elif facts.happens_at is not None:
-            fix = say(backend, "sync_fix_library", library=_library_of(facts.happens_at),
-                      where=str(facts.happens_at))
+            fix = library_fix(facts.happens_at) or say(
+                backend, "sync_fix_library", library=_library_of(facts.happens_at),
+                where=str(facts.happens_at))
         else:
             fix = say(backend, "sync_fix_branch" if branch else "sync_fix_value")
     if facts.happens_at is not None:

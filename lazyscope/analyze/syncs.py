@@ -72,6 +72,10 @@ def sync_sites(run: Run) -> list[SyncSite]:
         # (xm.rendezvous) is named by the API, whatever helper of its own made the read
         inner = (stack[0] if not lib and stack and stack[0].library and site is not None
                  else None)
+        if lib and data is not None and data.called_by is not None:
+            # the API was called by library code (a Trainer's logging), not by the user: the
+            # read happens where that library calls it
+            inner = data.called_by
         return ((site.file, site.line, site.function) if site else ("", 0, ""), closure, owner,
                 lib, (inner.file, inner.line, inner.function) if inner else None)
 

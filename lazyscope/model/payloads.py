@@ -162,8 +162,9 @@ class Sync:
     a torch op that checks a value on the host ...). The event's ``value`` is the number of
     executions the read forced. ``closure``: ``""`` (in the step), ``"sync"`` (inside a step
     closure, after the barrier, blocking) or ``"async"`` (an async step closure). ``api``: the
-    library API that made the read for its own purposes (``xm.rendezvous``), when not the
-    user's code."""
+    library API that made the read for its own purposes (``xm.mesh_reduce``), when not the
+    user's code; ``called_by``: the library frame that called that API, when library code (a
+    Trainer's logging), not the user, called it."""
 
     read: str = ""
     shape: list[int] | None = None
@@ -171,14 +172,23 @@ class Sync:
     owner: str = OWNER_USER
     message: str = ""
     api: str = ""
+    called_by: Frame | None = None
 
     def to_json(self) -> dict[str, Any]:
-        return {k: v for k, v in asdict(self).items()
-                if v not in (None, "") and not (k == "owner" and v == OWNER_USER)}
+        out = {k: v for k, v in asdict(self).items() if k != "called_by"
+               and v not in (None, "") and not (k == "owner" and v == OWNER_USER)}
+        if self.called_by is not None:
+            out["called_by"] = self.called_by.to_json()
+        return out
 
     @classmethod
     def from_json(cls, data: Any) -> Sync:
-        return validate(_from_dict(cls, data))
+        obj = _from_dict(cls, data)
+        obj.called_by = _frame(obj.called_by)
+        if obj.called_by is not None:
+            obj.called_by = Frame(obj.called_by.file, obj.called_by.line,
+                                  obj.called_by.function, True)
+        return validate(obj)
 
 
 @dataclass

@@ -120,3 +120,40 @@ def test_callback_run_exports(trainer_runs, tmp_path: Path) -> None:
     steps = pd.read_csv(tmp_path / "steps.csv")
     assert (steps["kind"] == "step").sum() == STEPS
     assert steps["trainer_step"].dropna().astype(int).tolist() == list(range(1, STEPS + 1))
+
+
+def _line_of(text: str) -> int:
+    return next(n for n, line in enumerate(SCRIPT.read_text().splitlines(), 1) if text in line)
+
+
+def test_a_trainer_is_healthy_and_its_per_step_read_is_named_in_transformers(
+        trainer_runs) -> None:
+    """Issue 20 on a real Trainer: every graph compiled once and reused is warm-up (no recompile
+    finding, check passes); the read GPT-2's mask code makes every step is reported at the
+    user's trainer.train() line and at the transformers line where it happens; lazyscope's
+    counts are torch_xla's own."""
+    run, report = trainer_runs["cli"]
+    assert not [f for f in report["findings"] if f["kind"] == "recompile"]
+    assert lazyscope_cmd("check", str(run)).returncode == 0
+    counts = report["runtime_counts"]
+    assert counts["CompileTime"] == report["compiles"]
+    assert counts["ExecuteTime"] == report["executions"]
+    [mask] = [f for f in report["findings"] if f["kind"] == "sync" and f.get("happens_at")
+              and f["happens_at"]["file"].endswith("transformers/masking_utils.py")]
+    assert mask["happens_at"]["function"] == "find_packed_sequence_indices"
+    assert (Path(mask["file"]).name, mask["line"]) == (SCRIPT.name, _line_of("trainer.train()"))
+    assert mask["count"] >= STEPS and "use_cache=True" in mask["fix"]
+
+
+def test_trainers_logging_reads_are_another_cause_named_where_transformers_calls(
+        trainer_runs) -> None:
+    """Logging every 2 steps (the second training): Trainer gathers the loss with xm.mesh_reduce.
+    Its reads are one finding of their own, at transformers' call of the API, not merged with
+    the mask reads and not blamed on a call of the user's."""
+    _, report = trainer_runs["callback_ga"]
+    syncs = [f for f in report["findings"] if f["kind"] == "sync"]
+    [logging] = [f for f in syncs if f.get("api") == "xm.mesh_reduce"]
+    assert "/transformers/" in logging["happens_at"]["file"]
+    assert "logging_steps" in logging["fix"] and "call it every N steps" not in logging["fix"]
+    assert any(f is not logging and f.get("happens_at", {}).get("function")
+               == "find_packed_sequence_indices" for f in syncs)

@@ -111,3 +111,19 @@ def test_findings_are_ranked_by_seconds(tmp_path: Path) -> None:
     text = render_text(report)
     assert "findings (2, most expensive first):" in text
     assert text.rstrip("\n").splitlines()[-1].startswith("verdict: ")
+
+
+def test_an_api_a_library_calls_is_named_where_the_library_calls_it(tmp_path: Path) -> None:
+    """Trainer's logging calls xm.mesh_reduce: the reads are transformers', at the line that
+    calls the API, not the user's own call of it."""
+    trainer = frame("/site-packages/transformers/trainer_pt_utils.py", 194,
+                    "nested_xla_mesh_reduce", True)
+    events = [{"kind": "sync", "step": i, "seconds": 0.05, "stack": (LIB_MESH, trainer, LOOP),
+               "payload": Sync(read=".item() by xm.mesh_reduce", owner="library",
+                               api="xm.mesh_reduce", called_by=trainer), "value": 1}
+              for i in range(6)]
+    report = build_report(build_run(tmp_path / "r", steps=steps(6), events=events))
+    (f,) = report.findings
+    assert (f.file, f.line) == ("/work/train.py", 30) and f.facts.api == "xm.mesh_reduce"
+    assert f.facts.happens_at == trainer and "logging_steps" in f.fix
+    assert "call it every N steps" not in f.fix

@@ -107,6 +107,19 @@ def closure_kind(frames: Sequence[Frame]) -> str:
     return ""
 
 
+def library_caller(frames: Sequence[Frame]) -> Frame | None:
+    """The library frame that called the torch_xla API of :func:`library_call`, when library
+    code (Trainer's logging), not the user's, called it; None otherwise."""
+    prefix = _library_prefix(frames)
+    for i in range(len(prefix) - 1, -1, -1):
+        f = prefix[i]
+        if "torch_xla" in _norm(f.file) and f.function in LIBRARY_APIS:
+            caller = prefix[i + 1] if i + 1 < len(prefix) else None
+            return caller if caller is not None and "torch_xla" not in _norm(caller.file) \
+                else None
+    return None
+
+
 def library_call(frames: Sequence[Frame]) -> str:
     """The torch_xla API that made a read or a graph for its own purposes (``xm.mesh_reduce``),
     or ``""`` when the user's code made it: the API the user called (the outermost one:

@@ -27,7 +27,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from lazyscope.backends.xla.causes import closure_kind, library_call
+from lazyscope.backends.xla.causes import closure_kind, library_call, library_caller
 from lazyscope.frames import bound_stack, make_frame
 from lazyscope.model import OWNER_LIBRARY, Frame, Stack, Sync
 
@@ -69,6 +69,7 @@ def read_event_data(frames: list[Frame], label: str, shape: list[int]) -> tuple[
     if api:
         payload.read = f"{label} by {api}"
         payload.api = api
+        payload.called_by = library_caller(frames)
     return bound_stack(frames), payload
 
 

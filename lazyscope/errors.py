@@ -77,7 +77,7 @@ class OutputError(RunDirError):
             return cls(text)
         text = f"cannot write {where}: {reason}"
         if steps is not None:
-            text += f"; {steps} step(s) kept in {path}"
+            text += f"; {steps} step{'' if steps == 1 else 's'} kept in {path}"
         return cls(text)
 
 

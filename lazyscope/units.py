@@ -44,6 +44,20 @@ def count(n: int | None) -> str:
     return "-" if n is None else f"{n:,}"
 
 
+def times(n: int, most: int | None = None) -> str:
+    """How often something happened: ``once``, ``twice``, ``3 times``; with ``most`` a range
+    (``1-3 times``)."""
+    if most is not None and most != n:
+        return f"{n:,}-{most:,} times"
+    return {1: "once", 2: "twice"}.get(n, f"{n:,} times")
+
+
+def counted(n: int, noun: str, nouns: str | None = None) -> str:
+    """A count with its noun in the right number: ``1 step``, ``3 steps``, ``2 graph breaks``
+    (``nouns`` for an irregular plural)."""
+    return f"{n:,} {noun if n == 1 else (nouns or noun + 's')}"
+
+
 def rate(per_second: float | None, unit: str) -> str:
     """A throughput (``1,678 tok/s``); "-" for None."""
     if per_second is None or not math.isfinite(per_second):

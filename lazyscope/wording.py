@@ -51,7 +51,7 @@ BASE: dict[str, str] = {
     "fix_count": "the compiled code's inputs change (a tensor enters it only in some steps): "
                  "pass the same tensors every step",
     "fix_unknown": "compare the compiled graphs to see what changes",
-    "recompile_runs": "each graph ran {runs} time(s)",
+    "recompile_runs": "each graph ran {runs}",
     "value_set_detail": "the value is set at {where}",
     "constant_set_detail": "the number is set at {set_at} and compiled in as a constant",
     "value_guard_detail": "{name} is set at {set_at} and read by the compiled function at "
@@ -62,9 +62,9 @@ BASE: dict[str, str] = {
     "sync_fix_library": "the read is {library}'s own code ({where}), not a line of yours: look "
                         "for an argument or setting of {library} that avoids it (its "
                         "documentation), or accept the cost",
-    "library_compiles": "{n} graph(s) compiled by library code (not the program's; not findings)",
-    "reuse_detail": "{what}: {graphs} graphs compiled at {where}, each reused (run {runs} times "
-                    "each): a few fixed shapes, bucketing that works",
+    "library_compiles": "{n} compiled by library code (not the program's; not findings)",
+    "reuse_detail": "{what}: {graphs} graphs compiled at {where}, each reused (run {runs}"
+                    "): a few fixed shapes, bucketing that works",
     "reuse_fix": "nothing to change; the compilations are warm-up",
     "fix_dims": "pad {dims} to a few fixed bucket sizes instead of each batch's own size "
                 "(see `lazyscope advise RUN`)",
@@ -121,13 +121,13 @@ BASE: dict[str, str] = {
                  "dynamic (torch._dynamo.mark_dynamic(x, dim)) or compile with dynamic=True, or "
                  "pad to a few bucket sizes; raising the limit only postpones it",
     # fallbacks
-    "fallback_detail": "{op} ran on the CPU {count} time(s) in {nsteps} step(s){via}: its "
+    "fallback_detail": "{op} ran on the CPU {count} in {nsteps}{via}: its "
                        "inputs go to the host and its result back every time",
     "fallback_fix": "replace {op} with ops the backend lowers: {replacement}",
     "fallback_fix_generic": "see the backend's lowered op list, or move the computation out of "
                             "the step",
     # multi-rank
-    "rank_diverges_graphs": "rank {rank} compiled {graphs} graph(s) the other ranks did not: "
+    "rank_diverges_graphs": "rank {rank} compiled {graphs} the other ranks did not: "
                             "ranks that trace different graphs wait for each other at every "
                             "collective (or hang)",
     "rank_diverges_time": "rank {rank}'s median step is {ratio:.2f}x the other ranks': a "

@@ -36,6 +36,8 @@ import numpy as np
 from lazyscope.analyze.findings import BreakFacts
 from lazyscope.analyze.report import Report
 from lazyscope.analyze.summary import timed_steps
+from lazyscope.units import counted
+from lazyscope.wording import plural
 
 MAX_EVIDENCE = 10
 
@@ -110,7 +112,7 @@ def _check_recompiles(report: Report, limit: int) -> Violation | None:
         return None
     evidence = []
     for f in found[:MAX_EVIDENCE]:
-        line = f"{f.where}: {f.count} recompilation(s) in steps {_steps_text(f.steps, f.step_count)}"
+        line = f"{f.where}: {counted(f.count, 'recompilation')} in steps {_steps_text(f.steps, f.step_count)}"
         if f.compiled_at is not None and (f.compiled_at.file, f.compiled_at.line) != (f.file, f.line):
             line += f"; graphs cut at {f.compiled_at.file}:{f.compiled_at.line}"
         line += f"; {f.detail}"
@@ -120,7 +122,8 @@ def _check_recompiles(report: Report, limit: int) -> Violation | None:
             else "in steady state")
     return Violation(
         rule="max-recompiles", limit=limit, actual=total,
-        message=f"{total} recompilation(s) {when} at {len(found)} site(s); at most {limit} allowed",
+        message=(f"{counted(total, 'recompilation')} {when} at {counted(len(found), 'site')}; "
+                 f"at most {limit} allowed"),
         evidence=evidence)
 
 
@@ -131,13 +134,16 @@ def _check_syncs(report: Report, limit: int) -> Violation | None:
         return None
     worst = int(counts[bad].max())
     sites = [s for s in report.syncs if s.owner == "user"]
-    evidence = [f"step {int(i)}: {int(counts[i])} sync(s)" for i in bad[:MAX_EVIDENCE]]
+    evidence = [f"step {int(i)}: {int(counts[i])} sync{plural(int(counts[i]))}"
+                for i in bad[:MAX_EVIDENCE]]
     evidence = _capped(evidence, len(bad), "steps over the limit")
-    evidence += [f"reads at {s.site.file}:{s.site.line}: {s.count} in {len(s.steps)} step(s)"
+    evidence += [f"reads at {s.site.file}:{s.site.line}: {s.count} in {len(s.steps)} "
+                 f"step{plural(len(s.steps))}"
                  for s in sites[:MAX_EVIDENCE] if s.site is not None]
     return Violation(
         rule="max-syncs-per-step", limit=limit, actual=worst,
-        message=(f"{len(bad)} step(s) with more than {limit} host sync(s) (worst: {worst}); "
+        message=(f"{len(bad)} step{plural(len(bad))} with more than {limit} host "
+                 f"sync{plural(limit)} (worst: {worst}); "
                  f"{int(counts.sum())} syncs in all"),
         evidence=evidence)
 
@@ -148,7 +154,7 @@ def _check_fallbacks(report: Report) -> Violation | None:
         return None
     evidence = []
     for op in ops:
-        line = (f"{op.op}: {op.count} execution(s) in steps "
+        line = (f"{op.op}: {counted(op.count, 'execution')} in steps "
                 f"{_steps_text([int(s) for s in op.steps[:12]], len(op.steps))}")
         sites = [f"{s.site.file}:{s.site.line}" for s in op.sites if s.site is not None]
         if sites:
@@ -156,7 +162,7 @@ def _check_fallbacks(report: Report) -> Violation | None:
         evidence.append(line)
     total = sum(op.count for op in ops)
     return Violation(rule="no-fallbacks", limit=0, actual=total,
-                     message=f"{total} CPU-fallback op execution(s) of {len(ops)} op(s); none "
+                     message=f"{counted(total, 'CPU-fallback op execution')} of {counted(len(ops), 'op')}; none "
                              "allowed", evidence=evidence)
 
 
@@ -166,7 +172,7 @@ def _check_breaks(report: Report) -> Violation | None:
         return None
     total = sum(f.count for f in found)
     return Violation(rule="no-graph-breaks", limit=0, actual=total,
-                     message=f"{total} graph break(s) at {len(found)} line(s); none allowed",
+                     message=f"{counted(total, 'graph break')} at {counted(len(found), 'line')}; none allowed",
                      evidence=[f"{f.where}: {f.facts.reason}" for f in found[:10]
                                if isinstance(f.facts, BreakFacts)])
 
@@ -183,7 +189,7 @@ def _check_step_seconds(report: Report, limit: float) -> Violation | None:
     return Violation(
         rule="max-step-seconds", limit=limit, actual=worst,
         message=(f"{len(slow)} of {int(steady.sum())} {'steady' if basis == 'steady' else ''} "
-                 f"step(s) took longer than {limit:g} s (slowest {worst:.4f} s)").replace("  ", " "),
+                 f"step{plural(int(steady.sum()))} took longer than {limit:g} s (slowest {worst:.4f} s)").replace("  ", " "),
         evidence=evidence)
 
 
@@ -207,7 +213,7 @@ def check_report(report: Report, rules: Rules) -> CheckResult:
                 "(--allow-incomplete checks the recorded steps anyway)"))
     if rules.max_recompiles is not None:
         described.append(("max-recompiles",
-                          f"at most {rules.max_recompiles} recompilation(s) in steady state"))
+                          f"at most {counted(rules.max_recompiles, 'recompilation')} in steady state"))
         if (v := _check_recompiles(report, rules.max_recompiles)):
             violations.append(v)
         for note in report.notes:
@@ -216,7 +222,7 @@ def check_report(report: Report, rules: Rules) -> CheckResult:
                              f"{note.detail}")
     if rules.max_syncs_per_step is not None:
         described.append(("max-syncs-per-step",
-                          f"at most {rules.max_syncs_per_step} host sync(s) per step"))
+                          f"at most {counted(rules.max_syncs_per_step, 'host sync')} per step"))
         if (v := _check_syncs(report, rules.max_syncs_per_step)):
             violations.append(v)
     if rules.no_fallbacks:
@@ -233,7 +239,7 @@ def check_report(report: Report, rules: Rules) -> CheckResult:
         if divergence:
             violations.append(Violation(
                 rule="no-rank-divergence", limit=0, actual=len(divergence),
-                message=f"{len(divergence)} sign(s) of rank divergence", evidence=divergence))
+                message=f"{counted(len(divergence), 'sign')} of rank divergence", evidence=divergence))
     if rules.max_step_seconds is not None:
         described.append(("max-step-seconds",
                           f"no steady step longer than {rules.max_step_seconds:g} s"))

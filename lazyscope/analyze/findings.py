@@ -233,7 +233,8 @@ def _recompile_reasons(entry: SiteCompiles) -> list[str]:
         elif "constant" in kinds:
             reasons.append("a constant baked into the graph differs")
         if entry.evicted.count:
-            reasons.append(f"{entry.evicted.count} compilation(s) of graphs compiled before")
+            reasons.append(f"{units.counted(entry.evicted.count, 'compilation')} of graphs "
+                           "compiled before")
         if any(r.cls == IDENTICAL for r in entry.counted):
             reasons.append("identical graphs compiled under new hashes")
     if entry.dynamic:
@@ -405,7 +406,7 @@ def recompile_finding(backend: str, entry: SiteCompiles, graph_shapes: bool,
 
 def _runs_text(runs: list[int]) -> str:
     fewest, most = runs
-    return f"{fewest}" if fewest == most else f"{fewest}-{most}"
+    return units.times(fewest, most)
 
 
 def recompile_note(backend: str, entry: SiteCompiles, graph_shapes: bool,
@@ -468,7 +469,7 @@ def sync_finding(backend: str, site: SyncSite) -> Finding:
                      s=plural(nsteps), seconds=units.seconds(site.seconds))
         fix = say(backend, "sync_closure_fix")
     else:
-        forced = (say(backend, "sync_forced", n=site.executions)
+        forced = (say(backend, "sync_forced", n=units.counted(site.executions, "execution"))
                   if site.executions and table(backend)["sync_forced"] else "")
         detail = say(backend, "sync_detail", reads=_reads(site), nsteps=nsteps,
                      s=plural(nsteps), seconds=units.seconds(site.seconds), forced=forced)
@@ -496,7 +497,8 @@ def fallback_finding(backend: str, op: FallbackOp) -> Finding:
     if site and site.backward:
         via += " in the backward pass of the op created at this line"
     others = [s for s in op.sites if s is not site and s.site is not None]
-    detail = say(backend, "fallback_detail", op=op.op, count=op.count, nsteps=step_count,
+    detail = say(backend, "fallback_detail", op=op.op, count=units.times(op.count),
+                 nsteps=f"{step_count} step{plural(step_count)}",
                  via=via)
     if others:
         detail += "; also at " + ", ".join(f"{s.site.file}:{s.site.line}"

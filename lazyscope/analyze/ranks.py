@@ -28,7 +28,7 @@ import numpy as np
 from lazyscope.analyze.findings import Finding, SourceLookup
 from lazyscope.analyze.report import RankRow, Report, build_report
 from lazyscope.model import Compile, RankedRun, Run
-from lazyscope.wording import say
+from lazyscope.wording import plural, say
 
 #: a rank whose median step is this many times the other ranks' median, and at least
 #: STRAGGLER_MARGIN_S slower, is a straggler
@@ -92,7 +92,8 @@ def build_ranked_report(ranked: RankedRun, *, warmup_steps: int | None = None,
                             median_step_s=s.median_step_seconds, wall_s=s.wall_seconds,
                             findings=len(rep.findings), graphs_only_here=len(own)))
         if own:
-            divergence.append(say(backend, "rank_diverges_graphs", rank=r, graphs=len(own)))
+            divergence.append(say(backend, "rank_diverges_graphs", rank=r,
+                                      graphs=f"{len(own)} graph{plural(len(own))}"))
     for r, m in medians.items():
         others = [v for q, v in medians.items() if q != r]
         if not others:

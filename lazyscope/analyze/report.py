@@ -29,6 +29,7 @@ from lazyscope.analyze.recompiles import SiteCompiles, explain_recompiles, libra
 from lazyscope.analyze.summary import Summary, summarize
 from lazyscope.analyze.syncs import SyncSite, sync_sites, syncs_per_step
 from lazyscope.model import OWNER_LIBRARY, Capabilities, Run, StepTable, user_site
+from lazyscope.units import counted
 from lazyscope.wording import plural, say
 
 #: the JSON report's schema: raised when a key changes meaning or goes away
@@ -325,10 +326,11 @@ def _run_notes(run: Run, syncs: list[SyncSite], findings: list[Finding],
     if lib_syncs:
         notes.append(
             "library syncs (not findings): " + "; ".join(
-                f"{s.count} read(s) by {s.library_call or 'library code'} called at "
+                f"{counted(s.count, 'read')} by {s.library_call or 'library code'} called at "
                 f"{s.site.file}:{s.site.line}" for s in lib_syncs[:3] if s.site))
     if summary.library_compiles:
-        notes.append(say(b, "library_compiles", n=summary.library_compiles))
+        n = summary.library_compiles
+        notes.append(say(b, "library_compiles", n=f"{n} graph{plural(n)}"))
     return notes
 
 

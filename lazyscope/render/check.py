@@ -10,6 +10,7 @@ import json
 from collections.abc import Callable
 
 from lazyscope.analyze.check import CheckResult, check_dict
+from lazyscope.units import counted
 
 
 def render_check_text(result: CheckResult) -> str:
@@ -24,9 +25,9 @@ def render_check_text(result: CheckResult) -> str:
         if rid not in broken:
             lines.append(f"ok   {rid}: {text}")
     if result.passed:
-        lines.append(f"result: PASS ({len(result.rules)} rule(s) checked)")
+        lines.append(f"result: PASS ({counted(len(result.rules), 'rule')} checked)")
     else:
-        lines.append(f"result: FAIL ({len(broken)} rule(s) violated: {', '.join(sorted(broken))})")
+        lines.append(f"result: FAIL ({counted(len(broken), 'rule')} violated: {', '.join(sorted(broken))})")
     return "\n".join(lines) + "\n"
 
 

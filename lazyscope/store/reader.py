@@ -38,6 +38,7 @@ from lazyscope.store.records import (
 )
 from lazyscope.store.rundir import is_run_dir, rank_dirs
 from lazyscope.store.schema1 import load_v1
+from lazyscope.units import counted
 
 
 def _read_bytes(path: Path) -> bytes | None:
@@ -245,7 +246,8 @@ def load_run(path: str | os.PathLike[str]) -> Run:
             bad += int((~finite).sum())
             columns[f] = np.where(finite, columns[f], 0.0)
     if bad:
-        warnings.append(f"{STEPS_FILE}: {bad} measured value(s) were not numbers (the file is "
+        warnings.append(f"{STEPS_FILE}: {counted(bad, 'measured value')} "
+                        f"{'was not a number' if bad == 1 else 'were not numbers'} (the file is "
                         "damaged); they count as 0")
     tail = ({f: float(tail_rows[f][-1]) for f in STEP_FIELDS} if len(tail_rows["wall_s"])
             else None)

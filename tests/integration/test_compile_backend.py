@@ -41,6 +41,7 @@ CASES = {
     "recompile_limit_nobarrier": ("recompile_limit.py", ["--no-barrier"]),
     "whole_function": ("whole_function.py", []),
     "automatic_dynamic": ("automatic_dynamic.py", []),
+    "bucketed": ("bucketed.py", []),
 }
 
 
@@ -126,6 +127,27 @@ def test_automatic_dynamic_is_a_note_that_says_so(compile_runs) -> None:
     assert (note["file"], note["line"]) == (str(script), marked_line(script))
     assert note["dynamic"] == ["x dim 1"] and "switched x dim 1 to dynamic" in note["fix"]
     check = lazyscope_cmd("check", str(compile_runs["automatic_dynamic"]))
+    assert check.returncode == 0, check.stdout
+
+
+def test_bucketed_compile_is_reused_warm_up_and_passes_check(compile_runs) -> None:
+    """Each compiled variant's calls are counted (execute events keyed by compile id): three
+    buckets compiled once each and then reused are warm-up, not a recompile finding."""
+    script = PITFALLS / "bucketed.py"
+    run = load_run(compile_runs["bucketed"])
+    ev = run.events
+    calls: dict[str, float] = {}
+    for i in ev.indices("execute"):
+        e = ev.event(int(i))
+        calls[e.key] = calls.get(e.key, 0) + e.value
+    assert sorted(calls) == ["0/0", "0/1", "0/2"] and sum(calls.values()) == 12
+    assert min(calls.values()) >= 3
+    report = report_json(compile_runs["bucketed"])
+    assert report["findings"] == [] and report["clean"]
+    (note,) = report["notes"]
+    assert note["kind"] == "reuse" and (note["file"], note["line"]) == (str(script), 31)
+    assert "run 3-5 times" in note["detail"]
+    check = lazyscope_cmd("check", str(compile_runs["bucketed"]))
     assert check.returncode == 0, check.stdout
 
 

@@ -131,7 +131,7 @@ def test_a_step_value_that_is_not_a_number(capsys, data_run) -> None:
     data[3 * 120 + 16:3 * 120 + 24] = struct.pack("<d", float("inf"))  # step 3's wall_s
     (path / "steps.bin").write_bytes(bytes(data))
     assert main(["report", str(path)]) == 0
-    assert "measured value(s) were not numbers" in capsys.readouterr().out
+    assert "1 measured value was not a number" in capsys.readouterr().out
 
 
 @pytest.mark.parametrize(

@@ -31,7 +31,7 @@ def test_dynamic_run_fails_with_evidence(runs) -> None:
     assert not result.passed
     (v,) = result.violations
     assert v.rule == "max-recompiles" and v.actual == 19 and v.limit == 0
-    assert "lazytensor_dynamic.py:44: 19 recompilation(s) in steps 1, 2" in v.evidence[0]
+    assert "lazytensor_dynamic.py:44: 19 recompilations in steps 1, 2" in v.evidence[0]
     assert "graphs cut at" in v.evidence[0] and "lazytensor_dynamic.py:65" in v.evidence[0]
 
 
@@ -72,7 +72,7 @@ def test_syncs_count_transfers_and_sync_events(tmp_path) -> None:
     rep = build_report(run)
     assert list(rep.syncs_per_step) == [0, 2, 3]
     (v,) = check_report(rep, Rules(max_syncs_per_step=1)).violations
-    assert v.actual == 3 and v.evidence[:2] == ["step 1: 2 sync(s)", "step 2: 3 sync(s)"]
+    assert v.actual == 3 and v.evidence[:2] == ["step 1: 2 syncs", "step 2: 3 syncs"]
     assert any("/u/train.py:12" in e for e in v.evidence)
     assert check_report(rep, Rules(max_syncs_per_step=3)).passed
 
@@ -86,7 +86,7 @@ def test_fallbacks_and_slow_steps(tmp_path) -> None:
     result = check_report(build_report(run), Rules(no_fallbacks=True, max_step_seconds=0.5))
     by_rule = {v.rule: v for v in result.violations}
     assert by_rule["no-fallbacks"].actual == 3
-    assert by_rule["no-fallbacks"].evidence == ["aten::nonzero: 3 execution(s) in steps 3"]
+    assert by_rule["no-fallbacks"].evidence == ["aten::nonzero: 3 executions in steps 3"]
     # step 0 compiled (not steady): only step 3 is slow
     assert by_rule["max-step-seconds"].evidence == ["step 3: 0.9000 s"]
 
@@ -113,15 +113,15 @@ def test_cli_exit_codes_and_json(capsys, runs) -> None:
     dyn, static = runs["dynamic20"], runs["static20"]
     assert main(["check", str(dyn)]) == 1
     out = capsys.readouterr().out
-    assert "FAIL max-recompiles: 19 recompilation(s) in steady state" in out
-    assert out.rstrip().endswith("result: FAIL (1 rule(s) violated: max-recompiles)")
+    assert "FAIL max-recompiles: 19 recompilations in steady state" in out
+    assert out.rstrip().endswith("result: FAIL (1 rule violated: max-recompiles)")
     assert main(["check", str(static), "--no-fallbacks", "--max-syncs-per-step", "0"]) == 0
-    assert "result: PASS (2 rule(s) checked)" in capsys.readouterr().out
+    assert "result: PASS (2 rules checked)" in capsys.readouterr().out
     assert main(["check", str(dyn), "--format", "json"]) == 1
     data = json.loads(capsys.readouterr().out)
     assert data["passed"] is False and data["violations"][0]["actual"] == 19
     assert data["rules"] == [{"rule": "max-recompiles", "passed": False,
-                              "description": "at most 0 recompilation(s) in steady state"}]
+                              "description": "at most 0 recompilations in steady state"}]
     # the old name of the rule still works
     assert main(["check", str(dyn), "--max-compiles-after-warmup", "19"]) == 0
     capsys.readouterr()

@@ -32,7 +32,7 @@ def test_a_read_every_step_is_a_finding_at_its_line_with_the_callers(tmp_path: P
     assert (f.kind, f.file, f.line, f.function) == ("sync", "/work/train.py", 12, "log_loss")
     assert [fr.line for fr in f.stack] == [12, 30]  # the helper, then the loop that called it
     assert f.count == 6 and f.steps == list(range(6)) and abs(f.seconds - 0.3) < 1e-9
-    assert "6 execution(s)" in f.detail and "add_step_closure" in f.fix
+    assert "6 executions" in f.detail and "add_step_closure" in f.fix
     text = render_text(report)
     assert "called from /work/train.py:30" in text
 

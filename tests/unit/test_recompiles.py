@@ -151,7 +151,7 @@ def test_graphs_that_run_once_each_churn(tmp_path: Path) -> None:
     assert (f.kind, f.file, f.line) == ("recompile", "/work/train.py", 17) and not notes
     assert f.compiled_at.line == 30 and f.count == 7 and f.steps == list(range(1, 8))
     assert isinstance(f.facts, RecompileFacts) and f.facts.runs == [1, 1]
-    assert "bucket" in f.fix and "each graph ran 1 time" in f.detail
+    assert "bucket" in f.fix and "each graph ran once" in f.detail
 
 
 def test_three_buckets_each_reused_are_warm_up_said_in_a_reuse_note(tmp_path: Path) -> None:

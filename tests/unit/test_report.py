@@ -142,6 +142,6 @@ def test_library_syncs_are_named_by_the_api_that_made_them(tmp_path: Path) -> No
     writer.finish("ok")
     report = build_report(load_run(tmp_path / "run"))
     (note,) = [n for n in report.run_notes if n.startswith("library syncs")]
-    assert note == ("library syncs (not findings): 3 read(s) by xm.rendezvous called at "
+    assert note == ("library syncs (not findings): 3 reads by xm.rendezvous called at "
                     "/home/me/train.py:178")
     assert report.findings == []

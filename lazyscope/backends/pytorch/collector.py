@@ -34,7 +34,7 @@ from lazyscope.backends.base import Collector, Recorder, Runtime, TraceOptions, 
 from lazyscope.backends.pytorch.dynamo import DynamoCollector
 from lazyscope.errors import MissingDependencyError, UsageError
 from lazyscope.frames import capture_stack
-from lazyscope.model import Capabilities, Sync
+from lazyscope.model import Capabilities, Execute, Sync
 
 SYNC_WARNING = "called a synchronizing CUDA operation"
 STEP_FIELDS = ["wall_s", "t_end_s", "compile_count", "compile_s"]
@@ -135,7 +135,7 @@ class TorchCollector(Collector):
     def capabilities(self) -> Capabilities:
         return Capabilities(
             step_fields=list(STEP_FIELDS),
-            events=["compile", "graph_break", "eager_fallback", "sync"],
+            events=["compile", "execute", "graph_break", "eager_fallback", "sync"],
             lazy=False,
         )
 
@@ -261,6 +261,10 @@ class TorchCollector(Collector):
         now = time.perf_counter()
         wall, self._t_last = now - self._t_last, now
         count, seconds = self._dynamo.drain() if self._dynamo is not None else (0, 0.0)
+        if self._dynamo is not None:
+            for compile_id, n in self._dynamo.executions().items():
+                self._recorder.event("execute", key=compile_id, value=n,
+                                     payload=Execute(cause="compiled function call"))
         return ({"wall_s": wall, "t_end_s": now - self._recorder.t0, "compile_count": count,
                  "compile_s": seconds}, count)
 

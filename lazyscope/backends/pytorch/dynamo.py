@@ -14,7 +14,11 @@ torch degrades to a recorded note instead of a crash:
 * ``torch._dynamo.symbolic_convert.log_graph_break`` (wrapped for the trace): the reason and the
   user's stack of each graph break.
 * ``torch._dynamo.convert_frame.ConvertFrameAssert.__call__`` (wrapped for the trace): the frame
-  dynamo is about to compile, so each compilation records the dtypes and shapes of its tensor
+  dynamo is about to compile, and the ``__compiled_fn_*`` globals its compilation installs in the
+  frame's module (the transformed bytecode loads them by name at every call: replaced for the
+  trace by a counting wrapper, restored at the end), so every compiled variant's executions per
+  step become ``execute`` events keyed by its compile id, as torch_xla's graphs are, and a
+  variant compiled once and reused is told from variants made and thrown away. Also so each compilation records the dtypes and shapes of its tensor
   arguments and the values of its scalar ones (dynamo itself reports only the first failing
   guard of a recompile; comparing the arguments finds every change), which dimensions
   automatic dynamic shapes made dynamic (``torch._dynamo.pgo``'s code state), and the recompile
@@ -163,6 +167,14 @@ class DynamoCollector:
         #: (backward records carry neither)
         self._functions: dict[str, tuple[str, Stack]] = {}
         self._forward_done: set[str] = set()
+        #: code key -> compile id of its last forward compilation (pairs the globals a
+        #: compilation installed with its id)
+        self._last_forward: dict[tuple[str, int, str], str] = {}
+        #: compile id -> calls of its compiled graph since the last drain
+        self._calls: dict[str, int] = {}
+        #: (module globals, name, dynamo's function, our wrapper): restored at stop
+        self._wrapped: list[tuple[dict[str, Any], str, Any, Any]] = []
+        self._can_count = False
 
     # -- install / uninstall ---------------------------------------------------------------
     def start(self) -> None:
@@ -180,6 +192,10 @@ class DynamoCollector:
                 f"unavailable in this torch ({err})")
         self._install_callbacks()
         self._install_graph_break_hook()
+        self._can_count = _skip_counting_code()
+        if not self._can_count:
+            self.notes.append("executions: torch._dynamo.eval_frame.skip_code is unavailable; "
+                              "how often each compiled graph ran is not recorded")
         self._install_frame_hook()
 
     def _install_frame_hook(self) -> None:
@@ -195,10 +211,12 @@ class DynamoCollector:
         def __call__(self_: Any, frame: Any, cache_entry: Any, hooks: Any, frame_state: Any,
                      *args: Any, **kwargs: Any) -> Any:
             key = None
+            before: set[str] | None = None
             try:
                 code = frame.f_code
                 key = (code.co_filename, code.co_firstlineno, code.co_name)
                 inputs = frame_arguments(frame.f_locals)
+                before = compiled_globals(frame.f_globals)
             except Exception:  # noqa: BLE001 - never break the user's compile
                 inputs = []
             try:
@@ -216,12 +234,33 @@ class DynamoCollector:
                     # arguments, before another call of the same function replaces them
                     try:
                         collector._take_metrics()
+                        if before is not None:
+                            collector._count_calls(frame.f_globals, before, key)
                     except Exception:  # noqa: BLE001 - never break the user's compile
                         pass
                     collector._frames.pop(key, None)
 
         ConvertFrameAssert.__call__ = __call__
         self._orig_convert = (ConvertFrameAssert, orig)
+
+    def _count_calls(self, module: dict[str, Any], before: set[str],
+                     key: tuple[str, int, str]) -> None:
+        """Wrap the graphs this compilation of ``key`` installed in its module's globals so
+        their calls are counted under its compile id."""
+        compile_id = self._last_forward.pop(key, None)
+        if compile_id is None or not self._can_count:
+            return
+        for name in compiled_globals(module) - before:
+            fn = module[name]
+            counted = _counting(fn, compile_id, self._calls)
+            module[name] = counted
+            self._wrapped.append((module, name, fn, counted))
+
+    def executions(self) -> dict[str, int]:
+        """Calls of each compiled graph (by compile id) since the last call."""
+        out = dict(self._calls)
+        self._calls.clear()  # in place: the wrappers hold this dict
+        return out
 
     def _limit_hit(self, key: tuple[str, int, str], err: BaseException) -> None:
         """Dynamo gave up compiling a function (it runs eagerly from this call on); the event
@@ -300,6 +339,10 @@ class DynamoCollector:
 
     def stop(self) -> None:
         self._take_metrics()
+        for module, name, fn, counted in self._wrapped:
+            if module.get(name) is counted:
+                module[name] = fn
+        self._wrapped = []
         if self._orig_convert is not None:
             cls, orig = self._orig_convert
             cls.__call__ = orig
@@ -361,6 +404,7 @@ class DynamoCollector:
             code = (str(_get(record, "co_filename") or ""),
                     int(_get(record, "co_firstlineno") or 0), str(_get(record, "co_name") or ""))
             inputs, dynamic = self._frames.pop(code, ([], []))
+            self._last_forward[code] = key
             payload.inputs = inputs or None
             payload.dynamic = dynamic or None
             self._count += 1
@@ -414,6 +458,38 @@ WHOLE_FUNCTION = "whole function"
 LIMIT_ERRORS = ("RecompileLimitExceeded", "FailOnRecompileLimitHit", "CacheLimitExceeded")
 #: arguments of a compiled frame worth recording: at most this many
 MAX_ARGUMENTS = 64
+
+
+def _counting(fn: Any, compile_id: str, calls: dict[str, int]) -> Any:
+    """``fn`` counting its calls in ``calls[compile_id]``. Dynamo must not trace the wrapper
+    (it runs where dynamo's frame callback is set): its code is marked skipped, as dynamo's own
+    ``disable`` wrapper is, and it carries the disabled function's markers."""
+
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        calls[compile_id] = calls.get(compile_id, 0) + 1
+        return fn(*args, **kwargs)
+
+    for attr in ("_torchdynamo_disable", "_torchdynamo_disable_msg", "_torchdynamo_orig_callable"):
+        if hasattr(fn, attr):
+            setattr(counted, attr, getattr(fn, attr))
+    return counted
+
+
+def _skip_counting_code() -> bool:
+    """Mark :func:`_counting`'s wrapper code as one dynamo never compiles; False when this
+    torch has no way to (then no graph is wrapped)."""
+    try:
+        from torch._dynamo.eval_frame import skip_code
+    except ImportError:
+        return False
+    skip_code(_counting(None, "", {}).__code__)
+    return True
+
+
+def compiled_globals(module: dict[str, Any]) -> set[str]:
+    """The names of the graphs dynamo installed in a module's globals (``__compiled_fn_*``,
+    torch 2.x ``OutputGraph.compile_and_call_fx_graph``)."""
+    return {name for name in module if name.startswith("__compiled_fn")}
 
 
 def frame_arguments(f_locals: dict[str, Any]) -> list[GraphInput]:

@@ -6,7 +6,7 @@ WORDS: dict[str, str] = {
     "constant_set_detail": "the Python number set at {set_at} is baked into the graph as a "
                            "constant (XLA passes most Python scalars as data, but not this "
                            "one; it is not one of the special scalars 0 and 1)",
-    "library_compiles": "{n} graph(s) compiled by the backend for its own bookkeeping (not the "
+    "library_compiles": "{n} compiled by the backend for its own bookkeeping (not the "
                         "program's; not findings)",
     "verdict_no_steps": "no step finished: nothing reached a step barrier (torch_xla.sync(), "
                         "xm.mark_step(), torch_xla.step())",
@@ -47,7 +47,7 @@ WORDS: dict[str, str] = {
                  "make the step consume the same tensors every step",
     "sync_detail": "{reads} in {nsteps} step{s} before the step barrier: the host waited "
                    "{seconds} for the device{forced}",
-    "sync_forced": ", forcing {n} execution(s) that cut the step's graph",
+    "sync_forced": ", forcing {n} that cut the step's graph",
     "sync_fix_value": "keep the value on the device (accumulate it there) and read it every N "
                       "steps or after the loop, or read it after the barrier in "
                       "xm.add_step_closure(fn, run_async=True)",

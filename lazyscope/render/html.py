@@ -348,7 +348,7 @@ def render_html(report: Report, images: Mapping[str, bytes] | None = None, *,
     parts.append(section("Graph breaks and eager fallbacks",
                          table(_groups(report, "graph_break", "eager_fallback")), "breaks"))
     if report.advice:
-        parts.append(section("Bucket advice", _advice(report.advice), "advice"))
+        parts.append(section("Padding advice", _advice(report.advice.to_json()), "advice"))
     if report.per_step:
         what = "buckets of steps" if report.per_step_bucketed else "steps"
         parts.append(section(

@@ -246,5 +246,8 @@ def test_compare_directory_page(tmp_path, capsys) -> None:
     assert main(["report", str(tmp_path), "--format", "html"]) == 0
     assert capsys.readouterr().out.strip() == str(tmp_path / "report.html")
     page = (tmp_path / "report.html").read_text()
-    assert "packed_vs_max" in page and "0.95" in page and "lazyscope report: compare decoder" in page
+    assert "packed_vs_max" in page and "0.95" in page and "lazyscope compare: decoder" in page
     assert page.count("data:image/png;base64,") == 1 and png.exists()
+    (tmp_path / "compare.json").write_text("[1, 2]")
+    assert main(["report", str(tmp_path), "--format", "html"]) == 3
+    assert "not a lazyscope comparison" in capsys.readouterr().err

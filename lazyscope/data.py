@@ -20,7 +20,8 @@ fixed shapes and little padding:
 * :class:`PackedBatchSampler` chooses which dataset items go into each packed step (it needs
   the items' lengths up front); :class:`PackRows` then places them exactly as it planned.
 * :class:`LengthGroupedBatchSampler` forms batches of similar lengths (sorted pools, batch order
-  shuffled), so that bucketed batches carry little padding.
+  shuffled), so that bucketed batches carry little padding. :func:`lengths_of` reads a
+  dataset's lengths for the samplers.
 
 Every collator takes a list of features, each a dict with ``input_ids`` (a list or a 1-D
 tensor; ``labels`` optional) or the ids themselves, and returns a dict of ``torch.long`` tensors:
@@ -52,7 +53,17 @@ IGNORE_INDEX = -100  # cross-entropy's (and transformers') ignored label
 
 __all__ = ["IGNORE_INDEX", "LengthGroupedBatchSampler", "PackRows", "PackedBatchSampler",
            "PadToBuckets", "collate_for", "document_causal_mask", "flex_block_mask",
-           "layout_rows", "sampler_for"]
+           "layout_rows", "lengths_of", "sampler_for"]
+
+
+def lengths_of(dataset: Any, key: str = "input_ids") -> list[int]:
+    """Each item's length, in dataset order (what the samplers need up front): ``len`` of the
+    item's ``key`` entry when it is a dict, else of the item itself. A Hugging Face
+    ``datasets.Dataset`` is read column-wise (``dataset[key]``), without decoding rows."""
+    column = getattr(dataset, "column_names", None)
+    if column is not None and key in column:
+        return [len(x) for x in dataset[key]]
+    return [len(item[key]) if isinstance(item, Mapping) else len(item) for item in dataset]
 
 
 def _feature(feature: Any) -> tuple[torch.Tensor, torch.Tensor | None]:

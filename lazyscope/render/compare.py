@@ -353,15 +353,15 @@ def render_emit(advice: Advice, plan: Plan | None = None) -> str:
     head = [f"# lazyscope advise: {p.name} -- predicted {_ratio(p, ref)} the real tokens/s of "
             f"{ref.name if ref else '-'} over {advice.horizon:,} steps "
             f"(padding efficiency {p.padding_efficiency:.2f}, {p.graphs:.0f} compiled graph(s))"]
-    lengths_line = ('lengths = [len(item["input_ids"]) for item in dataset]  '
-                    "# or len(item): one length per item")
+    lengths_line = "lengths = lengths_of(dataset)  # each item's len(item['input_ids']) or len(item)"
     if pol.packed:
         rows, row_len = pol.rows, pol.row_len
         extra = f", max_position={advice.lengths.top}" if (row_len or 0) > advice.lengths.top \
             else ""
         code = [
             "from torch.utils.data import DataLoader",
-            "from lazyscope.data import PackedBatchSampler, PackRows, document_causal_mask",
+            "from lazyscope.data import PackedBatchSampler, PackRows, document_causal_mask, "
+            "lengths_of",
             "",
             lengths_line,
             f"sampler = PackedBatchSampler(lengths, rows={rows}, row_len={row_len}, "
@@ -385,7 +385,7 @@ def render_emit(advice: Advice, plan: Plan | None = None) -> str:
         if pol.grouped:
             code = [
                 "from torch.utils.data import DataLoader",
-                "from lazyscope.data import LengthGroupedBatchSampler, PadToBuckets",
+                "from lazyscope.data import LengthGroupedBatchSampler, PadToBuckets, lengths_of",
                 "",
                 lengths_line,
                 f"sampler = LengthGroupedBatchSampler(lengths, batch_size={b}, shuffle=True, "

@@ -25,6 +25,7 @@ from lazyscope.data import (  # noqa: E402
     collate_for,
     document_causal_mask,
     layout_rows,
+    lengths_of,
     sampler_for,
 )
 from lazyscope.padding import Packer, Policy, pack_rows  # noqa: E402
@@ -196,6 +197,7 @@ def test_policies_build_their_collators_and_samplers() -> None:
         PackedBatchSampler([5, 80], 2, 64)
     with pytest.raises(ValueError, match="input_ids"):
         PadToBuckets([8])([{"ids": [1]}])
+    assert lengths_of([{"input_ids": [1, 2]}, torch.ones(3), [4]]) == [2, 3, 1]
     out = layout_rows([[[1, 2], [3]], [[4, 5, 6]]], 4)
     assert out["position_ids"].tolist() == [[0, 1, 0, 0], [0, 1, 2, 0]]
     assert out["document_ids"].tolist() == [[0, 0, 1, -1], [0, 0, 0, -1]]

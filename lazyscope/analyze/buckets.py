@@ -610,6 +610,14 @@ def _random_maxima(sequences: Sequence[int], batch: int) -> list[int]:
     return [max(sequences[i:i + batch]) for i in range(0, len(sequences) - batch + 1, batch)]
 
 
+def _bootstrap_maxima(sequences: Sequence[int], batch: int,
+                      n: int = ESTIMATE_SAMPLES) -> list[int]:
+    """The maxima of ``n`` batches of ``batch`` sequences drawn (seeded, with replacement) from
+    ``sequences``."""
+    rng = random.Random(0)
+    return [max(rng.choices(sequences, k=batch)) for _ in range(n)]
+
+
 def _grouped_maxima(sequences: Sequence[int], batch: int) -> list[int]:
     batches = group_batches(sequences, batch, random.Random(0))
     return [max(sequences[i] for i in b) for b in batches if len(b) == batch]
@@ -675,12 +683,12 @@ def advise(
     plans = [
         _padded_plan("pad to max", Policy("max", (top,), grouped=lengths.grouped), maxima, ctx,
                      collate),
-        # its shapes keep coming: counted on the maxima of simulated batches, whose support is
-        # wider than the few observed
+        # its shapes keep coming: counted on the maxima of many batches drawn from the
+        # sequences, whose support is wider than the few observed
         _padded_plan("pad to longest", Policy("longest", grouped=lengths.grouped), maxima, ctx,
                      collate, _normalised(histogram(
                          _grouped_maxima(seqs, batch) if lengths.grouped
-                         else _random_maxima(seqs, batch))) or maxima),
+                         else _bootstrap_maxima(seqs, batch))) or maxima),
         _padded_plan("pow2", Policy("buckets", tuple(pow2_buckets(top)),
                                     grouped=lengths.grouped), maxima, ctx, collate),
     ]

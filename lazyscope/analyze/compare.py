@@ -10,7 +10,9 @@ Each row: ``policy`` (``backend/policy`` with several backends), ``path``, ``sta
 ``execute_s``, ``wall_s``, ``real_tokens``, ``computed_tokens``, ``tokens_per_s`` (real tokens
 over wall time *including* compilation), ``padding_efficiency`` (real / computed tokens),
 ``buckets`` (as the run recorded them), ``resolved`` (what ``auto`` / ``bucket:auto`` ran),
-``cumulative_wall_s`` (per step, for the plot; kept out of tables).
+``ran`` (the concrete policy every run recorded: two rows that ran the same one differ only by
+the machine's noise, :meth:`Comparison.same_runs`), ``cumulative_wall_s`` (per step, for the
+plot; kept out of tables).
 """
 
 from __future__ import annotations
@@ -47,6 +49,7 @@ class CompareRow:
     padding_efficiency: float | None = None
     buckets: list[int] | None = None
     resolved: str | None = None
+    ran: str | None = None
     backend: str | None = None
     error: str | None = None
     cumulative_wall_s: tuple[float, ...] = ()
@@ -64,7 +67,7 @@ class CompareRow:
         out: dict[str, Any] = {}
         for f in fields(self):
             value = getattr(self, f.name)
-            if f.name in ("backend", "error", "resolved") and value is None:
+            if f.name in ("backend", "error", "resolved", "ran") and value is None:
                 continue
             out[f.name] = list(value) if f.name == "cumulative_wall_s" else value
         return out
@@ -98,7 +101,8 @@ def compare_row(policy: str, run: Run) -> CompareRow:
         execute_s=s.execute_seconds or 0.0, wall_s=wall, real_tokens=real,
         computed_tokens=computed, tokens_per_s=real / wall if wall > 0 else 0.0,
         padding_efficiency=real / computed if computed else None,
-        buckets=info.get("buckets"), resolved=resolved, cumulative_wall_s=cumulative,
+        buckets=info.get("buckets"), resolved=resolved, ran=info.get("resolved_policy"),
+        cumulative_wall_s=cumulative,
     )
 
 
@@ -168,6 +172,16 @@ class Comparison:
         best = ok[0]
         return Verdict(best, tuple((r.policy, best.tokens_per_s / r.tokens_per_s)
                                    for r in ok[1:]), tuple(self.failed))
+
+    def same_runs(self) -> list[list[CompareRow]]:
+        """Groups of successful rows (two or more) that ran the same concrete policy on the same
+        backend: ``auto`` resolved to one of the others, say. Their difference in real tokens/s is
+        measurement noise."""
+        groups: dict[tuple[str | None, str], list[CompareRow]] = {}
+        for r in self.rows:
+            if r.ok and r.ran:
+                groups.setdefault((r.backend, r.ran), []).append(r)
+        return [g for g in groups.values() if len(g) > 1]
 
     def row(self, policy: str) -> CompareRow | None:
         return next((r for r in self.rows if r.policy == policy), None)

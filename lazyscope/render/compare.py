@@ -87,8 +87,22 @@ def render_compare_text(result: Comparison) -> str:
         lines += ["", "  real tokens/s including compilation, ratios:"]
         kw = max([28, *(len(k) for k in result.ratios)])
         lines += [f"    {k:<{kw}} {v:6.2f}x" for k, v in result.ratios.items()]
+    lines += [f"  note: {n}" for n in same_run_notes(result)]
     lines += ["", f"verdict: {verdict_text(result.verdict)}"]
     return "\n".join(lines) + "\n"
+
+
+def same_run_notes(result: Comparison) -> list[str]:
+    """One line per group of rows that ran the same policy: their spread is this machine's
+    noise, the yardstick for every other difference in the table."""
+    out = []
+    for group in result.same_runs():
+        fast = max(r.tokens_per_s for r in group)
+        slow = min(r.tokens_per_s for r in group)
+        out.append(f"{' and '.join(r.policy for r in group)} ran the same policy "
+                   f"({group[0].ran}): {fast:,.0f} vs {slow:,.0f} real tokens/s is measurement "
+                   f"noise ({fast / slow - 1:.0%})")
+    return out
 
 
 def write_compare_png(result: Comparison, path: Path) -> Path:
@@ -173,6 +187,9 @@ def compare_page(result: Comparison, images: dict[str, bytes] | None = None, *,
                  "of the whole run, compilation included; padding efficiency: real over "
                  "computed tokens. Each policy's run is kept under its own directory "
                  "(<code>lazyscope report DIR/POLICY --format html</code> draws it).</p>")
+    notes = same_run_notes(result)
+    if notes:
+        parts.append("".join(f'<p class="sub">note: {esc(n)}</p>' for n in notes))
     if result.ratios:
         parts.append("<h2>Ratios of real tokens/s</h2>")
         parts.append(table([{"ratio": k, "value": f"{v:.2f}x"} for k, v in

@@ -190,3 +190,19 @@ def test_advise_lengths_file_json(tmp_path: Path, capsys) -> None:
                  "--no-model-changes", "--emit"]) == 0
     code = capsys.readouterr().out
     assert code.startswith("# lazyscope advise: ") and "PadToBuckets(" in code
+
+
+def test_rows_that_ran_the_same_policy_measure_the_noise(tmp_path: Path) -> None:
+    a = compare_rows([("packed", _run(tmp_path, "a", [2.0, 1.0], [1, 0], [64, 64]))])[0]
+    b = compare_rows([("auto", _run(tmp_path, "b", [2.5, 1.0], [1, 0], [64, 64]))])[0]
+    c = compare_rows([("max", _run(tmp_path, "c", [2.0, 1.0], [1, 0], [80, 80]))])[0]
+    from dataclasses import replace
+
+    a, b = replace(a, ran="packed:8x64"), replace(b, ran="packed:8x64", resolved="packed:8x64")
+    c = replace(c, ran="max")
+    result = Comparison("decoder", 2, [], ["packed", "auto", "max"], [a, b, c])
+    assert [[r.policy for r in g] for g in result.same_runs()] == [["packed", "auto"]]
+    text = render_compare_text(result)
+    assert "note: packed and auto ran the same policy (packed:8x64): 67 vs 57 real tokens/s " \
+           "is measurement noise (17%)" in text
+    assert "ran the same policy" in compare_page(result)

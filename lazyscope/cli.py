@@ -380,6 +380,9 @@ def tensorboard_cmd(run_dir: Path, port: int) -> None:
               help="comma-separated padding policies (bucket:B1,B2,... keeps its commas; "
               "auto: what `lazyscope advise` recommends for the scenario's own lengths)")
 @click.option("--steps", type=click.IntRange(min=1), default=40, show_default=True)
+@click.option("--repeat", type=click.IntRange(min=1), default=1, show_default=True,
+              help="run every policy N times, rounds in alternating order; each row shows its "
+              "median run (a busy machine's noise)")
 @click.option("--backends", default=None,
               help="comma-separated backends (e.g. xla,compile): every backend x policy, one table")
 @click.option("--preset", default=None,
@@ -391,7 +394,7 @@ def tensorboard_cmd(run_dir: Path, port: int) -> None:
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text",
               show_default=True)
 def compare_cmd(scenario: str, scenario_args: tuple[str, ...], policies: str, steps: int,
-                backends: str | None, preset: str | None, mode: str | None, out: Path | None,
+                repeat: int, backends: str | None, preset: str | None, mode: str | None, out: Path | None,
                 force: bool, fmt: str) -> int:
     """Run SCENARIO once per padding policy (each in a fresh process) and compare them.
 
@@ -412,7 +415,7 @@ def compare_cmd(scenario: str, scenario_args: tuple[str, ...], policies: str, st
     out = out or _default_out(f"compare-{scenario}")
     result = run_compare(scenario, parse_policies(policies), steps=steps, out=out, extra=extra,
                          force=force, progress=lambda line: click.echo(line, err=fmt == "json"),
-                         backends=parse_backends(backends))
+                         backends=parse_backends(backends), repeat=repeat)
     try:
         write_compare_png(result, out / COMPARE_PNG)
     except OSError as err:

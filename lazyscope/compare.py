@@ -132,9 +132,14 @@ def run_compare(
     progress: Callable[[str], None] | None = None,
     timeout: float | None = None,
     backends: list[str] | None = None,
+    repeat: int = 1,
 ) -> Comparison:
     """Trace ``scenario`` once per policy (and per backend, when ``backends`` is given) in fresh
-    processes; return the :class:`Comparison`, also written to ``out/compare.json``."""
+    processes, ``repeat`` rounds of them (each row then shows its median run, ``repeats`` the
+    real tokens/s of every one); return the :class:`Comparison`, also written to
+    ``out/compare.json``."""
+    if repeat < 1:
+        raise UsageError(f"--repeat must be at least 1, got {repeat}")
     extra = list(extra or [])
     backends = list(backends or [])
     if not policies:
@@ -147,51 +152,45 @@ def run_compare(
     env = {**os.environ}
     root = str(Path(__file__).resolve().parents[1])
     env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
-    named: list[tuple[str, object, str, CompareRow | None]] = []
     failures: dict[str, str] = {}
     cases = [(b, p) for b in backends for p in policies] if backends else \
         [(None, p) for p in policies]
-    total = len(cases)
-    for n, (backend, policy_name) in enumerate(cases, 1):
-        policy = f"{backend}/{policy_name}" if backend else policy_name
-        slug = f"{backend}/{policy_slug(policy_name)}" if backend else policy_slug(policy_name)
-        run_dir = out / slug
-        run_dir.parent.mkdir(parents=True, exist_ok=True)
-        # --no-views: the comparison draws its own picture and page; a policy's run draws
-        # its views on request (`lazyscope report DIR/<policy> --format html`)
-        cmd = [sys.executable, "-m", "lazyscope", "trace", scenario, "--steps", str(steps),
-               "--out", str(run_dir), "--no-views", "--padding", policy_name, *extra]
-        if backend:
-            cmd[4:4] = ["--backend", backend]
-        try:
-            proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout)
-            (out / f"{slug}.log").write_text(proc.stdout + proc.stderr, encoding="utf-8")
-            code, err = proc.returncode, _last_line(proc.stderr or proc.stdout)
-        except subprocess.TimeoutExpired:
-            code, err = -1, f"timed out after {timeout} s"
-        try:
-            run = load_run(run_dir)
-        except LazyscopeError as exc:
-            failures[policy] = err if code else str(exc)
-            named.append((policy, None, str(run_dir), None))
-            say(f"[{n}/{total}] {policy:<14} FAILED: {failures[policy]}")
-            continue
-        if code != 0:
-            failures[policy] = err
-        row = compare_row(policy, run)
-        named.append((policy, run, str(run_dir), row))
-        eff = row.padding_efficiency
-        ran = f" ({row.resolved})" if row.resolved else ""
-        say(
-            f"[{n}/{total}] {policy + ran:<14} {row.steps} steps, {row.compiles} compiles, "
-            f"{row.wall_s:.1f} s wall, {row.tokens_per_s:.0f} real tokens/s, "
-            f"padding efficiency {'-' if eff is None else f'{eff:.2f}'}"
-            + (f"  FAILED: {err}" if code else "")
-        )
+    done: dict[int, list[tuple[str, CompareRow | None]]] = {i: [] for i in range(len(cases))}
+    total = len(cases) * repeat
+    n = 0
+    for round_ in range(repeat):
+        # rounds in alternating order (ABBA): a load that drifts during the comparison weighs
+        # on every policy alike
+        order = list(range(len(cases)))
+        for i in (order if round_ % 2 == 0 else order[::-1]):
+            backend, policy_name = cases[i]
+            n += 1
+            policy = f"{backend}/{policy_name}" if backend else policy_name
+            slug = f"{backend}/{policy_slug(policy_name)}" if backend else policy_slug(policy_name)
+            if round_:
+                slug += f".r{round_ + 1}"
+            path, row, err = _run_case(scenario, policy, policy_name, backend, steps, extra,
+                                       out, slug, env, timeout)
+            done[i].append((path, row))
+            if err is not None:
+                failures[policy] = err
+            label = policy + (f" ({row.resolved})" if row is not None and row.resolved else "")
+            if row is None:
+                say(f"[{n}/{total}] {label:<14} FAILED: {err}")
+                continue
+            eff = row.padding_efficiency
+            say(
+                f"[{n}/{total}] {label:<14} {row.steps} steps, {row.compiles} compiles, "
+                f"{row.wall_s:.1f} s wall, {row.tokens_per_s:.0f} real tokens/s, "
+                f"padding efficiency {'-' if eff is None else f'{eff:.2f}'}"
+                + (f"  FAILED: {err}" if err is not None else "")
+            )
     rows: list[CompareRow] = []
-    for (backend, _), (policy, run, path, row) in zip(cases, named, strict=True):
-        if run is None or row is None:
-            row = failed_row(policy, path, failures[policy])
+    for i, (backend, policy_name) in enumerate(cases):
+        policy = f"{backend}/{policy_name}" if backend else policy_name
+        row = _median_row(done[i])
+        if row is None:
+            row = failed_row(policy, done[i][0][0], failures[policy])
         elif policy in failures:
             row = replace(row, status="failed", error=failures[policy])
         if backend:
@@ -201,10 +200,49 @@ def run_compare(
         scenario=scenario, steps=steps, args=extra, policies=policies, backends=backends,
         rows=rows,
         ratios=backend_ratios(rows, backends, policies) if backends else ratios(rows),
-        failed=sorted(failures),
+        failed=sorted(failures), repeat=repeat,
     )
     atomic_write_text(out / COMPARE_JSON, json.dumps(result.to_json(), indent=2) + "\n")
     return result
+
+
+def _run_case(scenario: str, policy: str, policy_name: str, backend: str | None, steps: int,
+              extra: list[str], out: Path, slug: str, env: dict[str, str],
+              timeout: float | None) -> tuple[str, CompareRow | None, str | None]:
+    """One policy's run in a fresh process: ``(run directory, its row or None, the error line
+    or None)``."""
+    run_dir = out / slug
+    run_dir.parent.mkdir(parents=True, exist_ok=True)
+    # --no-views: the comparison draws its own picture and page; a policy's run draws
+    # its views on request (`lazyscope report DIR/<policy> --format html`)
+    cmd = [sys.executable, "-m", "lazyscope", "trace", scenario, "--steps", str(steps),
+           "--out", str(run_dir), "--no-views", "--padding", policy_name, *extra]
+    if backend:
+        cmd[4:4] = ["--backend", backend]
+    try:
+        proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout)
+        (out / f"{slug}.log").write_text(proc.stdout + proc.stderr, encoding="utf-8")
+        code, err = proc.returncode, _last_line(proc.stderr or proc.stdout)
+    except subprocess.TimeoutExpired:
+        code, err = -1, f"timed out after {timeout} s"
+    try:
+        run = load_run(run_dir)
+    except LazyscopeError as exc:
+        return str(run_dir), None, err if code else str(exc)
+    return str(run_dir), compare_row(policy, run), err if code else None
+
+
+def _median_row(done: list[tuple[str, CompareRow | None]]) -> CompareRow | None:
+    """The run with the median real tokens/s of a policy's repeats (the lower median), with
+    every repeat's tokens/s in ``repeats``; None when none loaded."""
+    rows = [r for _, r in done if r is not None]
+    if not rows:
+        return None
+    if len(done) == 1:
+        return rows[0]
+    ranked = sorted(rows, key=lambda r: r.tokens_per_s)
+    return replace(ranked[(len(ranked) - 1) // 2],
+                   repeats=tuple(round(r.tokens_per_s, 1) for r in rows))
 
 
 def load_comparison(compare_dir: Path) -> Comparison:

@@ -53,6 +53,8 @@ class CompareRow:
     backend: str | None = None
     error: str | None = None
     cumulative_wall_s: tuple[float, ...] = ()
+    #: real tokens/s of each repeat (``compare --repeat N``); the row is the median one
+    repeats: tuple[float, ...] = ()
 
     @property
     def ok(self) -> bool:
@@ -69,7 +71,9 @@ class CompareRow:
             value = getattr(self, f.name)
             if f.name in ("backend", "error", "resolved", "ran") and value is None:
                 continue
-            out[f.name] = list(value) if f.name == "cumulative_wall_s" else value
+            if f.name == "repeats" and not value:
+                continue
+            out[f.name] = list(value) if f.name in ("cumulative_wall_s", "repeats") else value
         return out
 
     @classmethod
@@ -79,6 +83,7 @@ class CompareRow:
         kw.setdefault("path", "")
         kw.setdefault("status", "ok")
         kw["cumulative_wall_s"] = tuple(float(v) for v in data.get("cumulative_wall_s") or ())
+        kw["repeats"] = tuple(float(v) for v in data.get("repeats") or ())
         return cls(**kw)
 
 
@@ -162,6 +167,7 @@ class Comparison:
     backends: list[str] = field(default_factory=list)
     ratios: dict[str, float] = field(default_factory=dict)
     failed: list[str] = field(default_factory=list)
+    repeat: int = 1
 
     @property
     def verdict(self) -> Verdict | None:
@@ -192,6 +198,7 @@ class Comparison:
                 "steps": self.steps, "args": list(self.args), "policies": list(self.policies),
                 "backends": list(self.backends), "rows": [r.to_json() for r in self.rows],
                 "ratios": dict(self.ratios), "failed": list(self.failed),
+                "repeat": self.repeat,
                 "verdict": verdict.to_json() if verdict is not None else None}
 
     @classmethod
@@ -208,6 +215,7 @@ class Comparison:
                                  [r.policy for r in rows]],
                        rows=rows, backends=[str(b) for b in data.get("backends") or []],
                        ratios={str(k): float(v) for k, v in (data.get("ratios") or {}).items()},
-                       failed=[str(f) for f in data.get("failed") or []])
+                       failed=[str(f) for f in data.get("failed") or []],
+                       repeat=int(data.get("repeat") or 1))
         except (TypeError, ValueError, AttributeError) as err:
             raise ValueError(f"not a lazyscope comparison: {err}") from None

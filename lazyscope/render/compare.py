@@ -65,6 +65,8 @@ def render_compare_text(result: Comparison) -> str:
     backends = result.backends
     w = max([16, *(len(_label(r)) + 1 for r in rows)])
     what = "each backend x policy" if backends else "each policy"
+    if result.repeat > 1:
+        what += f" x {result.repeat} rounds"
     lines = [
         f"lazyscope compare: {result.scenario} {args} ({result.steps} steps, {what} "
         "in a fresh process)" + (f"; backends {', '.join(backends)}" if backends else ""),
@@ -80,6 +82,12 @@ def render_compare_text(result: Comparison) -> str:
             f"{r.compile_s:>10.2f} {r.execute_s:>10.2f} {r.wall_s:>8.2f} "
             f"{r.tokens_per_s:>11.0f} {_eff(r.padding_efficiency):>8}  {status}"
         )
+    repeats = [r for r in rows if len(r.repeats) > 1]
+    if repeats:
+        lines += ["", f"  {result.repeat} rounds in alternating order; each row is its median run. "
+                  "real tok/s of every round:"]
+        lines += [f"    {_label(r):<{w}} " + ", ".join(f"{v:,.0f}" for v in r.repeats)
+                  for r in repeats]
     buckets = [(r.policy, r.buckets) for r in rows if r.buckets]
     if buckets:
         lines += ["", "  buckets: " + "; ".join(f"{p} {b}" for p, b in buckets)]
@@ -150,7 +158,8 @@ COMPARE_HEADERS = {"policy": "policy", "ran": "ran", "status": "status", "steps"
                    "compiles": "compiles", "graphs": "distinct graphs",
                    "compile_s": "compiling", "execute_s": "executing", "wall_s": "wall",
                    "real_tokens": "real tokens", "tokens_per_sec": "real tokens/s",
-                   "padding_efficiency": "padding efficiency", "buckets": "padded to"}
+                   "padding_efficiency": "padding efficiency", "buckets": "padded to",
+                   "repeats": "real tokens/s of each round"}
 
 
 def _page_row(r: CompareRow) -> dict[str, Any]:
@@ -163,7 +172,12 @@ def _page_row(r: CompareRow) -> dict[str, Any]:
             "real_tokens": r.real_tokens, "tokens_per_sec": round(r.tokens_per_s),
             "padding_efficiency": None if r.padding_efficiency is None
             else round(r.padding_efficiency, 2),
-            "buckets": ", ".join(str(b) for b in r.buckets) if r.buckets else ""}
+            "buckets": ", ".join(str(b) for b in r.buckets) if r.buckets else "",
+            "repeats": ", ".join(f"{v:,.0f}" for v in r.repeats)}
+
+
+def _columns(result: Comparison) -> list[str]:
+    return COMPARE_COLUMNS + (["repeats"] if result.repeat > 1 else [])
 
 
 def compare_page(result: Comparison, images: dict[str, bytes] | None = None, *,
@@ -175,6 +189,8 @@ def compare_page(result: Comparison, images: dict[str, bytes] | None = None, *,
     head = (f"<h1>lazyscope compare: {esc(result.scenario)}</h1>"
             f'<div class="sub">{esc(args) + " &middot; " if args else ""}'
             f"{result.steps} steps per {per}, each in a fresh process"
+            + (f", {result.repeat} rounds (each row: its median run)" if result.repeat > 1
+               else "")
             + (f" &middot; backends {esc(', '.join(result.backends))}" if result.backends else "")
             + (f" &middot; <code>{esc(where)}</code>" if where else "") + "</div>")
     verdict = result.verdict
@@ -182,7 +198,7 @@ def compare_page(result: Comparison, images: dict[str, bytes] | None = None, *,
     parts = [head, f'<div class="verdict{" ok" if ok else ""}">'
              f"{esc(verdict_text(verdict))}</div>"]
     parts.append("<h2>Policies</h2>")
-    parts.append(table([_page_row(r) for r in result.rows], COMPARE_COLUMNS, COMPARE_HEADERS))
+    parts.append(table([_page_row(r) for r in result.rows], _columns(result), COMPARE_HEADERS))
     parts.append('<p class="sub">real tokens/s: the tokens of the documents over the wall time '
                  "of the whole run, compilation included; padding efficiency: real over "
                  "computed tokens. Each policy's run is kept under its own directory "

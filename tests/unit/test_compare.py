@@ -206,3 +206,20 @@ def test_rows_that_ran_the_same_policy_measure_the_noise(tmp_path: Path) -> None
     assert "note: packed and auto ran the same policy (packed:8x64): 67 vs 57 real tokens/s " \
            "is measurement noise (17%)" in text
     assert "ran the same policy" in compare_page(result)
+
+
+def test_repeats_keep_the_median_run(tmp_path: Path) -> None:
+    from lazyscope.compare import _median_row
+
+    rows = [compare_rows([("max", _run(tmp_path, f"m{i}", [w, 1.0], [1, 0], [64, 64]))])[0]
+            for i, w in enumerate((2.0, 6.0, 3.0))]
+    median = _median_row([(r.path, r) for r in rows] + [("lost", None)])
+    assert median.path == rows[2].path  # 200/4 = 50 tokens/s: the middle of 66.7, 28.6, 50
+    assert median.repeats == tuple(round(r.tokens_per_s, 1) for r in rows)
+    assert _median_row([("lost", None)]) is None
+    result = Comparison("decoder", 2, [], ["max"], [median], repeat=3)
+    back = Comparison.from_json(json.loads(json.dumps(result.to_json())))
+    assert back.repeat == 3 and back.rows[0].repeats == median.repeats
+    text = render_compare_text(result)
+    assert "x 3 rounds" in text and "67, 29, 50" in text
+    assert "real tokens/s of each round" in compare_page(result)

@@ -445,7 +445,7 @@ def compare_cmd(scenario: str, scenario_args: tuple[str, ...], policies: str, st
 @click.option("--max-buckets", type=click.IntRange(min=1), default=8, show_default=True,
               help="largest K to try")
 @click.option("--batch", type=click.IntRange(min=1), default=None,
-              help="sequences per batch (--lengths: default 8; a run: what it recorded)")
+              help="sequences per batch, with --lengths (default 8; a run says its own)")
 @click.option("--max-len", type=click.IntRange(min=1), default=None,
               help="the longest length a batch may hold (default: the run's max_len, else "
               "the longest seen)")

@@ -591,10 +591,14 @@ def _padded_plan(name: str, policy: Policy, maxima: dict[int, float], ctx: _Ctx,
                 execute, compile_, total, ctx.real / total if total > 0 else 0.0, changes)
 
 
-def _packed_plan(sequences: list[int], rows: int, row_len: int, ctx: _Ctx) -> Plan:
+def _packed_plan(sequences: list[int], rows: int, row_len: int, ctx: _Ctx,
+                 steps: float | None = None) -> Plan:
+    """Packed rows for the horizon's data, or for ``steps`` packed steps (what a compare runs:
+    the same number of steps, more data)."""
     model = ctx.model
     eff = simulate_packing(sequences, rows, row_len)
-    steps = ctx.real / (rows * row_len * eff)
+    real = ctx.real if steps is None else steps * rows * row_len * eff
+    steps = real / (rows * row_len * eff)
     execute = steps * rows * model.row(row_len) * model.unit_s
     graphs = model.graphs_per_shape
     compile_ = graphs * model.compile_s
@@ -602,7 +606,7 @@ def _packed_plan(sequences: list[int], rows: int, row_len: int, ctx: _Ctx) -> Pl
     return Plan(f"packed {rows}x{row_len}", Policy("packed", (row_len,), rows=rows,
                                                     row_len=row_len),
                 graphs, eff, steps, execute, compile_, total,
-                ctx.real / total if total > 0 else 0.0,
+                real / total if total > 0 else 0.0,
                 ("sampler", "collate", "model"), MODEL_CHANGE_PACKED)
 
 
@@ -850,21 +854,22 @@ class MeasuredRow:
 
 def match_measured(advice: Advice, rows: Sequence[MeasuredRow], *, compared: str) -> Advice:
     """``advice`` with each measured row beside the plan that runs its policy, predicted for the
-    row's own number of steps (a compare runs few steps: compilation weighs more)."""
+    row's own run: as many steps (a compare runs few: compilation weighs more), so a packed row
+    predicts the data that many packed steps hold, not the padded steps' data."""
     out = []
+    lengths = advice.lengths
     for row in rows:
         if row.steps < 1:
             continue
-        short = advise(advice.lengths, max_buckets=max(1, len(advice.per_k)), horizon=row.steps,
-                       model=advice.cost_model, packing=True)
-        plan = _plan_for_policy(short, row.policy)
-        if plan is None:
-            lengths = advice.lengths
-            ctx = _Ctx(advice.cost_model, lengths.batch, row.steps, lengths.mean, lengths.top)
-            if row.policy.packed and row.policy.rows and row.policy.row_len:
-                plan = _packed_plan(list(lengths.sequences), row.policy.rows,
-                                    row.policy.row_len, ctx)
-            else:
+        ctx = _Ctx(advice.cost_model, lengths.batch, row.steps, lengths.mean, lengths.top)
+        if row.policy.packed and row.policy.rows and row.policy.row_len:
+            plan = _packed_plan(list(lengths.sequences), row.policy.rows, row.policy.row_len,
+                                ctx, steps=row.steps)
+        else:
+            short = advise(lengths, max_buckets=max(1, len(advice.per_k)), horizon=row.steps,
+                           model=advice.cost_model, packing=False)
+            plan = _plan_for_policy(short, row.policy)
+            if plan is None:
                 maxima_list = list(lengths.maxima) or _random_maxima(lengths.sequences,
                                                                      lengths.batch)
                 plan = _padded_plan(row.policy.label(), row.policy,

@@ -282,4 +282,6 @@ def test_measured_rows_sit_beside_their_plans(tmp_path) -> None:
     # predicted for the comparison's 40 steps, not for the advice's horizon
     assert by["max"].predicted_tokens_per_s < advice.plan_named("pad to max").tokens_per_s
     assert by["bucket:64,256"].predicted_graphs <= 2
+    # a packed row ran 40 packed steps: more data than 40 padded steps, compile amortised
+    assert by["packed"].predicted_tokens_per_s > by["max"].predicted_tokens_per_s * 1.5
     assert out.to_json()["measured"][0]["tokens_per_s"] == 1000.0

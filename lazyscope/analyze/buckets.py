@@ -536,6 +536,11 @@ class Advice:
     def plan_named(self, name: str) -> Plan | None:
         return next((p for p in (*self.plans, *self.per_k) if p.name == name), None)
 
+    @classmethod
+    def json_schema(cls) -> dict[str, Any]:
+        """The JSON Schema of :meth:`to_json` (the report's schema embeds it)."""
+        return ADVICE_SCHEMA
+
     def to_json(self) -> dict[str, Any]:
         return {"lengths": self.lengths.to_json(), "horizon": self.horizon,
                 "horizon_from": self.horizon_from, "cost_model": self.cost_model.to_json(),
@@ -546,6 +551,43 @@ class Advice:
                 "run_policy": self.run_policy, "seq_len_values": self.seq_len_values,
                 "compared": self.compared, "measured": [m.to_json() for m in self.measured],
                 "notes": list(self.notes)}
+
+
+def _obj(required: dict[str, Any], optional: dict[str, Any] | None = None) -> dict[str, Any]:
+    return {"type": "object", "required": sorted(required),
+            "properties": {**required, **(optional or {})}}
+
+
+_STR, _INT, _NUM, _BOOL = ({"type": t} for t in ("string", "integer", "number", "boolean"))
+_PLAN_SCHEMA = _obj({
+    "name": _STR, "policy": _STR, "kind": _STR, "boundaries": {"type": "array", "items": _INT},
+    "rows": {"type": ["integer", "null"]}, "row_len": {"type": ["integer", "null"]},
+    "grouped": _BOOL, "graphs": _NUM, "padding_efficiency": _NUM, "steps": _NUM,
+    "predicted_execute": _NUM, "predicted_compile": _NUM, "predicted_total": _NUM,
+    "predicted_tokens_per_s": _NUM, "changes": {"type": "array", "items": _STR},
+    "model_change": _STR})
+#: the JSON Schema of :meth:`Advice.to_json`
+ADVICE_SCHEMA: dict[str, Any] = _obj({
+    "lengths": _obj({
+        "source": _STR, "exact": _BOOL, "what": _STR, "batch": _INT, "top": _INT,
+        "grouped": _BOOL, "steps": _INT, "steps_known": _INT,
+        "sequences": _obj({k: _NUM for k in ("count", "mean", "median", "p90", "p99", "max")}),
+        "batch_maxima": {"type": "object", "additionalProperties": _INT},
+        "notes": {"type": "array", "items": _STR}}),
+    "horizon": _INT, "horizon_from": _STR,
+    "cost_model": _obj({"crossover": _NUM, "unit_s": _NUM, "compile_s": _NUM,
+                        "graphs_per_shape": _NUM, "calibrated": _BOOL, "units": _STR}),
+    "recommended": _PLAN_SCHEMA, "best_without_model_change": _PLAN_SCHEMA,
+    "plans": {"type": "array", "items": _PLAN_SCHEMA},
+    "per_k": {"type": "array", "items": _PLAN_SCHEMA}, "packing": _BOOL,
+    "run_policy": {"type": ["string", "null"]}, "seq_len_values": {"type": ["integer", "null"]},
+    "compared": {"type": ["string", "null"]},
+    "measured": {"type": "array", "items": _obj({
+        "policy": _STR, "plan": _STR, "steps": _INT, "compiles": _INT,
+        "padding_efficiency": {"type": ["number", "null"]}, "tokens_per_s": _NUM,
+        "predicted_tokens_per_s": _NUM, "predicted_graphs": _NUM,
+        "predicted_padding_efficiency": _NUM})},
+    "notes": {"type": "array", "items": _STR}})
 
 
 def _expected_distinct(probs: Iterable[float], horizon: float) -> float:

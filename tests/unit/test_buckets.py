@@ -4,6 +4,7 @@ run's graphs, the ranking and the measured rows beside it (pure: no XLA)."""
 from __future__ import annotations
 
 import itertools
+import json
 import random
 
 import pytest
@@ -285,3 +286,18 @@ def test_measured_rows_sit_beside_their_plans(tmp_path) -> None:
     # a packed row ran 40 packed steps: more data than 40 padded steps, compile amortised
     assert by["packed"].predicted_tokens_per_s > by["max"].predicted_tokens_per_s * 1.5
     assert out.to_json()["measured"][0]["tokens_per_s"] == 1000.0
+
+
+def test_advice_json_follows_its_schema(tmp_path) -> None:
+    jsonschema = pytest.importorskip("jsonschema")
+    rng = random.Random(6)
+    run = _graph_run(tmp_path / "r", [rng.randint(20, 120) for _ in range(20)])
+    advice = advice_for_run(run, max_buckets=3)
+    rows = [MeasuredRow("max", Policy("max", (120,)), 20, 1, None, 10.0)]
+    for a in (advice, match_measured(advice, rows, compared="D"),
+              advise([rng.randint(1, 255) for _ in range(200)], batch=8, top=256)):
+        jsonschema.validate(json.loads(json.dumps(a.to_json())), a.json_schema())
+    broken = advice.to_json()
+    del broken["plans"][0]["predicted_total"]
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate(broken, advice.json_schema())

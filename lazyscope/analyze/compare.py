@@ -11,8 +11,8 @@ Each row: ``policy`` (``backend/policy`` with several backends), ``path``, ``sta
 over wall time *including* compilation), ``padding_efficiency`` (real / computed tokens),
 ``buckets`` (as the run recorded them), ``resolved`` (what ``auto`` / ``bucket:auto`` ran),
 ``ran`` (the concrete policy every run recorded: two rows that ran the same one differ only by
-the machine's noise, :meth:`Comparison.same_runs`), ``cumulative_wall_s`` (per step, for the
-plot; kept out of tables).
+the machine's noise, :meth:`Comparison.same_runs`), ``cumulative_wall_s`` and
+``cumulative_tokens`` (per step, for the plot; kept out of tables).
 """
 
 from __future__ import annotations
@@ -53,6 +53,8 @@ class CompareRow:
     backend: str | None = None
     error: str | None = None
     cumulative_wall_s: tuple[float, ...] = ()
+    #: real tokens processed by the end of each step (the plot's y against cumulative_wall_s)
+    cumulative_tokens: tuple[int, ...] = ()
     #: real tokens/s of each repeat (``compare --repeat N``); the row is the median one
     repeats: tuple[float, ...] = ()
 
@@ -73,7 +75,10 @@ class CompareRow:
                 continue
             if f.name == "repeats" and not value:
                 continue
-            out[f.name] = list(value) if f.name in ("cumulative_wall_s", "repeats") else value
+            if f.name == "cumulative_tokens" and not value:
+                continue
+            out[f.name] = list(value) if f.name in ("cumulative_wall_s", "cumulative_tokens",
+                                                    "repeats") else value
         return out
 
     @classmethod
@@ -84,6 +89,7 @@ class CompareRow:
         kw.setdefault("status", "ok")
         kw["cumulative_wall_s"] = tuple(float(v) for v in data.get("cumulative_wall_s") or ())
         kw["repeats"] = tuple(float(v) for v in data.get("repeats") or ())
+        kw["cumulative_tokens"] = tuple(int(v) for v in data.get("cumulative_tokens") or ())
         return cls(**kw)
 
 
@@ -94,6 +100,8 @@ def compare_row(policy: str, run: Run) -> CompareRow:
     real = sum(int(v) for v in steps.annotation("real_tokens").values())
     computed = sum(int(v) for v in steps.annotation("computed_tokens").values())
     cumulative = tuple(round(float(t), 6) for t in np.cumsum(steps.values("wall_s")))
+    per_step = steps.annotation("real_tokens")
+    tokens = tuple(int(t) for t in np.cumsum([int(per_step.get(i, 0)) for i in range(len(steps))]))
     wall = s.wall_seconds
     shapes = set(steps.annotation("seq_len").values())
     info = run.meta.info or {}
@@ -107,7 +115,7 @@ def compare_row(policy: str, run: Run) -> CompareRow:
         computed_tokens=computed, tokens_per_s=real / wall if wall > 0 else 0.0,
         padding_efficiency=real / computed if computed else None,
         buckets=info.get("buckets"), resolved=resolved, ran=info.get("resolved_policy"),
-        cumulative_wall_s=cumulative,
+        cumulative_wall_s=cumulative, cumulative_tokens=tokens,
     )
 
 

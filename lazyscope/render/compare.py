@@ -3,7 +3,8 @@ answer (:class:`~lazyscope.analyze.buckets.Advice`).
 
 * ``render_compare_text(result) -> str``: the table, the ratios and the verdict line.
 * ``write_compare_png(result, path) -> Path``: bars (real tokens/s including compilation, with
-  compiles and padding efficiency annotated) next to cumulative wall time against step. With
+  compiles and padding efficiency annotated) next to the real tokens each run had processed
+  against wall time (the slope is the throughput; a compilation is a flat stretch). With
   ``result.backends`` (``compare --backends``) rows are ``backend/policy``: one table and one
   picture across backends.
 * ``compare_page(result, images, where=...) -> str``: the comparison's HTML page (the verdict:
@@ -114,8 +115,9 @@ def same_run_notes(result: Comparison) -> list[str]:
 
 
 def write_compare_png(result: Comparison, path: Path) -> Path:
-    """Bars of real tokens/s (including compilation) per policy, and cumulative wall time
-    against step for every policy. Returns ``path``."""
+    """Bars of real tokens/s (including compilation) per policy, and the real tokens each policy
+    had processed against wall time (comparisons of the previous release, without per-step
+    tokens: wall time against step). Returns ``path``."""
 
     rows = result.rows
     with figure(path, ncols=2, figsize=(11, 4.2)) as (fig, (ax1, ax2)):
@@ -135,12 +137,15 @@ def write_compare_png(result: Comparison, path: Path) -> Path:
         ax1.margins(y=0.2)
         ax1.grid(axis="y", alpha=0.3)
         for i, r in enumerate(rows):
-            ys = r.cumulative_wall_s
-            ax2.plot(range(len(ys)), ys, label=_label(r), color=colors[i % len(colors)],
+            xs = r.cumulative_wall_s
+            ys = r.cumulative_tokens if len(r.cumulative_tokens) == len(xs) else ()
+            if not ys:  # a comparison of the previous release: wall time against step
+                xs, ys = tuple(range(len(xs))), xs
+            ax2.plot(xs, ys, label=_label(r), color=colors[i % len(colors)],
                      marker=".", markersize=3, linewidth=1.2)
-        ax2.set_xlabel("step")
-        ax2.xaxis.get_major_locator().set_params(integer=True)
-        ax2.set_ylabel("cumulative wall time (s)")
+        tokens = all(len(r.cumulative_tokens) == len(r.cumulative_wall_s) for r in rows)
+        ax2.set_xlabel("wall time (s, compilation included)" if tokens else "step")
+        ax2.set_ylabel("real tokens processed" if tokens else "cumulative wall time (s)")
         ax2.grid(alpha=0.3)
         ax2.legend(fontsize=8, loc="upper left")
         per = "backend x policy" if result.backends else "policy"
@@ -227,7 +232,8 @@ def write_compare_html(compare_dir: Path, result: Comparison | None = None) -> P
     images = {}
     png = compare_dir / COMPARE_PNG
     if png.is_file():
-        images["real tokens/s per policy, and cumulative wall time"] = png.read_bytes()
+        images["real tokens/s per policy, and real tokens processed against wall time"] = \
+            png.read_bytes()
     path = compare_dir / REPORT_HTML
     atomic_write_text(path, compare_page(result, images, where=str(compare_dir)))
     return path

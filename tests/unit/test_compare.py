@@ -48,6 +48,7 @@ def test_rows_ratios_and_rendering(tmp_path: Path) -> None:
     assert rows[1].tokens_per_s == pytest.approx(300 / 4.0)
     assert rows[1].padding_efficiency == pytest.approx(300 / 600)
     assert rows[1].cumulative_wall_s == (2.0, 3.0, 4.0)
+    assert rows[1].cumulative_tokens == (100, 200, 300)
     r = ratios(rows)
     assert r == {"max / longest": pytest.approx(3.0)}
     result = Comparison("decoder", 3, ["--mode", "eval"], ["longest", "max"], rows, ratios=r)

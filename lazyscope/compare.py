@@ -32,6 +32,7 @@ import sys
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 from lazyscope.analyze.buckets import (
     Advice,
@@ -292,7 +293,7 @@ def read_lengths_file(path: Path) -> list[int]:
 # ---- advise: a run, a comparison or a lengths file -> Advice ------------------------------
 
 
-def policy_of_run(info: dict) -> Policy | None:
+def policy_of_run(info: dict[str, Any]) -> Policy | None:
     """The policy a scenario run recorded (``set_info``: ``packed_rows``, ``buckets``,
     ``batching``; ``auto`` resolved), or None when it recorded none."""
     grouped = info.get("batching") == "grouped"

@@ -340,7 +340,7 @@ def graph_lengths(run: Run) -> GraphLengths:
     if not graphs:
         raise NoLengths("the run recorded no graph inputs (trace it with graph shapes on, the "
                         "default on XLA) and no lengths annotations")
-    layouts: dict[tuple, list[tuple[int, str, Compile]]] = {}
+    layouts: dict[tuple[tuple[str, int], ...], list[tuple[int, str, Compile]]] = {}
     for g in graphs:
         inputs = g[2].inputs or []
         layouts.setdefault(tuple((i.dtype, len(i.shape)) for i in inputs), []).append(g)
@@ -592,7 +592,7 @@ ADVICE_SCHEMA: dict[str, Any] = _obj({
 
 def _expected_distinct(probs: Iterable[float], horizon: float) -> float:
     """Expected number of distinct outcomes in ``horizon`` draws with these probabilities."""
-    return sum(1.0 - (1.0 - p) ** horizon for p in probs if p > 0)
+    return float(sum(1.0 - (1.0 - p) ** horizon for p in probs if p > 0))
 
 
 def _normalised(hist: dict[int, int]) -> dict[int, float]:
@@ -904,6 +904,7 @@ def match_measured(advice: Advice, rows: Sequence[MeasuredRow], *, compared: str
         if row.steps < 1:
             continue
         ctx = _Ctx(advice.cost_model, lengths.batch, row.steps, lengths.mean, lengths.top)
+        plan: Plan | None
         if row.policy.packed and row.policy.rows and row.policy.row_len:
             plan = _packed_plan(list(lengths.sequences), row.policy.rows, row.policy.row_len,
                                 ctx, steps=row.steps)

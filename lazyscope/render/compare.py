@@ -137,10 +137,11 @@ def write_compare_png(result: Comparison, path: Path) -> Path:
         ax1.margins(y=0.2)
         ax1.grid(axis="y", alpha=0.3)
         for i, r in enumerate(rows):
-            xs = r.cumulative_wall_s
-            ys = r.cumulative_tokens if len(r.cumulative_tokens) == len(xs) else ()
+            xs: tuple[float, ...] = r.cumulative_wall_s
+            ys: tuple[float, ...] = (tuple(float(t) for t in r.cumulative_tokens)
+                                     if len(r.cumulative_tokens) == len(xs) else ())
             if not ys:  # a comparison of the previous release: wall time against step
-                xs, ys = tuple(range(len(xs))), xs
+                xs, ys = tuple(float(i) for i in range(len(xs))), xs
             ax2.plot(xs, ys, label=_label(r), color=colors[i % len(colors)],
                      marker=".", markersize=3, linewidth=1.2)
         tokens = all(len(r.cumulative_tokens) == len(r.cumulative_wall_s) for r in rows)

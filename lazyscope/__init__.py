@@ -21,16 +21,20 @@ In a notebook, ``%load_ext lazyscope`` adds the ``%%lazyscope`` cell magic (trac
 its report; :mod:`lazyscope.integrations.jupyter`); a ``Report`` shows itself as HTML. Hugging
 Face ``Trainer`` users add :class:`lazyscope.integrations.transformers.LazyscopeCallback`.
 
-The modules :mod:`lazyscope.errors` (errors and exit codes) and :mod:`lazyscope.padding`
-(padding policies) are public too.
+The modules :mod:`lazyscope.errors` (errors and exit codes), :mod:`lazyscope.padding` (padding
+and packing policies) and :mod:`lazyscope.data` (collate functions and samplers for them; it
+imports torch, so ``import lazyscope`` does not import it) are public too; :func:`advise` ranks
+the policies for a stream of lengths.
 """
 
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping, Sequence
 from typing import Any
 
-from lazyscope.analyze.buckets import COMPILE_PRIOR_STEPS, CostModel, advise, cost_model_from_info
+from lazyscope.analyze.buckets import Advice, cost_model_from_info, prior_model
+from lazyscope.analyze.buckets import advise as _advise
 from lazyscope.analyze.ranks import build_any
 from lazyscope.backends import BACKENDS, get_runtime
 from lazyscope.backends.base import Runtime, TraceOptions, active
@@ -45,7 +49,7 @@ from lazyscope.sources import SOURCES
 from lazyscope.store import load_run, load_target
 
 __version__ = "0.3.0"
-__all__ = ["Run", "Runtime", "TraceOptions", "Tracer", "__version__", "advise_buckets",
+__all__ = ["Advice", "Run", "Runtime", "TraceOptions", "Tracer", "__version__", "advise",
            "annotate_step", "backend_names", "barrier", "load_ipython_extension", "load_run",
            "note", "report", "runtime", "set_info", "trace", "tracing"]
 
@@ -162,16 +166,21 @@ def runtime(backend: str | None = None, *, device: str | None = None,
     return get_runtime(name, device=device, dynamic=dynamic)
 
 
-def advise_buckets(lengths: list[int], *, batch: int, max_len: int, max_buckets: int = 8,
-                   grouped: bool = False, horizon: int, dims: dict[str, Any] | None = None
-                   ) -> dict[str, Any]:
-    """The bucket advisor's answer for a planned length stream before anything ran (the
-    ``bucket:auto`` policy of the decoder scenarios): boundaries priced by a cost model of the
-    model's ``dims`` (``dim``, ``vocab``: see :func:`lazyscope.analyze.buckets.cost_model_from_info`)
-    and a prior compile cost. ``result["best"]["boundaries"]`` are the buckets to pad to."""
-
-    base = cost_model_from_info(dims or {})
-    prior = CostModel(crossover=base.crossover,
-                      compile_s=COMPILE_PRIOR_STEPS * batch * base.row(max_len))
-    return advise(lengths, batch=batch, top=max_len, max_buckets=max_buckets, grouped=grouped,
-                  horizon=horizon, model=prior)
+def advise(lengths: Sequence[int], *, batch: int, max_len: int, horizon: int | None = None,
+           max_buckets: int = 8, grouped: bool = False, packing: bool = True,
+           dims: Mapping[str, Any] | None = None) -> Advice:
+    """The advisor's ranking of padding policies for a stream of sequence ``lengths`` before
+    anything ran (the scenarios' ``auto`` and ``bucket:auto`` policies): batches of ``batch``
+    sequences, at most ``max_len`` tokens, over ``horizon`` steps (default
+    :data:`lazyscope.analyze.buckets.DEFAULT_HORIZON`, a long training run). Costs come from a
+    model of the network's ``dims`` (``dim``, ``layers``, ``vocab``: see
+    :func:`lazyscope.analyze.buckets.cost_model_from_info`) and a prior compile cost; ``lazyscope
+    advise RUN`` calibrates them on a traced run instead. ``grouped``: the batches are
+    length-grouped; ``packing=False``: the model cannot take packed rows.
+    ``advice.recommended.policy`` is the :class:`lazyscope.padding.Policy` to run
+    (:func:`lazyscope.data.collate_for` builds its collator)."""
+    if max(lengths, default=0) > max_len:
+        raise ValueError(f"length {max(lengths)} is longer than max_len {max_len}")
+    model = prior_model(cost_model_from_info(dict(dims or {})), batch, max_len)
+    return _advise(list(lengths), batch=batch, top=max_len, max_buckets=max_buckets,
+                   grouped=grouped, horizon=horizon, model=model, packing=packing)

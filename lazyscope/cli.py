@@ -14,7 +14,7 @@ from typing import Any
 
 import click
 
-from lazyscope.analyze.buckets import advice_for_run, advise
+from lazyscope.analyze.buckets import DEFAULT_HORIZON
 from lazyscope.analyze.check import Rules, check_report
 from lazyscope.analyze.diff import diff_reports
 from lazyscope.analyze.ranks import build_any
@@ -24,9 +24,9 @@ from lazyscope.backends.base import TraceOptions
 from lazyscope.backends.profiling import ProfileWindow, default_steps, parse_profile_steps
 from lazyscope.compare import (
     DEFAULT_POLICIES,
+    advise_target,
     parse_backends,
     parse_policies,
-    read_lengths_file,
     run_compare,
 )
 from lazyscope.errors import (
@@ -39,22 +39,23 @@ from lazyscope.errors import (
     OutputError,
     RunDirError,
     TargetFailed,
-    UsageError,
 )
 from lazyscope.model import runs_by_rank
 from lazyscope.render import RENDERERS, render_text
 from lazyscope.render.check import CHECK_RENDERERS
 from lazyscope.render.compare import (
     COMPARE_PNG,
+    render_advice_json,
     render_advice_text,
     render_compare_text,
+    render_emit,
+    write_compare_html,
     write_compare_png,
 )
 from lazyscope.render.diff import DIFF_RENDERERS
 from lazyscope.render.export import FORMATS as EXPORT_FORMATS
 from lazyscope.render.export import default_out as export_default_out
 from lazyscope.render.export import export_perfetto, export_tables
-from lazyscope.render.html import write_compare_html
 from lazyscope.render.tensorboard import (
     check_tensorboard,
     free_port,
@@ -65,7 +66,7 @@ from lazyscope.render.tensorboard import (
 from lazyscope.render.views import write_views
 from lazyscope.runner import SCENARIOS, launcher_rank, ranked_out, resolve_target, trace_target
 from lazyscope.sources import SOURCES
-from lazyscope.store import load_run, load_target
+from lazyscope.store import load_target
 
 CONTEXT = {"help_option_names": ["-h", "--help"]}
 
@@ -228,7 +229,11 @@ def report_cmd(run_dir: Path, fmt: str, warmup_steps: int | None) -> None:
 
     if fmt == "html" and (run_dir / "compare.json").is_file() and not (run_dir / "meta.json").exists():
 
-        click.echo(str(write_compare_html(run_dir)))  # a `lazyscope compare` directory
+        try:  # a `lazyscope compare` directory
+            click.echo(str(write_compare_html(run_dir)))
+        except (ValueError, UnicodeDecodeError) as err:
+            raise RunDirError(f"{run_dir / 'compare.json'}: not a lazyscope comparison: "
+                              f"{err}") from None
         return
     report = _report_and_views(run_dir, warmup_steps=warmup_steps, views=fmt == "html",
                                need_html=fmt == "html")
@@ -372,8 +377,12 @@ def tensorboard_cmd(run_dir: Path, port: int) -> None:
 @click.argument("scenario")
 @click.argument("scenario_args", nargs=-1, type=click.UNPROCESSED)
 @click.option("--policies", default=DEFAULT_POLICIES, show_default=True,
-              help="comma-separated padding policies (bucket:B1,B2,... keeps its commas)")
+              help="comma-separated padding policies (bucket:B1,B2,... keeps its commas; "
+              "auto: what `lazyscope advise` recommends for the scenario's own lengths)")
 @click.option("--steps", type=click.IntRange(min=1), default=40, show_default=True)
+@click.option("--repeat", type=click.IntRange(min=1), default=1, show_default=True,
+              help="run every policy N times, rounds in alternating order; each row shows its "
+              "median run (a busy machine's noise)")
 @click.option("--backends", default=None,
               help="comma-separated backends (e.g. xla,compile): every backend x policy, one table")
 @click.option("--preset", default=None,
@@ -385,7 +394,7 @@ def tensorboard_cmd(run_dir: Path, port: int) -> None:
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text",
               show_default=True)
 def compare_cmd(scenario: str, scenario_args: tuple[str, ...], policies: str, steps: int,
-                backends: str | None, preset: str | None, mode: str | None, out: Path | None,
+                repeat: int, backends: str | None, preset: str | None, mode: str | None, out: Path | None,
                 force: bool, fmt: str) -> int:
     """Run SCENARIO once per padding policy (each in a fresh process) and compare them.
 
@@ -406,7 +415,7 @@ def compare_cmd(scenario: str, scenario_args: tuple[str, ...], policies: str, st
     out = out or _default_out(f"compare-{scenario}")
     result = run_compare(scenario, parse_policies(policies), steps=steps, out=out, extra=extra,
                          force=force, progress=lambda line: click.echo(line, err=fmt == "json"),
-                         backends=parse_backends(backends))
+                         backends=parse_backends(backends), repeat=repeat)
     try:
         write_compare_png(result, out / COMPARE_PNG)
     except OSError as err:
@@ -417,61 +426,60 @@ def compare_cmd(scenario: str, scenario_args: tuple[str, ...], policies: str, st
     except OSError as err:
         click.echo(f"lazyscope: warning: could not write {out / 'report.html'}: {err}", err=True)
     if fmt == "json":
-        click.echo(_json.dumps(result, indent=2))
+        click.echo(_json.dumps(result.to_json(), indent=2))
     else:
         click.echo("")
         click.echo(render_compare_text(result), nl=False)
         click.echo(f"comparison saved in {out} (compare.json, compare.png, report.html, one run "
                    f"per {'backend x policy' if backends else 'policy'})")
-    return EXIT_TARGET_FAILED if result["failed"] else 0
+    return EXIT_TARGET_FAILED if result.failed else 0
 
 
 @cli.command("advise")
 @click.argument("run_dir", type=click.Path(path_type=Path), required=False)
 @click.option("--lengths", "lengths_path", type=click.Path(path_type=Path), default=None,
               help="a file of sequence lengths, one per line (instead of RUN_DIR)")
-@click.option("--max-buckets", type=int, default=8, show_default=True, help="largest K to try")
-@click.option("--horizon", type=int, default=None,
-              help="steps to plan for (default: the run's steps, or the file's batches)")
-@click.option("--batch", type=int, default=8, show_default=True, help="batch size (--lengths)")
-@click.option("--max-len", type=int, default=None, help="max length (--lengths; default longest)")
+@click.option("--horizon", type=click.IntRange(min=1), default=None, metavar="STEPS",
+              help=f"steps of your run to plan for (default {DEFAULT_HORIZON:,}: a long "
+              "training run; compilation weighs more in a short one)")
+@click.option("--max-buckets", type=click.IntRange(min=1), default=8, show_default=True,
+              help="largest K to try")
+@click.option("--batch", type=click.IntRange(min=1), default=None,
+              help="sequences per batch, with --lengths (default 8; a run says its own)")
+@click.option("--max-len", type=click.IntRange(min=1), default=None,
+              help="the longest length a batch may hold (default: the run's max_len, else "
+              "the longest seen)")
 @click.option("--grouped", is_flag=True, help="batches formed inside buckets (--lengths)")
+@click.option("--no-model-changes", is_flag=True,
+              help="leave out policies the model must change for (packed rows need a "
+              "document mask or position_ids)")
+@click.option("--compare", "compare_dir", type=click.Path(path_type=Path), default=None,
+              help="a `lazyscope compare` directory of the same workload: its measured numbers "
+              "beside the predicted ones (default: the comparison RUN_DIR belongs to)")
+@click.option("--emit", is_flag=True,
+              help="print the code to paste for the recommended policy (lazyscope.data)")
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text",
               show_default=True)
-def advise_cmd(run_dir: Path | None, lengths_path: Path | None, max_buckets: int,
-               horizon: int | None, batch: int, max_len: int | None, grouped: bool,
+def advise_cmd(run_dir: Path | None, lengths_path: Path | None, horizon: int | None,
+               max_buckets: int, batch: int | None, max_len: int | None, grouped: bool,
+               no_model_changes: bool, compare_dir: Path | None, emit: bool,
                fmt: str) -> None:
-    """Exact bucket boundaries for a run's (or a file's) length histogram, per K."""
-    import json as _json
+    """Which padding policy processes RUN_DIR's data fastest, end to end: pad to max, K exact
+    buckets, a length-grouped sampler or packed rows, ranked by predicted real tokens/s over
+    your run, calibrated on RUN_DIR's own compile and execute seconds.
 
-
-    if (run_dir is None) == (lengths_path is None):
-        raise UsageError("give either RUN_DIR or --lengths FILE")
-    if max_buckets < 1:
-        raise UsageError(f"--max-buckets must be at least 1, got {max_buckets}")
-    if horizon is not None and horizon < 1:
-        raise UsageError(f"--horizon must be at least 1, got {horizon}")
-    if batch < 1:
-        raise UsageError(f"--batch must be at least 1, got {batch}")
-    if run_dir is not None:
-        advice = advice_for_run(load_run(run_dir), max_buckets=max_buckets, horizon=horizon)
-        if advice is None:
-            raise UsageError(
-                f"{run_dir} has no per-step seq_len/batch_max_len annotations to advise on "
-                "(trace the decoder scenario, or use --lengths FILE)"
-            )
-    else:
-        values = read_lengths_file(lengths_path)
-        top = max_len or max(values)
-        if max(values) > top:
-            raise UsageError(f"--max-len {top} is below the longest length {max(values)}")
-        try:
-            advice = advise(values, batch=batch, top=top, max_buckets=max_buckets,
-                            grouped=grouped, horizon=horizon)
-        except ValueError as err:
-            raise UsageError(str(err)) from None
-    click.echo(_json.dumps(advice, indent=2) if fmt == "json" else render_advice_text(advice),
-               nl=fmt == "json")
+    RUN_DIR is any traced run (the lengths come from its graphs' varying dimension, or from its
+    annotations), or a `lazyscope compare` directory (measured numbers beside the predicted
+    ones). --emit prints the lines to paste.
+    """
+    advice = advise_target(run_dir, lengths_file=lengths_path, max_buckets=max_buckets,
+                           horizon=horizon, batch=batch, max_len=max_len, grouped=grouped,
+                           packing=not no_model_changes, compare_dir=compare_dir)
+    if emit:
+        click.echo(render_emit(advice), nl=False)
+        return
+    click.echo(render_advice_json(advice) if fmt == "json" else render_advice_text(advice),
+               nl=False)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,9 +1,14 @@
-"""``lazyscope compare``: the same scenario under several padding policies, side by side.
+"""``lazyscope compare``: the same scenario under several padding policies, side by side; and
+``lazyscope advise``'s inputs (a run, a comparison, a lengths file: :func:`advise_target`).
 
 Each policy runs as its own ``python -m lazyscope trace SCENARIO --padding POLICY ...``
 subprocess, so each starts with an empty XLA compile cache (torch_xla's cache lives for the
 whole process: in one process the second policy would reuse the first one's graphs). Every run
 directory is kept under ``OUT/<policy>/``; ``OUT/compare.json`` holds the table.
+
+``auto`` is a policy like the others: the scenario resolves it with the advisor on its own
+length stream (``lazyscope advise``'s ranking, uncalibrated, for the run's ``--steps``), so the
+recommendation is measured beside the rest; its row says what it ran (``resolved``).
 
 Order: the policies and the scenario's arguments are validated (with the scenario's own parser)
 before anything is written; ``OUT`` is never replaced without ``--force``, and then only when it
@@ -25,18 +30,27 @@ import shutil
 import subprocess
 import sys
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from lazyscope.analyze.compare import compare_rows, failed_row, ratios
+from lazyscope.analyze.buckets import (
+    Advice,
+    MeasuredRow,
+    NoLengths,
+    advice_for_run,
+    advise,
+    match_measured,
+)
+from lazyscope.analyze.compare import CompareRow, Comparison, compare_row, failed_row, ratios
 from lazyscope.backends import BACKENDS
 from lazyscope.errors import LazyscopeError, RunDirError, UsageError
-from lazyscope.padding import read_lengths
+from lazyscope.padding import Policy, read_lengths
 from lazyscope.runner import resolve_target, validate_scenario_args
-from lazyscope.store import load_run
+from lazyscope.store import atomic_write_text, load_run
 
 COMPARE_JSON = "compare.json"
-DEFAULT_POLICIES = "max,longest,pow2,bucket:auto,packed"
+DEFAULT_POLICIES = "max,longest,pow2,bucket:auto,packed,auto"
 
 
 def policy_slug(policy: str) -> str:
@@ -119,10 +133,14 @@ def run_compare(
     progress: Callable[[str], None] | None = None,
     timeout: float | None = None,
     backends: list[str] | None = None,
-) -> dict[str, Any]:
+    repeat: int = 1,
+) -> Comparison:
     """Trace ``scenario`` once per policy (and per backend, when ``backends`` is given) in fresh
-    processes; return the comparison dict (``scenario``, ``steps``, ``args``, ``rows``,
-    ``ratios``, ``failed``, ``backends``) also written to ``out/compare.json``."""
+    processes, ``repeat`` rounds of them (each row then shows its median run, ``repeats`` the
+    real tokens/s of every one); return the :class:`Comparison`, also written to
+    ``out/compare.json``."""
+    if repeat < 1:
+        raise UsageError(f"--repeat must be at least 1, got {repeat}")
     extra = list(extra or [])
     backends = list(backends or [])
     if not policies:
@@ -135,76 +153,121 @@ def run_compare(
     env = {**os.environ}
     root = str(Path(__file__).resolve().parents[1])
     env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
-    named = []
     failures: dict[str, str] = {}
     cases = [(b, p) for b in backends for p in policies] if backends else \
         [(None, p) for p in policies]
-    total = len(cases)
-    for n, (backend, policy_name) in enumerate(cases, 1):
+    done: dict[int, list[tuple[str, CompareRow | None]]] = {i: [] for i in range(len(cases))}
+    total = len(cases) * repeat
+    n = 0
+    for round_ in range(repeat):
+        # rounds in alternating order (ABBA): a load that drifts during the comparison weighs
+        # on every policy alike
+        order = list(range(len(cases)))
+        for i in (order if round_ % 2 == 0 else order[::-1]):
+            backend, policy_name = cases[i]
+            n += 1
+            policy = f"{backend}/{policy_name}" if backend else policy_name
+            slug = f"{backend}/{policy_slug(policy_name)}" if backend else policy_slug(policy_name)
+            if round_:
+                slug += f".r{round_ + 1}"
+            path, row, err = _run_case(scenario, policy, policy_name, backend, steps, extra,
+                                       out, slug, env, timeout)
+            done[i].append((path, row))
+            if err is not None:
+                failures[policy] = err
+            label = policy + (f" ({row.resolved})" if row is not None and row.resolved else "")
+            if row is None:
+                say(f"[{n}/{total}] {label:<14} FAILED: {err}")
+                continue
+            eff = row.padding_efficiency
+            say(
+                f"[{n}/{total}] {label:<14} {row.steps} steps, {row.compiles} compiles, "
+                f"{row.wall_s:.1f} s wall, {row.tokens_per_s:.0f} real tokens/s, "
+                f"padding efficiency {'-' if eff is None else f'{eff:.2f}'}"
+                + (f"  FAILED: {err}" if err is not None else "")
+            )
+    rows: list[CompareRow] = []
+    for i, (backend, policy_name) in enumerate(cases):
         policy = f"{backend}/{policy_name}" if backend else policy_name
-        slug = f"{backend}/{policy_slug(policy_name)}" if backend else policy_slug(policy_name)
-        run_dir = out / slug
-        run_dir.parent.mkdir(parents=True, exist_ok=True)
-        # --no-views: the comparison draws its own picture and page; a policy's run draws
-        # its views on request (`lazyscope report DIR/<policy> --format html`)
-        cmd = [sys.executable, "-m", "lazyscope", "trace", scenario, "--steps", str(steps),
-               "--out", str(run_dir), "--no-views", "--padding", policy_name, *extra]
+        row = _median_row(done[i])
+        if row is None:
+            row = failed_row(policy, done[i][0][0], failures[policy])
+        elif policy in failures:
+            row = replace(row, status="failed", error=failures[policy])
         if backend:
-            cmd[4:4] = ["--backend", backend]
-        try:
-            proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout)
-            (out / f"{slug}.log").write_text(proc.stdout + proc.stderr, encoding="utf-8")
-            code, err = proc.returncode, _last_line(proc.stderr or proc.stdout)
-        except subprocess.TimeoutExpired:
-            code, err = -1, f"timed out after {timeout} s"
-        try:
-            run = load_run(run_dir)
-        except LazyscopeError as exc:
-            failures[policy] = err if code else str(exc)
-            named.append((policy, None, str(run_dir), None))
-            say(f"[{n}/{total}] {policy:<14} FAILED: {failures[policy]}")
-            continue
-        if code != 0:
-            failures[policy] = err
-        row = compare_rows([(policy, run)])[0]
-        named.append((policy, run, str(run_dir), row))
-        eff = row["padding_efficiency"]
-        say(
-            f"[{n}/{total}] {policy:<14} {row['steps']} steps, {row['compiles']} compiles, "
-            f"{row['wall_s']:.1f} s wall, {row['tokens_per_s']:.0f} real tokens/s, "
-            f"padding efficiency {'-' if eff is None else f'{eff:.2f}'}"
-            + (f"  FAILED: {err}" if code else "")
-        )
-    rows = []
-    for (backend, _), (policy, run, path, row) in zip(cases, named, strict=True):
-        if run is None:
-            row = failed_row(policy, path, failures[policy])
-        else:
-            row = dict(row)
-            if policy in failures:
-                row["status"], row["error"] = "failed", failures[policy]
-        if backend:
-            row["backend"] = backend
+            row = replace(row, backend=backend)
         rows.append(row)
-    result = {
-        "scenario": scenario,
-        "steps": steps,
-        "args": extra,
-        "policies": policies,
-        "backends": backends,
-        "rows": rows,
-        "ratios": backend_ratios(rows, backends, policies) if backends else ratios(rows),
-        "failed": sorted(failures),
-    }
-    (out / COMPARE_JSON).write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
+    result = Comparison(
+        scenario=scenario, steps=steps, args=extra, policies=policies, backends=backends,
+        rows=rows,
+        ratios=backend_ratios(rows, backends, policies) if backends else ratios(rows),
+        failed=sorted(failures), repeat=repeat,
+    )
+    atomic_write_text(out / COMPARE_JSON, json.dumps(result.to_json(), indent=2) + "\n")
     return result
 
 
-def backend_ratios(rows: list[dict[str, Any]], backends: list[str],
+def _run_case(scenario: str, policy: str, policy_name: str, backend: str | None, steps: int,
+              extra: list[str], out: Path, slug: str, env: dict[str, str],
+              timeout: float | None) -> tuple[str, CompareRow | None, str | None]:
+    """One policy's run in a fresh process: ``(run directory, its row or None, the error line
+    or None)``."""
+    run_dir = out / slug
+    run_dir.parent.mkdir(parents=True, exist_ok=True)
+    # --no-views: the comparison draws its own picture and page; a policy's run draws
+    # its views on request (`lazyscope report DIR/<policy> --format html`)
+    cmd = [sys.executable, "-m", "lazyscope", "trace", scenario, "--steps", str(steps),
+           "--out", str(run_dir), "--no-views", "--padding", policy_name, *extra]
+    if backend:
+        cmd[4:4] = ["--backend", backend]
+    try:
+        proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout)
+        (out / f"{slug}.log").write_text(proc.stdout + proc.stderr, encoding="utf-8")
+        code, err = proc.returncode, _last_line(proc.stderr or proc.stdout)
+    except subprocess.TimeoutExpired:
+        code, err = -1, f"timed out after {timeout} s"
+    try:
+        run = load_run(run_dir)
+    except LazyscopeError as exc:
+        return str(run_dir), None, err if code else str(exc)
+    return str(run_dir), compare_row(policy, run), err if code else None
+
+
+def _median_row(done: list[tuple[str, CompareRow | None]]) -> CompareRow | None:
+    """The run with the median real tokens/s of a policy's repeats (the lower median), with
+    every repeat's tokens/s in ``repeats``; None when none loaded."""
+    rows = [r for _, r in done if r is not None]
+    if not rows:
+        return None
+    if len(done) == 1:
+        return rows[0]
+    ranked = sorted(rows, key=lambda r: r.tokens_per_s)
+    return replace(ranked[(len(ranked) - 1) // 2],
+                   repeats=tuple(round(r.tokens_per_s, 1) for r in rows))
+
+
+def load_comparison(compare_dir: Path) -> Comparison:
+    """``DIR/compare.json`` as a :class:`Comparison`; RunDirError (exit 3) when it is missing
+    or not a comparison."""
+    path = Path(compare_dir) / COMPARE_JSON
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise RunDirError(f"{compare_dir} is not a lazyscope comparison (no {COMPARE_JSON})") \
+            from None
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
+        raise RunDirError(f"cannot read {path}: {err}") from None
+    try:
+        return Comparison.from_json(data)
+    except ValueError as err:
+        raise RunDirError(f"{path}: {err}") from None
+
+
+def backend_ratios(rows: list[CompareRow], backends: list[str],
                    policies: list[str]) -> dict[str, float]:
     """Real tokens/s of each backend over the first backend's, policy by policy; then, inside
     each backend, every policy over its ``longest`` and ``max`` (as :func:`ratios`)."""
-    by = {r["policy"]: r for r in rows if r["tokens_per_s"] > 0}
+    by = {r.policy: r for r in rows if r.tokens_per_s > 0}
     out: dict[str, float] = {}
     first = backends[0]
     for policy in policies:
@@ -212,10 +275,9 @@ def backend_ratios(rows: list[dict[str, Any]], backends: list[str],
         for b in backends[1:]:
             r = by.get(f"{b}/{policy}")
             if base and r:
-                out[f"{b}/{policy} / {first}/{policy}"] = r["tokens_per_s"] / base["tokens_per_s"]
+                out[f"{b}/{policy} / {first}/{policy}"] = r.tokens_per_s / base.tokens_per_s
     for b in backends:
-        mine = [{**r, "policy": r["policy"].split("/", 1)[1]} for r in rows
-                if r.get("backend") == b]
+        mine = [r for r in rows if r.backend == b]
         out.update({f"{b}: {k}": v for k, v in ratios(mine).items()})
     return out
 
@@ -226,3 +288,106 @@ def read_lengths_file(path: Path) -> list[int]:
         return read_lengths(path)
     except ValueError as err:
         raise UsageError(str(err)) from None
+
+
+# ---- advise: a run, a comparison or a lengths file -> Advice ------------------------------
+
+
+def policy_of_run(info: dict[str, Any]) -> Policy | None:
+    """The policy a scenario run recorded (``set_info``: ``packed_rows``, ``buckets``,
+    ``batching``; ``auto`` resolved), or None when it recorded none."""
+    grouped = info.get("batching") == "grouped"
+    packed = info.get("packed_rows")
+    if isinstance(packed, list) and len(packed) == 2:
+        return Policy("packed", (int(packed[1]),), rows=int(packed[0]), row_len=int(packed[1]))
+    if info.get("policy") == "packed":  # runs of the previous release: batch x max_len rows
+        n, rows = info.get("max_len"), info.get("batch")
+        return Policy("packed", (int(n),), rows=int(rows), row_len=int(n)) if n and rows \
+            else None
+    if info.get("policy") == "longest":
+        return Policy("longest", grouped=grouped)
+    buckets = info.get("buckets")
+    if isinstance(buckets, list) and buckets:
+        kind = "max" if len(buckets) == 1 and buckets[0] == info.get("max_len") else "buckets"
+        return Policy(kind, tuple(int(b) for b in buckets), grouped=grouped)
+    return None
+
+
+def _measured(comparison: Comparison) -> list[MeasuredRow]:
+    out = []
+    for row in comparison.rows:
+        if not row.ok:
+            continue
+        try:
+            info = load_run(Path(row.path)).meta.info or {}
+        except LazyscopeError:
+            continue
+        policy = policy_of_run(info)
+        if policy is not None:
+            out.append(MeasuredRow(_row_label(row), policy, row.steps, row.compiles,
+                                   row.padding_efficiency, row.tokens_per_s))
+    return out
+
+
+def _row_label(row: CompareRow) -> str:
+    return row.policy + (f" ({row.resolved})" if row.resolved else "")
+
+
+def _compare_dir_of(path: Path) -> Path | None:
+    """``path`` itself when it is a comparison, else its parent when ``path`` is one of the
+    comparison's runs."""
+    if (path / COMPARE_JSON).is_file():
+        return path
+    if (path.parent / COMPARE_JSON).is_file():
+        return path.parent
+    return None
+
+
+def _run_of_comparison(comparison: Comparison, where: Path) -> Path:
+    """The run of a comparison to read the lengths from: a padded policy's (its steps hold
+    ``batch`` sequences each, as the user's run would), else any that succeeded."""
+    ok = [r for r in comparison.rows if r.ok]
+    for r in ok:
+        if r.name in ("max", "longest", "pow2") or r.name.startswith("bucket:"):
+            return Path(r.path)
+    if ok:
+        return Path(ok[0].path)
+    raise UsageError(f"{where}: no policy of this comparison ran: nothing to advise on")
+
+
+def advise_target(target: Path | None, *, lengths_file: Path | None = None,
+                  max_buckets: int = 8, horizon: int | None = None, batch: int | None = None,
+                  max_len: int | None = None, grouped: bool = False, packing: bool = True,
+                  compare_dir: Path | None = None) -> Advice:
+    """The advice for a run directory (calibrated on it), a ``compare`` directory (on one of its
+    padded runs, with every policy's measured numbers beside the predicted ones) or a lengths
+    file. UsageError (exit 2) when there is nothing to advise on; RunDirError (exit 3) for an
+    unreadable run or comparison."""
+    if (target is None) == (lengths_file is None):
+        raise UsageError("give either RUN_DIR or --lengths FILE")
+    if lengths_file is not None:
+        values = read_lengths_file(lengths_file)
+        top = max_len or max(values)
+        if max(values) > top:
+            raise UsageError(f"--max-len {top} is below the longest length {max(values)}")
+        try:
+            advice = advise(values, batch=batch or 8, top=top, max_buckets=max_buckets,
+                            grouped=grouped, horizon=horizon, packing=packing)
+        except ValueError as err:
+            raise UsageError(str(err)) from None
+    else:
+        assert target is not None
+        comparison_dir = compare_dir or _compare_dir_of(target)
+        run_dir = target
+        if (target / COMPARE_JSON).is_file() and not (target / "meta.json").exists():
+            run_dir = _run_of_comparison(load_comparison(target), target)
+        run = load_run(run_dir)
+        try:
+            advice = advice_for_run(run, max_buckets=max_buckets, horizon=horizon,
+                                    top=max_len, packing=packing)
+        except NoLengths as err:
+            raise UsageError(f"{target}: nothing to advise on: {err}") from None
+        if comparison_dir is not None:
+            comparison = load_comparison(comparison_dir)
+            advice = match_measured(advice, _measured(comparison), compared=str(comparison_dir))
+    return advice

@@ -1,8 +1,10 @@
-"""Padding and packing policies for variable-length batches: one definition, used by the
-scenarios that pad (``decoder``, ``hf-gpt2``) and by the bucket advisor (``lazyscope advise``,
-``analyze/buckets.py``), so what the advisor predicts for a policy is what the policy does.
+"""Padding and packing policies for variable-length batches, as pure algorithms: one definition,
+used by the torch collators and samplers users paste (:mod:`lazyscope.data`), by the scenarios
+that pad (``decoder``, ``hf-gpt2``, through :mod:`lazyscope.data`) and by the advisor
+(``lazyscope advise``, :mod:`lazyscope.analyze.buckets`), so what the advisor predicts for a
+policy is what the policy does.
 
-Policies (``--padding``):
+Policies (``--padding``, :func:`padding_policy`; :class:`Policy` once resolved):
 
 * ``max``        every batch padded to the maximum length: one shape
 * ``longest``    padded to the batch's longest sequence: a new shape for almost every batch
@@ -10,9 +12,16 @@ Policies (``--padding``):
 * ``bucket:B1,B2,...``  padded to the smallest bucket that fits (the maximum is added)
 * ``bucket:auto``       buckets from the advisor on the run's own length stream
 * ``packed``     sequences packed best-fit into ``batch`` rows of the maximum length
-                 (:class:`Packer`): one shape, little padding
+                 (:class:`Packer`): one shape, little padding; ``packed:RxL`` picks the rows
+                 (R) and the row length (L)
+* ``auto``       whatever the advisor recommends for the run's own length stream (any of the
+                 above, a length-grouped sampler included)
 
-Pure standard library.
+Algorithms: :func:`bucket_of`, :func:`pow2_buckets`, :func:`pack_rows` (best-fit decreasing,
+the one packing rule), :class:`Packer` (it over a stream, with a look-ahead buffer),
+:func:`group_batches` (a length-grouped batch order), :func:`simulate_packing`.
+
+Pure standard library (no torch).
 """
 
 from __future__ import annotations
@@ -20,18 +29,35 @@ from __future__ import annotations
 import argparse
 import math
 import random
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
-POLICIES = ("max", "longest", "pow2", "packed", "bucket:auto", "bucket:B1,B2,...")
+POLICIES = ("max", "longest", "pow2", "packed", "packed:RxL", "bucket:auto", "bucket:B1,B2,...",
+            "auto")
 POW2_FLOOR = 16
+#: a packer keeps at least this many steps' worth of tokens pending to choose from
+LOOKAHEAD_STEPS = 2.0
+#: a length-grouped sampler sorts pools of this many batches
+GROUP_POOL = 16
 
 
 def padding_policy(text: str) -> str:
-    """argparse type: max | longest | pow2 | packed | bucket:auto | bucket:B1,B2,... (a bucket
-    list is normalised: sorted, deduplicated)."""
-    if text in ("max", "longest", "pow2", "packed", "bucket:auto"):
+    """argparse type: max | longest | pow2 | packed | packed:RxL | bucket:auto |
+    bucket:B1,B2,... | auto (a bucket list is normalised: sorted, deduplicated)."""
+    if text in ("max", "longest", "pow2", "packed", "bucket:auto", "auto"):
         return text
+    if text.startswith("packed:"):
+        rows, _, length = text[len("packed:"):].partition("x")
+        try:
+            r, n = int(rows), int(length)
+        except ValueError:
+            raise argparse.ArgumentTypeError(
+                f"malformed packed shape {text!r}: expected packed:ROWSxLENGTH, e.g. packed:8x256"
+            ) from None
+        if r < 1 or n < 1:
+            raise argparse.ArgumentTypeError(f"rows and row length must be >= 1 in {text!r}")
+        return f"packed:{r}x{n}"
     if text.startswith("bucket:"):
         parts = text[len("bucket:"):].split(",")
         try:
@@ -44,11 +70,76 @@ def padding_policy(text: str) -> str:
             raise argparse.ArgumentTypeError(f"bucket sizes must be >= 1 in {text!r}")
         return "bucket:" + ",".join(str(v) for v in sorted(set(values)))
     raise argparse.ArgumentTypeError(
-        f"unknown padding policy {text!r}; choose max, longest, pow2, packed, bucket:auto "
-        "or bucket:B1,B2,...")
+        f"unknown padding policy {text!r}; choose max, longest, pow2, packed, packed:RxL, "
+        "bucket:auto, bucket:B1,B2,... or auto")
 
 
-def bucket_of(length: int, boundaries: list[int]) -> int:
+@dataclass(frozen=True)
+class Policy:
+    """A resolved policy: what a collate function does to each batch.
+
+    ``kind``: ``max``, ``longest``, ``buckets`` (``pow2`` is buckets too) or ``packed``.
+    ``boundaries``: the lengths batches are padded to (``max``: the max length; ``longest``:
+    none). ``rows`` x ``row_len``: a packed step's shape. ``grouped``: batches are formed by a
+    length-grouped sampler (:func:`group_batches`) instead of at random.
+    """
+
+    kind: str
+    boundaries: tuple[int, ...] = ()
+    rows: int | None = None
+    row_len: int | None = None
+    grouped: bool = False
+
+    @property
+    def packed(self) -> bool:
+        return self.kind == "packed"
+
+    @property
+    def shapes(self) -> int | None:
+        """Distinct padded lengths it makes (None: one per distinct batch maximum)."""
+        if self.kind == "longest":
+            return None
+        return 1 if self.packed else len(self.boundaries)
+
+    def label(self) -> str:
+        """The ``--padding`` text that runs exactly this policy (``+grouped`` when batches must be
+        length-grouped: the scenarios' ``--batching grouped``)."""
+        if self.kind == "packed":
+            text = f"packed:{self.rows}x{self.row_len}"
+        elif self.kind in ("max", "longest"):
+            text = self.kind
+        else:
+            text = "bucket:" + ",".join(str(b) for b in self.boundaries)
+        return text + ("+grouped" if self.grouped else "")
+
+    def padded_length(self, longest: int) -> int:
+        """The length a batch whose longest sequence is ``longest`` is padded to (packed: the
+        row length)."""
+        if self.packed:
+            return int(self.row_len or longest)
+        if self.kind == "longest" or not self.boundaries:
+            return longest
+        return bucket_of(longest, list(self.boundaries))
+
+
+def fixed_policy(spec: str, max_len: int, batch: int) -> Policy:
+    """The policy a fixed ``--padding`` value means for a model of ``max_len`` positions and
+    ``batch`` rows. ``bucket:auto`` and ``auto`` are decided by the advisor: ValueError."""
+    if spec in ("auto", "bucket:auto"):
+        raise ValueError(f"{spec} is decided by the advisor, not a fixed policy")
+    if spec == "max":
+        return Policy("max", (max_len,))
+    if spec == "longest":
+        return Policy("longest")
+    if spec == "packed":
+        return Policy("packed", (max_len,), rows=batch, row_len=max_len)
+    if spec.startswith("packed:"):
+        rows, _, length = spec[len("packed:"):].partition("x")
+        return Policy("packed", (int(length),), rows=int(rows), row_len=int(length))
+    return Policy("buckets", tuple(policy_buckets(spec, max_len)))
+
+
+def bucket_of(length: int, boundaries: Sequence[int]) -> int:
     """The smallest boundary >= length (the last one if none is)."""
     for b in boundaries:
         if b >= length:
@@ -68,8 +159,8 @@ def pow2_buckets(top: int, low: int = POW2_FLOOR) -> list[int]:
 
 
 def policy_buckets(policy: str, max_len: int) -> list[int]:
-    """The boundaries a fixed policy pads to ([] for ``longest``, ``packed`` and
-    ``bucket:auto``, which decide per run)."""
+    """The boundaries a fixed policy pads to ([] for ``longest``, ``packed`` and the advisor's
+    ``bucket:auto`` / ``auto``, which decide per run)."""
     if policy == "max":
         return [max_len]
     if policy == "pow2":
@@ -96,64 +187,109 @@ def length_stream(seed: int, max_len: int, values: list[int] | None) -> Iterator
             yield rng.randint(1, max(1, max_len - 1))
 
 
+def group_batches(lengths: Sequence[int], batch: int, rng: random.Random,
+                  pool: int = GROUP_POOL) -> list[list[int]]:
+    """A length-grouped batch order over items ``0..len(lengths)-1`` (taken in that order):
+    pools of ``pool`` batches, each pool sorted by length and cut into batches, the batches of
+    all pools shuffled by ``rng``. A trailing partial batch is kept (last)."""
+    out: list[list[int]] = []
+    n = len(lengths)
+    step = pool * batch
+    for start in range(0, n, step):
+        ids = sorted(range(start, min(n, start + step)), key=lambda i: (lengths[i], i))
+        out += [ids[i:i + batch] for i in range(0, len(ids), batch)]
+    full = [b for b in out if len(b) == batch]
+    rng.shuffle(full)
+    return full + [b for b in out if len(b) < batch]
+
+
 def plan_batches(stream: Iterator[int], steps: int, batch: int, grouped: bool) -> list[list[int]]:
-    """The lengths of every batch of a run. Grouped: pools of 16 batches sorted by length, cut
-    into batches, batch order shuffled (a length-grouped sampler)."""
+    """The lengths of every batch of a run. Grouped: :func:`group_batches` over the stream (a
+    length-grouped sampler)."""
     if not grouped:
         return [[next(stream) for _ in range(batch)] for _ in range(steps)]
-    out: list[list[int]] = []
+    pools = math.ceil(steps / GROUP_POOL)
+    lengths = [next(stream) for _ in range(pools * GROUP_POOL * batch)]
     rng = random.Random(steps * 7919 + batch)
-    while len(out) < steps:
-        pool = sorted(next(stream) for _ in range(16 * batch))
-        chunks = [pool[i:i + batch] for i in range(0, len(pool), batch)]
-        rng.shuffle(chunks)
-        out += chunks
-    return out[:steps]
+    return [[lengths[i] for i in b] for b in group_batches(lengths, batch, rng)][:steps]
+
+
+def pack_rows(lengths: Sequence[int], rows: int, row_len: int) -> tuple[list[list[int]], list[int]]:
+    """Best-fit decreasing: ``(placed, left)``. Items (indices into ``lengths``) are taken
+    longest first (ties: lower index first), each into the fullest row it still fits (ties:
+    the lower row); ``placed[r]`` lists row r's items in placement order, ``left`` the items
+    that did not fit, in index order.
+
+    The rule a packing collate applies to the items a packing sampler chose: running it on
+    only the items it placed places them the same way (a skipped item changes no row)."""
+    order = sorted(range(len(lengths)), key=lambda i: (-lengths[i], i))
+    free = [row_len] * rows
+    placed: list[list[int]] = [[] for _ in range(rows)]
+    left: list[int] = []
+    for i in order:
+        n = lengths[i]
+        best = -1
+        for r in range(rows):
+            if free[r] >= n and (best < 0 or free[r] < free[best]):
+                best = r
+        if best < 0:
+            left.append(i)
+            continue
+        placed[best].append(i)
+        free[best] -= n
+    return placed, sorted(left)
 
 
 class Packer:
     """Best-fit-decreasing packing of a length stream into ``rows`` rows of ``row_len`` tokens.
 
-    Each :meth:`next_rows` call tops a look-ahead buffer up from the stream, places the buffer's
-    longest sequences first, each into the fullest row it still fits, and keeps what does not
-    fit for the next call (so the longest pending sequences always go first: nothing starves).
-    Returns, per row, the list of sequence ids (indices into the stream) and their lengths.
+    Each :meth:`next_rows` call tops a look-ahead buffer up from the stream (until it holds
+    ``lookahead`` steps' worth of tokens, :data:`LOOKAHEAD_STEPS` by default), places the
+    buffer's items by :func:`pack_rows` (so the longest pending sequences always go first:
+    nothing long starves) and keeps what does not fit for the next call. Returns, per row, the
+    list of ``(sequence id, length)`` (ids count the stream's items from 0). A finite stream
+    ends with :class:`StopIteration` once nothing is pending.
     """
 
-    def __init__(self, stream: Iterator[int], rows: int, row_len: int,
-                 lookahead: int | None = None):
-        self.stream = stream
+    def __init__(self, stream: Iterable[int], rows: int, row_len: int,
+                 lookahead: float = LOOKAHEAD_STEPS):
+        if rows < 1 or row_len < 1:
+            raise ValueError(f"a packed step needs rows >= 1 and row length >= 1, got "
+                             f"{rows}x{row_len}")
+        self.stream = iter(stream)
         self.rows = rows
         self.row_len = row_len
-        self.lookahead = lookahead or 4 * rows
-        self.pending: list[tuple[int, int]] = []  # (seq id, length)
+        self.budget = max(1.0, lookahead) * rows * row_len
+        self.pending: list[tuple[int, int]] = []  # (seq id, length), in id order
         self.taken = 0
+        self._tokens = 0
+        self._done = False
 
     def next_rows(self) -> list[list[tuple[int, int]]]:
-        while len(self.pending) < self.lookahead:
-            length = next(self.stream)
+        while not self._done and self._tokens < self.budget:
+            try:
+                length = next(self.stream)
+            except StopIteration:
+                self._done = True
+                break
             if not 1 <= length <= self.row_len:
                 raise ValueError(f"length {length} does not fit a row of {self.row_len}")
             self.pending.append((self.taken, length))
+            self._tokens += length
             self.taken += 1
-        order = sorted(self.pending, key=lambda p: (-p[1], p[0]))
-        free = [self.row_len] * self.rows
-        rows: list[list[tuple[int, int]]] = [[] for _ in range(self.rows)]
-        left = []
-        for sid, length in order:
-            fits = [r for r in range(self.rows) if free[r] >= length]
-            if not fits:
-                left.append((sid, length))
-                continue
-            r = min(fits, key=lambda r: (free[r], r))
-            rows[r].append((sid, length))
-            free[r] -= length
-        self.pending = sorted(left)
+        if not self.pending:
+            raise StopIteration
+        placed, left = pack_rows([n for _, n in self.pending], self.rows, self.row_len)
+        rows = [[self.pending[i] for i in row] for row in placed]
+        self.pending = [self.pending[i] for i in left]
+        self._tokens = sum(n for _, n in self.pending)
         return rows
 
 
-def simulate_packing(lengths: list[int], rows: int, row_len: int) -> float:
-    """Padding efficiency of :class:`Packer` over ``lengths`` (cycled as a stream)."""
+def simulate_packing(lengths: list[int], rows: int, row_len: int,
+                     lookahead: float = LOOKAHEAD_STEPS) -> float:
+    """Padding efficiency (real / computed tokens) of :class:`Packer` over ``lengths`` cycled
+    as a stream, over as many steps as the lengths fill (at least 8)."""
     if not lengths:
         return 1.0
 
@@ -161,9 +297,9 @@ def simulate_packing(lengths: list[int], rows: int, row_len: int) -> float:
         while True:
             yield from lengths
 
-    packer = Packer(cycle(), rows, row_len)
+    packer = Packer(cycle(), rows, row_len, lookahead)
     real = 0
-    steps = max(1, math.ceil(sum(lengths) / (rows * row_len)))
+    steps = max(8, math.ceil(sum(lengths) / (rows * row_len)))
     for _ in range(steps):
         real += sum(n for row in packer.next_rows() for _, n in row)
     return real / (steps * rows * row_len)

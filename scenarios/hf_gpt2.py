@@ -43,18 +43,13 @@ from typing import Any, NamedTuple
 # NamedTuple and plain classes, not dataclasses: the CLI loads this file by path without
 # registering it in sys.modules, and a dataclass defined in such a module fails to build.
 import lazyscope
-from lazyscope.padding import (
-    Packer,
-    length_stream,
-    padded_length,
-    padding_policy,
-    plan_batches,
-    policy_buckets,
-)
+from lazyscope.padding import Packer, padding_policy
 from lazyscope_scenarios.kit import (
     base_parser,
     lengths_file,
     n_params,
+    padding_plan,
+    policy_info,
     positive_int,
     runtime_from_args,
 )
@@ -109,7 +104,8 @@ class HFBatch(NamedTuple):
 def make_batch(rows: list[list[int]], seq_len: int, vocab: int, gen: Any,
                packed: bool = False) -> HFBatch:
     """Rows of documents (their lengths) -> an :class:`HFBatch` of ``len(rows)`` rows of
-    ``seq_len`` tokens; each document gets fresh random tokens from ``gen``.
+    ``seq_len`` tokens; each document gets fresh random tokens from ``gen``, laid out by
+    :func:`lazyscope.data.layout_rows` (the collators' layout).
 
     Padded (``packed=False``): one document per row, right padding, an attention mask.
     Packed: documents back to back, ``position_ids`` restarting at each one, and the tail of a
@@ -117,34 +113,23 @@ def make_batch(rows: list[list[int]], seq_len: int, vocab: int, gen: Any,
     -100), as a flattening collator would give it; no attention mask."""
     import torch
 
-    n = len(rows)
-    input_ids = torch.full((n, seq_len), PAD_ID, dtype=torch.long)
-    labels = torch.full((n, seq_len), IGNORE_INDEX, dtype=torch.long)
-    doc_ids = torch.full((n, seq_len), -1, dtype=torch.long)
-    position_ids = torch.zeros((n, seq_len), dtype=torch.long)
-    lengths: list[int] = []
+    from lazyscope.data import layout_rows
+
     for r, docs in enumerate(rows):
         if not packed and len(docs) != 1:
             raise ValueError(f"a padded row holds one document, row {r} holds {len(docs)}")
-        at = 0
-        for d, length in enumerate(docs):
-            if at + length > seq_len:
-                raise ValueError(f"row {r}: documents {docs} do not fit {seq_len} tokens")
-            seq = torch.randint(1, vocab, (length,), generator=gen)
-            input_ids[r, at:at + length] = seq
-            labels[r, at:at + length] = seq
-            if packed:
-                labels[r, at] = IGNORE_INDEX  # DataCollatorWithFlattening's separator
-            doc_ids[r, at:at + length] = d
-            position_ids[r, at:at + length] = torch.arange(length)
-            at += length
-            lengths.append(length)
-        # padding: positions restart too (packed: a document of its own; padded: unused)
-        position_ids[r, at:] = (torch.arange(seq_len - at) if packed
-                                else torch.arange(at, seq_len))
+    tokens = [[torch.randint(1, vocab, (n,), generator=gen) for n in row] for row in rows]
+    out = layout_rows(tokens, seq_len, pad_id=PAD_ID, label_pad_id=IGNORE_INDEX, packed=packed)
+    return to_batch(out, [n for row in rows for n in row], packed)
+
+
+def to_batch(collated: dict[str, Any], lengths: list[int], packed: bool) -> HFBatch:
+    """A :mod:`lazyscope.data` collator's output (``document_ids`` included) as an
+    :class:`HFBatch`."""
+    doc_ids = collated["document_ids"]
     attention_mask = None if packed else (doc_ids >= 0).long()
-    return HFBatch(input_ids, labels, attention_mask, position_ids, doc_ids, lengths, seq_len,
-                   packed)
+    return HFBatch(collated["input_ids"], collated["labels"], attention_mask,
+                   collated["position_ids"], doc_ids, lengths, int(doc_ids.shape[1]), packed)
 
 
 def model_inputs(batch: HFBatch, dev: Any) -> dict[str, Any]:
@@ -219,7 +204,9 @@ def build_parser() -> argparse.ArgumentParser:
                         help="train: the model's LM loss on labels, backward, optimizer step; "
                         "eval: forward and loss under no_grad")
     parser.add_argument("--padding", type=padding_policy, default="max",
-                        help="max | longest | pow2 | bucket:B1,B2,... | bucket:auto | packed")
+                        help="max | longest | pow2 | bucket:B1,B2,... | bucket:auto | packed | "
+                        "packed:ROWSxLEN | auto (what `lazyscope advise` recommends for this "
+                        "run's own lengths)")
     parser.add_argument("--batching", choices=["random", "grouped"], default="random",
                         help="random batches, or a length-grouped sampler (sorted pools)")
     parser.add_argument("--optimizer", choices=["adamw", "sgd"], default="adamw")
@@ -231,9 +218,9 @@ def build_parser() -> argparse.ArgumentParser:
                         help="max length: n_positions, pad-to-max and packed row length "
                         "(default: the preset's, 128 for tiny)")
     parser.add_argument("--max-buckets", type=positive_int, default=8,
-                        help="K limit for bucket:auto")
+                        help="K limit for bucket:auto and auto")
     parser.add_argument("--horizon", type=positive_int, default=None,
-                        help="steps bucket:auto plans for (default --steps)")
+                        help="steps auto and bucket:auto plan for (default --steps)")
     return parser
 
 
@@ -258,19 +245,6 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 
 # ---------------------------------------------------------------------------------- main
-
-
-def plan_buckets(args: argparse.Namespace, p: Preset,
-                 planned: list[list[int]]) -> tuple[list[int], dict[str, Any] | None]:
-    """The boundaries this run pads to, and the advisor's answer for bucket:auto (the decoder
-    scenario's rule: the advisor on this run's own length stream, a prior compile cost)."""
-    if args.padding != "bucket:auto":
-        return policy_buckets(args.padding, p.max_len), None
-    advice = lazyscope.advise_buckets(
-        [n for b in planned for n in b], batch=p.batch, max_len=p.max_len,
-        max_buckets=args.max_buckets, grouped=args.batching == "grouped",
-        horizon=args.horizon or args.steps, dims=p._asdict())
-    return list(advice["best"]["boundaries"]), advice
 
 
 def packed_note(honoured: bool, attn: str, version: str) -> str:
@@ -304,12 +278,9 @@ def main(argv: list[str] | None = None) -> int:
 
     runtime = runtime_from_args(args)
     dev = runtime.device()
+    from lazyscope.data import collate_for
+
     gen = torch.Generator().manual_seed(args.seed + 1)
-    stream = length_stream(args.seed, p.max_len, args.lengths)
-    packed = args.padding == "packed"
-    planned = ([] if packed else
-               plan_batches(stream, args.steps, p.batch, args.batching == "grouped"))
-    buckets, advice = plan_buckets(args, p, planned)
     train = args.mode == "train"
 
     torch.manual_seed(args.seed)
@@ -317,9 +288,20 @@ def main(argv: list[str] | None = None) -> int:
     if attn != "sdpa":
         lazyscope.note(f"transformers {transformers.__version__} GPT2 has no sdpa attention: "
                        f"it runs {attn} attention")
-    honoured = document_mask_honoured(attn) if packed else None
+    may_pack = args.padding == "auto" or args.padding.startswith("packed")
+    honoured = document_mask_honoured(attn) if may_pack else None
+    # auto packs only when this transformers keeps the documents of a packed row apart
+    plan = padding_plan(args, max_len=p.max_len, batch=p.batch, dims=p._asdict(),
+                        packing=bool(honoured))
+    policy = plan.policy
+    packed = policy.packed
+    collate = collate_for(policy, rows=p.batch, pad_id=PAD_ID, return_document_ids=True,
+                          **({"max_position": p.max_len} if packed else {}))
     if packed:
         lazyscope.note(packed_note(bool(honoured), attn, transformers.__version__))
+    elif args.padding == "auto" and not honoured:
+        lazyscope.note(packed_note(False, attn, transformers.__version__)
+                       + ": auto does not consider packing")
     params = n_params(model)
     model = runtime.prepare_model(model.to(dev))
     model.train(train)
@@ -328,28 +310,30 @@ def main(argv: list[str] | None = None) -> int:
         opt = (torch.optim.SGD(model.parameters(), lr=1e-3) if args.optimizer == "sgd"
                else torch.optim.AdamW(model.parameters(), lr=1e-4))
     lazyscope.set_info(
-        scenario=SCENARIO, preset=args.preset, policy=args.padding, batching=args.batching,
+        scenario=SCENARIO, preset=args.preset, policy=args.padding,
         mode=args.mode, attention=attn, attn_implementation=attn, causal=True,
-        optimizer=args.optimizer, buckets=buckets, dim=p.dim, layers=p.layers, heads=p.heads,
+        optimizer=args.optimizer, dim=p.dim, layers=p.layers, heads=p.heads,
         vocab=p.vocab, max_len=p.max_len, batch=p.batch, seed=args.seed,
-        lengths_source="file" if args.lengths else "uniform",
-        advice_k=advice["best"]["buckets"] if advice else None, params=params,
-        transformers=transformers.__version__, document_mask=honoured,
+        lengths_source="file" if args.lengths else "uniform", params=params,
+        transformers=transformers.__version__, document_mask=honoured, **policy_info(plan),
     )
-    packer = Packer(stream, p.batch, p.max_len) if packed else None
+    packer = Packer(plan.stream, policy.rows or p.batch, policy.row_len or p.max_len) \
+        if packed else None
 
     real_total = computed_total = 0
     loss = None
     t0 = time.perf_counter()
     for i in range(args.steps):
         if packer is not None:
-            rows = [[n for _, n in row] for row in packer.next_rows()]
-            seq_len = p.max_len
+            # the packer's choice in its placement order: PackRows lays it out the same way
+            chosen = sorted((item for row in packer.next_rows() for item in row),
+                            key=lambda item: (-item[1], item[0]))
+            lens = [n for _, n in chosen]
         else:
-            lens = planned[i]
-            rows = [[n] for n in lens]
-            seq_len = padded_length(args.padding, max(lens), p.max_len, buckets)
-        batch = make_batch(rows, seq_len, p.vocab, gen, packed)
+            lens = plan.batches[i]
+        docs = [torch.randint(1, p.vocab, (n,), generator=gen) for n in lens]
+        batch = to_batch(collate(docs), lens, packed)
+        seq_len = batch.seq_len
         real = sum(batch.lengths)
         computed = batch.rows * seq_len
         real_total += real
@@ -372,11 +356,14 @@ def main(argv: list[str] | None = None) -> int:
                     loss = model(**x).loss
     final = float(loss.item()) if loss is not None else float("nan")  # waits for the device
     wall = time.perf_counter() - t0
+    resolved = f" ({policy.label()})" if args.padding in ("auto", "bucket:auto") else ""
     print(
-        f"hf-gpt2 {args.preset} {args.mode} padding={args.padding} batching={args.batching} "
+        f"hf-gpt2 {args.preset} {args.mode} padding={args.padding}{resolved} "
+        f"batching={'grouped' if policy.grouped else 'random'} "
         f"attention={attn} backend={runtime.name}: {args.steps} steps in {wall:.1f} s, "
         f"{real_total / wall:.0f} real tokens/s, padding efficiency "
-        f"{real_total / max(1, computed_total):.2f}, buckets {buckets or '-'}, loss {final:.3f}"
+        f"{real_total / max(1, computed_total):.2f}, buckets {list(policy.boundaries) or '-'}, "
+        f"loss {final:.3f}"
     )
     return 0
 

@@ -12,9 +12,13 @@ anything heavy loads.
 from __future__ import annotations
 
 import argparse
+import itertools
+from collections.abc import Iterator
+from dataclasses import replace
+from typing import Any, NamedTuple
 
 import lazyscope
-from lazyscope.padding import read_lengths
+from lazyscope.padding import Policy, fixed_policy, length_stream, plan_batches, read_lengths
 
 DYNAMIC_CHOICES = {"auto": None, "true": True, "false": False}
 
@@ -79,3 +83,55 @@ def runtime_from_args(args: argparse.Namespace) -> lazyscope.Runtime:
     return lazyscope.runtime(args.backend, device=getattr(args, "device", None),
                              dynamic=DYNAMIC_CHOICES[dynamic_arg] if dynamic_arg is not None
                              else None)
+
+
+class PaddingPlan(NamedTuple):
+    """What a padding scenario runs: the ``policy`` (``auto`` and ``bucket:auto`` resolved by
+    the advisor, whose ``advice`` is kept), the lengths of every padded batch (``batches``; None
+    for packed rows) and the rest of the length ``stream`` (packed rows draw from it)."""
+
+    policy: Policy
+    advice: lazyscope.Advice | None
+    batches: list[list[int]] | None
+    stream: Iterator[int]
+    chosen: str | None = None
+
+
+def padding_plan(args: argparse.Namespace, *, max_len: int, batch: int,
+                 dims: dict[str, Any], packing: bool = True) -> PaddingPlan:
+    """Resolve ``--padding`` for this run's own seeded length stream (``--lengths`` or uniform):
+    ``auto`` is the advisor's recommendation over the first ``--steps`` batches of the stream
+    for ``--horizon`` steps (default ``--steps``: the run being measured), ``bucket:auto`` its
+    best K buckets for ``--batching``; ``packing=False`` when the model cannot keep packed
+    documents apart."""
+    stream = length_stream(args.seed, max_len, args.lengths)
+    grouped = args.batching == "grouped"
+    advice = chosen = None
+    if args.padding in ("auto", "bucket:auto"):
+        sample = [next(stream) for _ in range(args.steps * batch)]
+        stream = itertools.chain(sample, stream)
+        advice = lazyscope.advise(sample, batch=batch, max_len=max_len,
+                                  horizon=args.horizon or args.steps,
+                                  max_buckets=args.max_buckets, grouped=grouped,
+                                  packing=packing and args.padding == "auto", dims=dims)
+        chosen = advice.recommended if args.padding == "auto" else advice.best_buckets
+        policy = chosen.policy
+    else:
+        policy = fixed_policy(args.padding, max_len, batch)
+    if grouped and not policy.packed:
+        policy = replace(policy, grouped=True)
+    batches = None if policy.packed else plan_batches(stream, args.steps, batch, policy.grouped)
+    return PaddingPlan(policy, advice, batches, stream, chosen.name if chosen else None)
+
+
+def policy_info(plan: PaddingPlan) -> dict[str, Any]:
+    """The run-wide values a padding scenario records (``lazyscope.set_info``) for its policy:
+    what ``compare`` and ``advise`` read back."""
+    policy = plan.policy
+    return {"buckets": list(policy.boundaries) if not policy.packed else [policy.row_len],
+            "resolved_policy": policy.label(),
+            "packed_rows": [policy.rows, policy.row_len] if policy.packed else None,
+            "batching": "grouped" if policy.grouped else "random",
+            "advice_k": (len(policy.boundaries) if plan.advice is not None and not policy.packed
+                         else None),
+            "advice_plan": plan.chosen}

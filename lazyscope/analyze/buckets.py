@@ -1,42 +1,83 @@
-"""Bucket advice: static-shape padding boundaries from a length histogram, exactly.
+"""The padding advisor: which policy (pad to max, K buckets, a length-grouped sampler, packed
+rows) processes a run's data fastest, end to end, over the run the user will do.
 
-Contract (pure: no I/O, no printing, standard library only):
+Contract (pure: no I/O, no printing; standard library and the model only):
 
-* :class:`CostModel` prices one padded row of length ``L`` as ``L + L**2 / crossover`` "units"
-  (linear layers are linear in L, attention's scores are quadratic; ``crossover`` is the length
-  at which both terms are equal, ``6 * dim + vocab / 2`` for a GPT block, see
-  :func:`cost_model_from_info`), plus, when calibrated on a run, seconds per unit and seconds
-  per compiled graph.
-* :func:`optimal_buckets` is an exact dynamic programme: for a histogram ``{length: count}`` and
-  ``k`` buckets it returns the boundaries minimising ``sum(count * cost(bucket(length)))``, where
-  ``bucket(length)`` is the smallest boundary >= length. Optimal boundaries are observed
-  lengths (plus an optional forced ``top``), so the DP runs over the distinct lengths:
-  ``O(k * n**2)``.
-* :func:`advise` builds the whole table (each K up to ``max_buckets``, next to pow2 and
-  pad-to-max, and grouped batching / packing when they would win) and picks K at the best
-  predicted end-to-end time (compilation + execution over a horizon).
-* :func:`advice_for_run` does the same for a traced run whose steps carry ``seq_len`` and
-  ``batch_max_len`` annotations (the ``decoder`` scenario), calibrated on its measurements;
-  ``None`` for runs without them.
-* Packing is predicted by simulating :class:`lazyscope.padding.Packer`, the packer the
-  scenarios' ``packed`` policy uses (the policies themselves live in :mod:`lazyscope.padding`).
+* **Lengths** (:func:`lengths_from_run`, :class:`Lengths`). From a traced run, in this order:
+  the ``lengths`` step annotation (every sequence's length: exact); the ``batch_max_len`` /
+  ``seq_len`` annotations (each step's padded length); else **the run's own graphs**: each
+  compilation records its graph's inputs (dtype and shape); among the user's graphs of one
+  input layout, the dimension that varies most is the sequence length, the dimensions before it
+  are the batch. A step's length is that of the graph it ran: the graph its ``execute`` events
+  name when the backend records them, else the graph compiled in that step; steps that reused a
+  graph of unknown length are counted like the known ones (said in ``Lengths.notes``). Without
+  per-sequence lengths, the sequence-length distribution is estimated from the batch maxima:
+  the maximum of B random lengths has CDF ``F(x)**B``, so ``F = F_max**(1/B)`` (said too). A
+  dimension that grows at every compilation is an accumulation, not a length stream:
+  :class:`NoLengths`.
+* **Cost** (:class:`CostModel`): a padded row of length ``L`` costs ``L + L**2 / crossover``
+  units (linear layers are linear in L, attention's scores quadratic; ``crossover`` is the
+  length where both are equal, ``6 * dim + vocab / (2 * layers)`` for a GPT block, see
+  :func:`cost_model_from_info`). Calibrated on a run (:func:`calibrate`): seconds per unit from
+  the run's execution time (wall minus compile seconds) over its computed units, seconds per
+  compiled graph from its compilations, graphs per padded shape from its graph count. Without a
+  run: relative units and a compile priced as :data:`COMPILE_PRIOR_STEPS` full batches.
+* **Plans** (:class:`Plan`): each policy priced over the **horizon** (the user's run: ``horizon``
+  steps of ``batch`` sequences; :data:`DEFAULT_HORIZON` unless given): the steps that data takes,
+  their execution, the graphs it compiles (expected distinct padded lengths over the horizon),
+  and the predicted real tokens per second. Candidates: pad to max, pad to the longest (the
+  shapes keep coming), pow2, the exact optimal K buckets (:func:`optimal_buckets`, a dynamic
+  programme over the histogram, for each K up to ``max_buckets``), the same with a
+  length-grouped sampler (:func:`lazyscope.padding.group_batches`), and packed rows
+  (:class:`lazyscope.padding.Packer`, simulated: the packer :mod:`lazyscope.data` uses) of a
+  row length it picks. Each plan says what it changes: the collate, the sampler, the model
+  (packing needs a document mask or ``position_ids`` the model honours).
+* :func:`advise` ranks them (:class:`Advice`, best first); :func:`advice_for_run` does it for a
+  traced run, calibrated on it; :func:`match_measured` sets a ``compare``'s measured numbers
+  beside the predicted ones. Every result is a frozen dataclass with ``to_json()``.
 """
 
 from __future__ import annotations
 
 import math
+import random
 from collections import Counter
-from collections.abc import Iterable
-from dataclasses import dataclass
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field, replace
 from typing import Any
 
-from lazyscope.analyze.recompiles import CHURN, explain_recompiles
-from lazyscope.padding import bucket_of, pow2_buckets, simulate_packing
+from lazyscope.analyze.recompiles import CHURN, SiteCompiles, explain_recompiles
+from lazyscope.model import EVENT_KINDS, OWNER_USER, Compile, Run
+from lazyscope.padding import (
+    Policy,
+    bucket_of,
+    group_batches,
+    pow2_buckets,
+    simulate_packing,
+)
 
 #: without a measured run, one compile is priced as this many executions of a full-length batch
 #: (measured on XLA:CPU with the tiny decoder: ~4.2 s per compile, ~0.22 s per step at max length)
 COMPILE_PRIOR_STEPS = 20.0
 DEFAULT_CROSSOVER = 1024.0
+#: the run the advice plans for when not told: a long training run
+DEFAULT_HORIZON = 100_000
+#: packed row lengths tried, as multiples of the longest length
+PACKED_ROW_MULTIPLES = (1, 2, 4)
+#: per-sequence lengths drawn from an estimated distribution
+ESTIMATE_SAMPLES = 4096
+
+MODEL_CHANGE_PACKED = ("the model must keep the documents of a row apart: a document-causal "
+                       "attention mask from document_ids (SDPA attn_mask, or a FlexAttention "
+                       "BlockMask) and position_ids restarting at each document (Hugging Face "
+                       "models: position_ids and no attention_mask)")
+
+
+class NoLengths(ValueError):
+    """The run holds no stream of sequence lengths to advise on; the message says why."""
+
+
+# ------------------------------------------------------------------------------ cost model
 
 
 @dataclass(frozen=True)
@@ -53,6 +94,11 @@ class CostModel:
     def row(self, length: int) -> float:
         """Units for one row padded to ``length``: a linear term plus attention's quadratic one."""
         return length + length * length / self.crossover
+
+    def to_json(self) -> dict[str, Any]:
+        return {"crossover": self.crossover, "unit_s": self.unit_s, "compile_s": self.compile_s,
+                "graphs_per_shape": self.graphs_per_shape, "calibrated": self.calibrated,
+                "units": "seconds" if self.calibrated else "relative (uncalibrated prior)"}
 
 
 def cost_model_from_info(info: dict[str, Any]) -> CostModel:
@@ -72,12 +118,22 @@ def cost_model_from_info(info: dict[str, Any]) -> CostModel:
     return CostModel(crossover=crossover if crossover > 0 else DEFAULT_CROSSOVER)
 
 
+def prior_model(base: CostModel, batch: int, top: int) -> CostModel:
+    """The uncalibrated model: relative units, a compile priced as COMPILE_PRIOR_STEPS full
+    batches."""
+    return CostModel(crossover=base.crossover,
+                     compile_s=COMPILE_PRIOR_STEPS * batch * base.row(top))
+
+
+# ------------------------------------------------------------------------------ histograms
+
+
 def histogram(values: Iterable[int]) -> dict[int, int]:
     """``{length: count}``, sorted by length."""
     return dict(sorted(Counter(int(v) for v in values).items()))
 
 
-def plan_cost(hist: dict[int, int], boundaries: list[int], model: CostModel) -> float:
+def plan_cost(hist: dict[int, float], boundaries: list[int], model: CostModel) -> float:
     """Units spent padding every item of ``hist`` to its bucket."""
     return sum(c * model.row(bucket_of(v, boundaries)) for v, c in hist.items())
 
@@ -90,7 +146,7 @@ def padding_efficiency(hist: dict[int, int], boundaries: list[int]) -> float:
 
 
 def optimal_buckets(
-    hist: dict[int, int], k: int, model: CostModel | None = None, top: int | None = None
+    hist: dict[int, float], k: int, model: CostModel | None = None, top: int | None = None
 ) -> list[int]:
     """The exact cost-minimising boundaries with at most ``k`` buckets.
 
@@ -111,7 +167,7 @@ def optimal_buckets(
             values.append(top)
     counts = [hist.get(v, 0) for v in values]
     n = len(values)
-    prefix = [0]
+    prefix = [0.0]
     for c in counts:
         prefix.append(prefix[-1] + c)
     rows = [model.row(v) for v in values]
@@ -133,9 +189,8 @@ def optimal_buckets(
             new[j], arg[j] = bestv, besti
         choice.append(arg)
         best = new
-        if best[n - 1] < result_cost:  # strict: ties keep fewer buckets
+        if best[n - 1] < result_cost * (1 - 1e-12):  # strict: ties keep fewer buckets
             result_cost, result_k = best[n - 1], kk
-    # backtrack result_k buckets ending at n-1
     bounds = []
     j = n - 1
     for kk in range(result_k, 0, -1):
@@ -144,208 +199,725 @@ def optimal_buckets(
     return sorted(bounds)
 
 
-def _plan(name: str, hist: dict[int, int], bounds: list[int], model: CostModel, *,
-          items_per_step: float, rows_per_item: int, horizon: int, kind: str,
-          real: int) -> dict[str, Any]:
-    """One candidate: predicted efficiency (``real`` tokens over padded ones), graphs,
-    execute/compile/total time over ``horizon`` steps."""
-    n_items = sum(hist.values())
-    computed = rows_per_item * sum(c * bucket_of(v, bounds) for v, c in hist.items())
-    used = sorted({bucket_of(v, bounds) for v in hist})
-    units = plan_cost(hist, bounds, model) * rows_per_item
-    steps_seen = n_items / items_per_step
-    execute = units / steps_seen * horizon * model.unit_s if steps_seen else 0.0
-    graphs = len(used) * model.graphs_per_shape
+# ------------------------------------------------------------------------------ lengths
+
+
+@dataclass(frozen=True)
+class Lengths:
+    """What the advisor knows of a stream of sequence lengths.
+
+    ``sequences``: per-sequence lengths in stream order (exact, or drawn from the distribution
+    estimated from the batch maxima: ``exact`` False). ``maxima``: each step's padded length
+    (the batch maximum) when known, else empty (then batches are simulated from
+    ``sequences``). ``top``: the longest length any policy must fit. ``source``: where they come
+    from (``annotations``, ``graph inputs``, ``file``, ``planned``); ``what``: the tensor
+    dimension or annotation read; ``steps`` / ``steps_known``: the run's steps and those whose
+    length is known."""
+
+    sequences: tuple[int, ...]
+    batch: int
+    top: int
+    source: str
+    exact: bool = True
+    maxima: tuple[int, ...] = ()
+    what: str = ""
+    steps: int = 0
+    steps_known: int = 0
+    grouped: bool = False
+    notes: tuple[str, ...] = ()
+
+    @property
+    def mean(self) -> float:
+        return sum(self.sequences) / len(self.sequences) if self.sequences else 0.0
+
+    def summary(self) -> dict[str, Any]:
+        s = sorted(self.sequences)
+
+        def q(p: float) -> int:
+            return s[min(len(s) - 1, int(p * len(s)))] if s else 0
+
+        return {"count": len(s), "mean": round(self.mean, 2), "median": q(0.5), "p90": q(0.9),
+                "p99": q(0.99), "max": s[-1] if s else 0}
+
+    def to_json(self) -> dict[str, Any]:
+        return {"source": self.source, "exact": self.exact, "what": self.what,
+                "batch": self.batch, "top": self.top, "grouped": self.grouped,
+                "steps": self.steps, "steps_known": self.steps_known,
+                "sequences": self.summary(),
+                "batch_maxima": {str(k): v for k, v in histogram(self.maxima).items()},
+                "notes": list(self.notes)}
+
+
+def estimate_sequences(maxima: Sequence[int], batch: int,
+                       n: int = ESTIMATE_SAMPLES) -> list[int]:
+    """``n`` sequence lengths drawn (as quantiles, then shuffled with a fixed seed) from the
+    distribution whose batch-of-``batch`` maxima are ``maxima``: ``F(x) = F_max(x)**(1/batch)``,
+    spread uniformly between consecutive observed maxima (and from 1 up to the smallest)."""
+    if not maxima:
+        return []
+    hist = histogram(maxima)
+    total = len(maxima)
+    knots = [(0.0, 0.0)]  # (length, CDF) with linear interpolation between knots
+    acc = 0
+    for v, c in hist.items():
+        acc += c
+        knots.append((float(v), (acc / total) ** (1.0 / max(1, batch))))
+    out = []
+    j = 1
+    for i in range(n):
+        q = (i + 0.5) / n
+        while knots[j][1] < q:
+            j += 1
+        (x0, f0), (x1, f1) = knots[j - 1], knots[j]
+        x = x1 if f1 <= f0 else x0 + (x1 - x0) * (q - f0) / (f1 - f0)
+        out.append(max(1, min(int(x1), math.ceil(x))))
+    random.Random(0).shuffle(out)
+    return out
+
+
+def _annotated_lengths(run: Run) -> Lengths | None:
+    """Lengths from the step annotations: ``lengths`` (exact) or ``batch_max_len``/``seq_len``."""
+    n = len(run.steps)
+    ann = sorted((i, a) for i, a in run.steps.annotations.items() if 0 <= i < n)
+    exact = [(i, a["lengths"]) for i, a in ann
+             if isinstance(a.get("lengths"), list) and a["lengths"]]
+    info = run.meta.info or {}
+    batch = int(info.get("batch") or 0)
+    if exact:
+        seqs = [int(v) for _, ls in exact for v in ls]
+        sizes = {len(ls) for _, ls in exact}
+        batch = batch or round(len(seqs) / len(exact))
+        top = int(info.get("max_len") or max(seqs))
+        # the run's own batches when each step held one batch of sequences; packed steps hold
+        # a varying number: batches of `batch` consecutive sequences are simulated
+        maxima = ([max(ls) for _, ls in exact] if sizes == {batch}
+                  else _random_maxima(seqs, batch))
+        return Lengths(tuple(seqs), batch, top, "annotations", True, tuple(maxima),
+                       "the lengths step annotation", n, len(exact),
+                       info.get("batching") == "grouped")
+    maxima_ann = [(i, a.get("batch_max_len", a.get("seq_len"))) for i, a in ann]
+    maxima = [int(m) for _, m in maxima_ann if isinstance(m, int) and m > 0]
+    if not maxima:
+        return None
+    batch = batch or int(next((a["rows"] for _, a in ann if isinstance(a.get("rows"), int)), 1))
+    top = int(info.get("max_len") or max(maxima))
+    return Lengths(tuple(estimate_sequences(maxima, batch)), batch, top, "annotations", False,
+                   tuple(maxima), "the batch_max_len step annotation", n, len(maxima),
+                   notes=(f"per-sequence lengths estimated from {len(maxima)} batch maxima "
+                          f"(F = F_max^(1/{batch}), random batches assumed)",))
+
+
+@dataclass(frozen=True)
+class GraphLengths:
+    """The varying dimension of a run's graphs: ``by_graph`` (graph id -> length),
+    ``by_step`` (step -> length, for the steps whose graph is known), the batch, and the input
+    it was read from (``what``)."""
+
+    by_graph: dict[str, int]
+    by_step: dict[int, int]
+    batch: int
+    what: str
+    source_of_steps: str
+
+
+def _user_graphs(run: Run) -> list[tuple[int, str, Compile]]:
+    """(step, graph id, payload) of the user's compiled graphs that record their inputs."""
+    out = []
+    for e in run.events.iter("compile"):
+        data = e.data
+        if not isinstance(data, Compile) or data.inputs is None or data.owner != OWNER_USER:
+            continue
+        if data.phase == "backward":
+            continue
+        out.append((e.step, e.key, data))
+    return out
+
+
+def graph_lengths(run: Run) -> GraphLengths:
+    """The sequence-length dimension of the run's graphs (see the module docstring); raises
+    :class:`NoLengths` saying why there is none."""
+    graphs = _user_graphs(run)
+    if not graphs:
+        raise NoLengths("the run recorded no graph inputs (trace it with graph shapes on, the "
+                        "default on XLA) and no lengths annotations")
+    layouts: dict[tuple[tuple[str, int], ...], list[tuple[int, str, Compile]]] = {}
+    for g in graphs:
+        inputs = g[2].inputs or []
+        layouts.setdefault(tuple((i.dtype, len(i.shape)) for i in inputs), []).append(g)
+
+    def variety(group: list[tuple[int, str, Compile]]) -> int:
+        return len({tuple(tuple(i.shape) for i in (g[2].inputs or [])) for g in group})
+
+    group = max(layouts.values(), key=lambda gs: (variety(gs), len(gs)))
+    if variety(group) < 2:
+        raise NoLengths("no dimension of the run's graph inputs varies: every step ran "
+                        "graphs of the same shapes (nothing to pad differently)")
+    inputs0 = group[0][2].inputs or []
+    candidates = []
+    for p, inp in enumerate(inputs0):
+        for d in range(len(inp.shape)):
+            values = [(g[2].inputs or [])[p].shape[d] for g in group]
+            distinct = len(set(values))
+            if distinct > 1:
+                integer = inp.dtype.startswith(("s", "u", "i"))
+                candidates.append((distinct, integer, max(values), -p, -d, p, d))
+    candidates.sort(reverse=True)
+    _, _, _, _, _, p, d = candidates[0]
+    by_graph: dict[str, int] = {}
+    batches = []
+    first: dict[str, int] = {}
+    for step, key, data in group:
+        shape = (data.inputs or [])[p].shape
+        by_graph.setdefault(key, int(shape[d]))
+        first.setdefault(key, step)
+        batches.append(math.prod(shape[:d]) if d else 1)
+    inp = inputs0[p]
+    sig = ",".join("?" if i == d else str(x) for i, x in enumerate(inp.shape))
+    what = f"dim {d} of the {inp.dtype}[{sig}] input"
+    ordered = sorted(first.items(), key=lambda kv: kv[1])
+    seq = [by_graph[k] for k, _ in ordered]
+    steps = [s for _, s in ordered]
+    if len(seq) >= 4 and all(b > a for a, b in zip(seq, seq[1:], strict=False)) and \
+            all(t - s == 1 for s, t in zip(steps, steps[1:], strict=False)):
+        raise NoLengths(f"{what} grows at every step ({seq[0]} -> {seq[-1]} over "
+                        f"{len(seq)} steps): the program accumulates a tensor, which padding "
+                        "does not fix (keep its size fixed instead)")
+    by_step, source = _lengths_by_step(run, by_graph)
+    return GraphLengths(by_graph, by_step, max(batches) if batches else 1, what, source)
+
+
+def _lengths_by_step(run: Run, by_graph: dict[str, int]) -> tuple[dict[int, int], str]:
+    """step -> the length of the graph it ran: from ``execute`` events when the backend records
+    them (a graph id per execution), else from the graphs compiled in that step."""
+    kind = "execute" if "execute" in EVENT_KINDS else "compile"
+    ev = run.events
+    if kind == "execute" and ev.count("execute") == 0:
+        kind = "compile"
+    sel = ev.indices(kind)
+    out: dict[int, int] = {}
+    for step, kid in zip(ev.step[sel].tolist(), ev.key[sel].tolist(), strict=True):
+        length = by_graph.get(ev.key_of(kid))
+        if length is not None:
+            out[int(step)] = max(out.get(int(step), 0), length)
+    return out, ("executions" if kind == "execute" else "compilations")
+
+
+def lengths_from_run(run: Run, *, top: int | None = None) -> Lengths:
+    """The run's length stream (module docstring); :class:`NoLengths` when it has none."""
+    info = run.meta.info or {}
+    found = _annotated_lengths(run)
+    if found is not None:
+        if top is not None:
+            found = replace(found, top=max(top, max(found.sequences)))
+        return found
+    g = graph_lengths(run)
+    n = len(run.steps)
+    known = {s: v for s, v in g.by_step.items() if 0 <= s < n}
+    maxima = [known[s] for s in sorted(known)]
+    notes = []
+    if n > len(known):
+        notes.append(f"{len(known)} of {n} steps ran a graph whose length is known (it was "
+                     f"compiled in that step); the other {n - len(known)} reused a graph and "
+                     "are counted like the known ones")
+    batch = int(info.get("batch") or g.batch or 1)
+    notes.append(f"per-sequence lengths estimated from {len(maxima)} padded batch lengths "
+                 f"(F = F_max^(1/{batch}), random batches assumed; annotate_step(lengths=...) "
+                 "makes them exact)")
+    longest = max(maxima) if maxima else max(g.by_graph.values())
+    return Lengths(tuple(estimate_sequences(maxima, batch)), batch,
+                   max(top or 0, int(info.get("max_len") or 0), longest), "graph inputs", False,
+                   tuple(maxima), g.what, n, len(known), notes=tuple(notes))
+
+
+# ------------------------------------------------------------------------------ plans
+
+
+@dataclass(frozen=True)
+class Plan:
+    """One policy, priced over the horizon's data (``horizon`` steps of ``batch`` sequences).
+
+    ``steps``: the steps that data takes (packing needs fewer); ``graphs``: the compiled graphs
+    expected (distinct padded shapes over the horizon x graphs per shape); ``execute_s``,
+    ``compile_s``, ``total_s``: predicted, seconds when the model is calibrated (else relative
+    units); ``tokens_per_s``: real tokens over ``total_s``. ``changes``: what the user changes
+    (``collate``, ``sampler``, ``model``); ``model_change``: what the model must accept, or
+    ``""``."""
+
+    name: str
+    policy: Policy
+    graphs: float
+    padding_efficiency: float
+    steps: float
+    execute_s: float
+    compile_s: float
+    total_s: float
+    tokens_per_s: float
+    changes: tuple[str, ...] = ()
+    model_change: str = ""
+
+    @property
+    def boundaries(self) -> list[int]:
+        return list(self.policy.boundaries)
+
+    @property
+    def buckets(self) -> int:
+        return len(self.policy.boundaries)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"name": self.name, "policy": self.policy.label(), "kind": self.policy.kind,
+                "boundaries": self.boundaries, "rows": self.policy.rows,
+                "row_len": self.policy.row_len, "grouped": self.policy.grouped,
+                "graphs": round(self.graphs, 3),
+                "padding_efficiency": round(self.padding_efficiency, 4),
+                "steps": round(self.steps, 1), "predicted_execute": self.execute_s,
+                "predicted_compile": self.compile_s, "predicted_total": self.total_s,
+                "predicted_tokens_per_s": self.tokens_per_s, "changes": list(self.changes),
+                "model_change": self.model_change}
+
+
+@dataclass(frozen=True)
+class Measured:
+    """A ``lazyscope compare`` row set beside the plan it ran: measured real tokens/s (compile
+    included) and compiles, against the plan's prediction for the same number of steps."""
+
+    policy: str
+    plan: str
+    steps: int
+    compiles: int
+    padding_efficiency: float | None
+    tokens_per_s: float
+    predicted_tokens_per_s: float
+    predicted_graphs: float
+    predicted_padding_efficiency: float
+
+    def to_json(self) -> dict[str, Any]:
+        return {"policy": self.policy, "plan": self.plan, "steps": self.steps,
+                "compiles": self.compiles, "padding_efficiency": self.padding_efficiency,
+                "tokens_per_s": self.tokens_per_s,
+                "predicted_tokens_per_s": self.predicted_tokens_per_s,
+                "predicted_graphs": self.predicted_graphs,
+                "predicted_padding_efficiency": self.predicted_padding_efficiency}
+
+
+@dataclass(frozen=True)
+class Advice:
+    """The advisor's answer: ``plans`` ranked by predicted total time over ``horizon`` steps
+    (best first), the exact K-bucket table (``per_k``, random batches), the policy the run used
+    (``run_policy``) and, from a ``compare`` of the same workload, ``measured`` rows."""
+
+    lengths: Lengths
+    horizon: int
+    horizon_from: str
+    cost_model: CostModel
+    plans: tuple[Plan, ...]
+    per_k: tuple[Plan, ...]
+    packing: bool = True
+    run_policy: str | None = None
+    seq_len_values: int | None = None
+    measured: tuple[Measured, ...] = ()
+    compared: str | None = None
+    notes: tuple[str, ...] = field(default=())
+
+    @property
+    def recommended(self) -> Plan:
+        return self.plans[0]
+
+    @property
+    def best_without_model_change(self) -> Plan:
+        return next(p for p in self.plans if not p.model_change)
+
+    @property
+    def best_buckets(self) -> Plan:
+        """The best K-bucket plan for the run's batching (``bucket:auto``)."""
+        kinds = [p for p in self.plans if p.policy.kind in ("buckets", "max")
+                 and p.policy.grouped == self.lengths.grouped and not p.name.startswith("pow2")]
+        return kinds[0] if kinds else min(self.per_k, key=lambda p: p.total_s)
+
+    def plan_named(self, name: str) -> Plan | None:
+        return next((p for p in (*self.plans, *self.per_k) if p.name == name), None)
+
+    @classmethod
+    def json_schema(cls) -> dict[str, Any]:
+        """The JSON Schema of :meth:`to_json` (the report's schema embeds it)."""
+        return ADVICE_SCHEMA
+
+    def to_json(self) -> dict[str, Any]:
+        return {"lengths": self.lengths.to_json(), "horizon": self.horizon,
+                "horizon_from": self.horizon_from, "cost_model": self.cost_model.to_json(),
+                "recommended": self.recommended.to_json(),
+                "best_without_model_change": self.best_without_model_change.to_json(),
+                "plans": [p.to_json() for p in self.plans],
+                "per_k": [p.to_json() for p in self.per_k], "packing": self.packing,
+                "run_policy": self.run_policy, "seq_len_values": self.seq_len_values,
+                "compared": self.compared, "measured": [m.to_json() for m in self.measured],
+                "notes": list(self.notes)}
+
+
+def _obj(required: dict[str, Any], optional: dict[str, Any] | None = None) -> dict[str, Any]:
+    return {"type": "object", "required": sorted(required),
+            "properties": {**required, **(optional or {})}}
+
+
+_STR, _INT, _NUM, _BOOL = ({"type": t} for t in ("string", "integer", "number", "boolean"))
+_PLAN_SCHEMA = _obj({
+    "name": _STR, "policy": _STR, "kind": _STR, "boundaries": {"type": "array", "items": _INT},
+    "rows": {"type": ["integer", "null"]}, "row_len": {"type": ["integer", "null"]},
+    "grouped": _BOOL, "graphs": _NUM, "padding_efficiency": _NUM, "steps": _NUM,
+    "predicted_execute": _NUM, "predicted_compile": _NUM, "predicted_total": _NUM,
+    "predicted_tokens_per_s": _NUM, "changes": {"type": "array", "items": _STR},
+    "model_change": _STR})
+#: the JSON Schema of :meth:`Advice.to_json`
+ADVICE_SCHEMA: dict[str, Any] = _obj({
+    "lengths": _obj({
+        "source": _STR, "exact": _BOOL, "what": _STR, "batch": _INT, "top": _INT,
+        "grouped": _BOOL, "steps": _INT, "steps_known": _INT,
+        "sequences": _obj({k: _NUM for k in ("count", "mean", "median", "p90", "p99", "max")}),
+        "batch_maxima": {"type": "object", "additionalProperties": _INT},
+        "notes": {"type": "array", "items": _STR}}),
+    "horizon": _INT, "horizon_from": _STR,
+    "cost_model": _obj({"crossover": _NUM, "unit_s": _NUM, "compile_s": _NUM,
+                        "graphs_per_shape": _NUM, "calibrated": _BOOL, "units": _STR}),
+    "recommended": _PLAN_SCHEMA, "best_without_model_change": _PLAN_SCHEMA,
+    "plans": {"type": "array", "items": _PLAN_SCHEMA},
+    "per_k": {"type": "array", "items": _PLAN_SCHEMA}, "packing": _BOOL,
+    "run_policy": {"type": ["string", "null"]}, "seq_len_values": {"type": ["integer", "null"]},
+    "compared": {"type": ["string", "null"]},
+    "measured": {"type": "array", "items": _obj({
+        "policy": _STR, "plan": _STR, "steps": _INT, "compiles": _INT,
+        "padding_efficiency": {"type": ["number", "null"]}, "tokens_per_s": _NUM,
+        "predicted_tokens_per_s": _NUM, "predicted_graphs": _NUM,
+        "predicted_padding_efficiency": _NUM})},
+    "notes": {"type": "array", "items": _STR}})
+
+
+def _expected_distinct(probs: Iterable[float], horizon: float) -> float:
+    """Expected number of distinct outcomes in ``horizon`` draws with these probabilities."""
+    return float(sum(1.0 - (1.0 - p) ** horizon for p in probs if p > 0))
+
+
+def _normalised(hist: dict[int, int]) -> dict[int, float]:
+    total = sum(hist.values())
+    return {k: v / total for k, v in hist.items()} if total else {}
+
+
+@dataclass(frozen=True)
+class _Ctx:
+    model: CostModel
+    batch: int
+    horizon: int
+    mean: float
+    top: int
+
+    @property
+    def real(self) -> float:
+        """Real tokens in the horizon's data."""
+        return self.horizon * self.batch * self.mean
+
+
+def _padded_plan(name: str, policy: Policy, maxima: dict[int, float], ctx: _Ctx,
+                 changes: tuple[str, ...], shapes_of: dict[int, float] | None = None) -> Plan:
+    """A padding plan: each step's batch padded to ``policy``'s length for its maximum.
+    ``shapes_of``: the maxima distribution the distinct shapes are counted on (default
+    ``maxima``)."""
+    model = ctx.model
+    units = sum(p * ctx.batch * model.row(policy.padded_length(m)) for m, p in maxima.items())
+    padded = sum(p * policy.padded_length(m) for m, p in maxima.items())
+    shapes: dict[int, float] = {}
+    for m, p in (shapes_of or maxima).items():
+        shapes[policy.padded_length(m)] = shapes.get(policy.padded_length(m), 0.0) + p
+    graphs = _expected_distinct(shapes.values(), ctx.horizon) * model.graphs_per_shape
+    execute = ctx.horizon * units * model.unit_s
     compile_ = graphs * model.compile_s
-    return {
-        "name": name,
-        "kind": kind,
-        "boundaries": bounds,
-        "buckets": len(bounds),
-        "graphs": graphs,
-        "padding_efficiency": real / computed if computed else 1.0,
-        "predicted_execute": execute,
-        "predicted_compile": compile_,
-        "predicted_total": execute + compile_,
-    }
+    total = execute + compile_
+    return Plan(name, policy, graphs, ctx.mean / padded if padded else 1.0, float(ctx.horizon),
+                execute, compile_, total, ctx.real / total if total > 0 else 0.0, changes)
+
+
+def _packed_plan(sequences: list[int], rows: int, row_len: int, ctx: _Ctx,
+                 steps: float | None = None) -> Plan:
+    """Packed rows for the horizon's data, or for ``steps`` packed steps (what a compare runs:
+    the same number of steps, more data)."""
+    model = ctx.model
+    eff = simulate_packing(sequences, rows, row_len)
+    real = ctx.real if steps is None else steps * rows * row_len * eff
+    steps = real / (rows * row_len * eff)
+    execute = steps * rows * model.row(row_len) * model.unit_s
+    graphs = model.graphs_per_shape
+    compile_ = graphs * model.compile_s
+    total = execute + compile_
+    return Plan(f"packed {rows}x{row_len}", Policy("packed", (row_len,), rows=rows,
+                                                    row_len=row_len),
+                graphs, eff, steps, execute, compile_, total,
+                real / total if total > 0 else 0.0,
+                ("sampler", "collate", "model"), MODEL_CHANGE_PACKED)
+
+
+def _random_maxima(sequences: Sequence[int], batch: int) -> list[int]:
+    return [max(sequences[i:i + batch]) for i in range(0, len(sequences) - batch + 1, batch)]
+
+
+def _bootstrap_maxima(sequences: Sequence[int], batch: int,
+                      n: int = ESTIMATE_SAMPLES) -> list[int]:
+    """The maxima of ``n`` batches of ``batch`` sequences drawn (seeded, with replacement) from
+    ``sequences``."""
+    rng = random.Random(0)
+    return [max(rng.choices(sequences, k=batch)) for _ in range(n)]
+
+
+def _grouped_maxima(sequences: Sequence[int], batch: int) -> list[int]:
+    batches = group_batches(sequences, batch, random.Random(0))
+    return [max(sequences[i] for i in b) for b in batches if len(b) == batch]
 
 
 def advise(
-    lengths: list[int],
+    lengths: Lengths | Sequence[int],
     *,
-    batch: int,
-    top: int,
+    batch: int | None = None,
+    top: int | None = None,
     max_buckets: int = 8,
     grouped: bool = False,
     horizon: int | None = None,
     model: CostModel | None = None,
-) -> dict[str, Any]:
-    """The advice for a stream of sequence ``lengths`` batched ``batch`` at a time.
-
-    Random batching pads each batch to its bucket, so the histogram is of batch maxima
-    (consecutive chunks of ``batch`` lengths); grouped batching forms batches inside buckets,
-    so it is of the sequence lengths. ``horizon`` is the number of steps to plan for (default:
-    the steps the lengths make). Returns a dict: ``histogram_of``, ``per_k`` (one plan per K),
-    ``best`` (the plan with the least predicted total), ``pow2``, ``max``, ``alternatives``
-    (grouped batching and packing, with ``wins``), ``cost_model``, ``horizon``.
-    """
+    packing: bool = True,
+    horizon_from: str | None = None,
+) -> Advice:
+    """Rank the policies for a length stream (a :class:`Lengths`, or a plain list of sequence
+    lengths with ``batch`` and ``top``) over ``horizon`` steps (default
+    :data:`DEFAULT_HORIZON`). ``grouped``: the stream's batches are already length-grouped.
+    ``packing=False`` leaves packed rows out (a model that cannot take a document mask).
+    ``model``: a calibrated :class:`CostModel` (default: the uncalibrated prior)."""
     if max_buckets < 1:
         raise ValueError(f"--max-buckets must be at least 1, got {max_buckets}")
-    if not lengths:
+    if not isinstance(lengths, Lengths):
+        values = [int(v) for v in lengths]
+        if not values:
+            raise ValueError("no lengths to advise on")
+        if batch is None or batch < 1:
+            raise ValueError(f"batch must be at least 1, got {batch}")
+        top = top or max(values)
+        if max(values) > top:
+            raise ValueError(f"length {max(values)} is longer than the maximum length {top}")
+        n_steps = max(1, len(values) // batch)
+        lengths = Lengths(tuple(values), batch, top, "file", True,
+                          tuple(_random_maxima(values, batch)) if not grouped else (),
+                          steps=n_steps, steps_known=n_steps, grouped=grouped)
+    if not lengths.sequences:
         raise ValueError("no lengths to advise on")
-    if batch < 1:
-        raise ValueError(f"batch must be at least 1, got {batch}")
-    if max(lengths) > top:
-        raise ValueError(f"length {max(lengths)} is longer than the maximum length {top}")
-    model = model or CostModel(compile_s=COMPILE_PRIOR_STEPS * batch * CostModel().row(top))
-    n_steps = max(1, len(lengths) // batch)
-    horizon = horizon or n_steps
-    maxima = [max(lengths[i:i + batch]) for i in range(0, n_steps * batch, batch)]
-    seq_hist = histogram(lengths[: n_steps * batch])
-    if grouped:
-        hist, per_step, rows_per_item, of = seq_hist, float(batch), 1, "sequence lengths"
-    else:
-        hist, per_step, rows_per_item, of = histogram(maxima), 1.0, batch, "batch maxima"
-    real = sum(lengths[: n_steps * batch])
-    kw = {"items_per_step": per_step, "rows_per_item": rows_per_item, "horizon": horizon,
-          "real": real}
-    per_k = []
+    batch, top = lengths.batch, lengths.top
+    if horizon is not None and horizon < 1:
+        raise ValueError(f"--horizon must be at least 1, got {horizon}")
+    if horizon_from is None:
+        horizon_from = "given" if horizon else "default: a long training run"
+    horizon = horizon or DEFAULT_HORIZON
+    model = model or prior_model(CostModel(), batch, top)
+    seqs = list(lengths.sequences)
+    ctx = _Ctx(model, batch, horizon, lengths.mean, top)
+    maxima_list = list(lengths.maxima) or (
+        _grouped_maxima(seqs, batch) if lengths.grouped else _random_maxima(seqs, batch))
+    if not maxima_list:
+        maxima_list = [max(seqs)]
+    maxima = _normalised(histogram(maxima_list))
+    collate = ("collate",)
+    per_k: list[Plan] = []
     for k in range(1, max_buckets + 1):
-        bounds = optimal_buckets(hist, k, model, top=top)
+        bounds = optimal_buckets(maxima, k, model, top=top)
         if per_k and len(bounds) < k:
             break  # no more distinct lengths to split on
-        per_k.append(_plan(f"dp K={len(bounds)}", hist, bounds, model, kind="dp", **kw))
-    best = min(per_k, key=lambda p: (p["predicted_total"], p["buckets"]))
-    pow2 = _plan("pow2", hist, pow2_buckets(top), model, kind="pow2", **kw)
-    pad_max = _plan("pad to max", hist, [top], model, kind="max", **kw)
-    alternatives = []
-    if not grouped:
-        kb = best["buckets"]
-        gb = optimal_buckets(seq_hist, kb, model, top=top)
-        g = _plan(f"grouped batching, K={len(gb)}", seq_hist, gb, model, kind="grouped",
-                  items_per_step=float(batch), rows_per_item=1, horizon=horizon, real=real)
-        alternatives.append(g)
-    eff = simulate_packing(lengths[: n_steps * batch], batch, top)
-    real_per_step = sum(lengths[: n_steps * batch]) / n_steps
-    packed_steps = real_per_step * horizon / (eff * batch * top)
-    alternatives.append({
-        "name": "packed", "kind": "packed", "boundaries": [top], "buckets": 1,
-        "graphs": model.graphs_per_shape, "padding_efficiency": eff,
-        "predicted_execute": packed_steps * batch * model.row(top) * model.unit_s,
-        "predicted_compile": model.graphs_per_shape * model.compile_s,
-    })
-    alternatives[-1]["predicted_total"] = (
-        alternatives[-1]["predicted_execute"] + alternatives[-1]["predicted_compile"]
-    )
-    for alt in alternatives:
-        alt["wins"] = alt["predicted_total"] < best["predicted_total"]
-    return {
-        "histogram_of": of,
-        "histogram": {str(k): v for k, v in hist.items()},
-        "lengths": len(lengths),
-        "batch": batch,
-        "top": top,
-        "grouped": grouped,
-        "horizon": horizon,
-        "cost_model": {
-            "crossover": model.crossover,
-            "unit_s": model.unit_s,
-            "compile_s": model.compile_s,
-            "graphs_per_shape": model.graphs_per_shape,
-            "calibrated": model.calibrated,
-            "units": "seconds" if model.calibrated else "relative (uncalibrated prior)",
-        },
-        "per_k": per_k,
-        "best": best,
-        "pow2": pow2,
-        "max": pad_max,
-        "alternatives": alternatives,
-    }
+        per_k.append(_padded_plan(f"{len(bounds)} bucket{'s' if len(bounds) > 1 else ''}",
+                                  Policy("buckets", tuple(bounds), grouped=lengths.grouped),
+                                  maxima, ctx, collate))
+    plans = [
+        _padded_plan("pad to max", Policy("max", (top,), grouped=lengths.grouped), maxima, ctx,
+                     collate),
+        # its shapes keep coming: counted on the maxima of many batches drawn from the
+        # sequences, whose support is wider than the few observed
+        _padded_plan("pad to longest", Policy("longest", grouped=lengths.grouped), maxima, ctx,
+                     collate, _normalised(histogram(
+                         _grouped_maxima(seqs, batch) if lengths.grouped
+                         else _bootstrap_maxima(seqs, batch))) or maxima),
+        _padded_plan("pow2", Policy("buckets", tuple(pow2_buckets(top)),
+                                    grouped=lengths.grouped), maxima, ctx, collate),
+    ]
+    best_k = min(per_k, key=lambda p: (p.total_s, p.buckets))
+    if best_k.buckets > 1:
+        plans.append(best_k)
+    if not lengths.grouped:
+        gmax = _normalised(histogram(_grouped_maxima(seqs, batch) or maxima_list))
+        best_g = None
+        for k in range(1, max_buckets + 1):
+            bounds = optimal_buckets(gmax, k, model, top=top)
+            p = _padded_plan(f"{len(bounds)} bucket{'s' if len(bounds) > 1 else ''}, "
+                             "length-grouped",
+                             Policy("buckets", tuple(bounds), grouped=True), gmax, ctx,
+                             ("sampler", "collate"))
+            if best_g is None or p.total_s < best_g.total_s:
+                best_g = p
+            if len(bounds) < k:
+                break
+        if best_g is not None:
+            plans.append(best_g)
+    if packing:
+        packed = []
+        for mult in PACKED_ROW_MULTIPLES:
+            row_len = top * mult
+            rows = max(1, round(batch / mult))
+            if mult > 1 and rows * mult != batch:
+                continue
+            packed.append(_packed_plan(seqs, rows, row_len, ctx))
+        plans.append(min(packed, key=lambda p: p.total_s))
+    plans.sort(key=lambda p: (p.total_s, p.graphs, p.name))
+    return Advice(lengths, horizon, horizon_from, model, tuple(plans), tuple(per_k),
+                  packing=packing)
 
 
-def _annotated(run: Any) -> list[tuple[int, dict[str, Any]]]:
-    """``(step, annotations)`` of the barrier steps annotated with ``seq_len`` and
-    ``batch_max_len``, in step order."""
-    n = len(run.steps)
-    return sorted((i, a) for i, a in run.steps.annotations.items()
-                  if 0 <= i < n and "seq_len" in a and "batch_max_len" in a)
+# ------------------------------------------------------------------------------ a run
 
 
-def calibrate(run: Any, base: CostModel) -> CostModel:
-    """Seconds per unit and per compiled graph from a run's steps (annotated ``seq_len``,
-    ``rows``): unit_s from (wall - compile) over units, compile_s from compile seconds over
-    compilations, graphs_per_shape from distinct graph ids over distinct shapes."""
+def calibrate(run: Run, lengths: Lengths, base: CostModel, padded: dict[int, int],
+              rows: dict[int, int]) -> CostModel:
+    """Seconds per unit and per compiled graph from a run: ``unit_s`` = the run's execution
+    time (wall minus compile seconds, step 0 left out when there are others) over its computed
+    units (each step's ``rows`` rows of its ``padded`` length; steps of unknown length count as
+    the mean of the known), ``compile_s`` = compile seconds over compilations,
+    ``graphs_per_shape`` = the user's graphs over the distinct padded lengths. ``base`` when the
+    run measured nothing to calibrate on."""
     steps = run.steps
+    n = len(steps)
+    if n == 0 or not padded:
+        return base
     walls, comp_s = steps.values("wall_s"), steps.values("compile_s")
     comp_n = steps.values("compile_count")
-    ev = run.events
-    sel = ev.indices("compile")
-    graphs_by_step: dict[int, set[int]] = {}
-    for step, key in zip(ev.step[sel].tolist(), ev.key[sel].tolist(), strict=True):
-        graphs_by_step.setdefault(step, set()).add(key)
-    units = exec_s = compile_s = 0.0
-    compiles = 0
-    graphs: set[int] = set()
-    shapes: set[int] = set()
-    for i, a in _annotated(run):
-        seq_len, rows = a.get("seq_len"), a.get("rows")
-        if not isinstance(seq_len, int) or not isinstance(rows, int):
-            continue
-        units += rows * base.row(seq_len)
-        exec_s += max(0.0, float(walls[i] - comp_s[i]))
-        compile_s += float(comp_s[i])
-        compiles += int(comp_n[i])
-        graphs |= graphs_by_step.get(i, set())
-        shapes.add(seq_len)
-    if units <= 0:
+    first = 1 if n > 1 else 0
+    known_units = [rows.get(i, lengths.batch) * base.row(padded[i]) for i in padded
+                   if first <= i < n]
+    mean_units = (sum(known_units) / len(known_units) if known_units else
+                  sum(rows.get(i, lengths.batch) * base.row(v) for i, v in padded.items())
+                  / len(padded))
+    units = sum(known_units) + mean_units * sum(1 for i in range(first, n) if i not in padded)
+    exec_s = float(sum(max(0.0, float(walls[i] - comp_s[i])) for i in range(first, n)))
+    compiles = int(comp_n.sum())
+    compile_total = float(comp_s.sum())
+    graphs = len({e.key for e in run.events.iter("compile")
+                  if isinstance(e.data, Compile) and e.data.owner == OWNER_USER})
+    shapes = len(set(padded.values()))
+    if units <= 0 or exec_s <= 0:
         return base
-    per_graph = compile_s / compiles if compiles else 0.0
-    gps = max(1.0, len(graphs) / len(shapes)) if shapes and graphs else 1.0
-    return CostModel(crossover=base.crossover, unit_s=exec_s / units, compile_s=per_graph,
-                     graphs_per_shape=gps, calibrated=True)
+    return CostModel(crossover=base.crossover, unit_s=exec_s / units,
+                     compile_s=compile_total / compiles if compiles else 0.0,
+                     graphs_per_shape=max(1.0, graphs / shapes) if shapes and graphs else 1.0,
+                     calibrated=True)
 
 
-def advice_for_run(run: Any, *, max_buckets: int = 8, horizon: int | None = None) -> dict | None:
-    """Bucket advice for a run whose steps carry ``seq_len`` and ``batch_max_len`` (and
-    ``lengths``) annotations; ``None`` when they do not. Calibrated on the run's own compile and
-    step times; ``horizon`` defaults to the run's steps."""
-    steps = _annotated(run)
-    if not steps:
-        return None
+def _padded_per_step(run: Run, lengths: Lengths) -> tuple[dict[int, int], dict[int, int]]:
+    """step -> padded length it computed, and step -> rows, where the run tells."""
+    n = len(run.steps)
+    padded: dict[int, int] = {}
+    rows: dict[int, int] = {}
+    for i, a in run.steps.annotations.items():
+        if not 0 <= i < n:
+            continue
+        if isinstance(a.get("seq_len"), int):
+            padded[i] = a["seq_len"]
+        if isinstance(a.get("rows"), int):
+            rows[i] = a["rows"]
+    if padded:
+        return padded, rows
+    try:
+        g = graph_lengths(run)
+    except NoLengths:
+        return {}, {}
+    return {s: v for s, v in g.by_step.items() if 0 <= s < n}, {}
+
+
+def advice_for_run(run: Run, *, max_buckets: int = 8, horizon: int | None = None,
+                   top: int | None = None, packing: bool = True) -> Advice:
+    """The advice for a traced run (module docstring), calibrated on its own compile and
+    execute seconds; raises :class:`NoLengths` when it holds no length stream."""
+    lengths = lengths_from_run(run, top=top)
     info = run.meta.info or {}
-    lengths: list[int] = []
-    for _i, a in steps:
-        ls = a.get("lengths")
-        if isinstance(ls, list) and ls:
-            lengths += [int(v) for v in ls]
-        else:
-            lengths += [int(a["batch_max_len"])] * int(a.get("rows", 1))
-    batch = int(info.get("batch") or steps[0][1].get("rows") or 1)
-    top = int(info.get("max_len") or max(lengths))
-    model = calibrate(run, cost_model_from_info(info))
+    base = cost_model_from_info(info)
+    padded, rows = _padded_per_step(run, lengths)
+    model = calibrate(run, lengths, base, padded, rows)
     if not model.calibrated:
-        model = CostModel(crossover=model.crossover,
-                          compile_s=COMPILE_PRIOR_STEPS * batch * model.row(top))
-    advice = advise(lengths, batch=batch, top=top, max_buckets=max_buckets,
-                    grouped=info.get("batching") == "grouped",
-                    horizon=horizon or len(run.steps), model=model)
-    advice["run_policy"] = info.get("policy")
-    return advice
+        model = prior_model(base, lengths.batch, lengths.top)
+    advice = advise(lengths, max_buckets=max_buckets, horizon=horizon, model=model,
+                    packing=packing)
+    return replace(advice, run_policy=info.get("policy"))
 
 
-def advice_if_recompiling(run: Any, sites: list | None = None) -> dict | None:
+def advice_if_recompiling(run: Run, sites: list[SiteCompiles] | None = None) -> Advice | None:
     """:func:`advice_for_run` for a run that keeps recompiling (a recompile finding: a site with
     two or more recompilations, see ``recompiles.py``) while its padded sequence length (the
     ``seq_len`` step annotation) took several values; ``None`` otherwise. This is the advice the
     text, JSON and HTML reports show. ``sites`` is the recompile analysis when already made."""
-    shapes = {a["seq_len"] for _i, a in _annotated(run)}
+    shapes = {a["seq_len"] for i, a in run.steps.annotations.items()
+              if 0 <= i < len(run.steps) and "seq_len" in a and "batch_max_len" in a}
     if len(shapes) < 2:
         return None
     if sites is None:
         sites = explain_recompiles(run)
     if not any(s.verdict == CHURN for s in sites):
         return None
-    advice = advice_for_run(run)
-    if advice is not None:
-        advice["seq_len_values"] = len(shapes)
-    return advice
+    try:
+        advice = advice_for_run(run)
+    except (NoLengths, ValueError):
+        return None
+    return replace(advice, seq_len_values=len(shapes))
+
+
+# ------------------------------------------------------------------------------ measured
+
+
+def _plan_for_policy(advice: Advice, policy: Policy) -> Plan | None:
+    """The plan of ``advice`` that runs ``policy`` (same kind and shape), if it priced one."""
+    for p in (*advice.plans, *advice.per_k):
+        q = p.policy
+        if q.kind == "longest" and policy.kind == "longest":
+            return p
+        if q.packed and policy.packed and (q.rows, q.row_len) == (policy.rows, policy.row_len):
+            return p
+        if not q.packed and q.kind != "longest" and policy.kind in ("max", "buckets") and \
+                tuple(q.boundaries) == tuple(policy.boundaries) and q.grouped == policy.grouped:
+            return p
+    return None
+
+
+@dataclass(frozen=True)
+class MeasuredRow:
+    """What a compare row measured, with the policy it ran (auto resolved)."""
+
+    label: str
+    policy: Policy
+    steps: int
+    compiles: int
+    padding_efficiency: float | None
+    tokens_per_s: float
+
+
+def match_measured(advice: Advice, rows: Sequence[MeasuredRow], *, compared: str) -> Advice:
+    """``advice`` with each measured row beside the plan that runs its policy, predicted for the
+    row's own run: as many steps (a compare runs few: compilation weighs more), so a packed row
+    predicts the data that many packed steps hold, not the padded steps' data."""
+    out = []
+    lengths = advice.lengths
+    for row in rows:
+        if row.steps < 1:
+            continue
+        ctx = _Ctx(advice.cost_model, lengths.batch, row.steps, lengths.mean, lengths.top)
+        plan: Plan | None
+        if row.policy.packed and row.policy.rows and row.policy.row_len:
+            plan = _packed_plan(list(lengths.sequences), row.policy.rows, row.policy.row_len,
+                                ctx, steps=row.steps)
+        else:
+            short = advise(lengths, max_buckets=max(1, len(advice.per_k)), horizon=row.steps,
+                           model=advice.cost_model, packing=False)
+            plan = _plan_for_policy(short, row.policy)
+            if plan is None:
+                maxima_list = list(lengths.maxima) or _random_maxima(lengths.sequences,
+                                                                     lengths.batch)
+                plan = _padded_plan(row.policy.label(), row.policy,
+                                    _normalised(histogram(maxima_list)), ctx, ("collate",))
+        out.append(Measured(row.label, plan.name, row.steps, row.compiles,
+                            row.padding_efficiency, row.tokens_per_s, plan.tokens_per_s,
+                            plan.graphs, plan.padding_efficiency))
+    return replace(advice, measured=tuple(out), compared=compared)

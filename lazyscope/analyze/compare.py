@@ -1,16 +1,23 @@
-"""Comparison rows: one row per run of the same workload under different policies.
+"""A comparison: one workload run under several padding policies (and backends), side by side.
 
-Pure: ``compare_rows(named_runs) -> list[dict]`` and ``ratios(rows) -> dict``; no I/O.
+Pure (no I/O): :func:`compare_row` reads one run into a :class:`CompareRow`; :class:`Comparison`
+holds the rows with the workload they ran, its :meth:`Comparison.verdict` (which policy is
+fastest end to end and by how much, :class:`Verdict`) and the ratios; ``to_json()`` is
+``compare.json`` (``from_json`` reads it back, files of the previous release included).
 
-Each row: ``policy``, ``path``, ``status``, ``steps``, ``compiles``, ``distinct_graphs``,
-``distinct_shapes`` (padded lengths seen), ``compile_s``, ``execute_s``, ``wall_s``,
-``real_tokens``, ``computed_tokens``, ``tokens_per_s`` (real tokens over wall time *including*
-compilation), ``padding_efficiency`` (real / computed tokens), ``buckets`` (as the run
-recorded them), ``cumulative_wall_s`` (per step, for the plot).
+Each row: ``policy`` (``backend/policy`` with several backends), ``path``, ``status``, ``steps``,
+``compiles``, ``distinct_graphs``, ``distinct_shapes`` (padded lengths seen), ``compile_s``,
+``execute_s``, ``wall_s``, ``real_tokens``, ``computed_tokens``, ``tokens_per_s`` (real tokens
+over wall time *including* compilation), ``padding_efficiency`` (real / computed tokens),
+``buckets`` (as the run recorded them), ``resolved`` (what ``auto`` / ``bucket:auto`` ran),
+``ran`` (the concrete policy every run recorded: two rows that ran the same one differ only by
+the machine's noise, :meth:`Comparison.same_runs`), ``cumulative_wall_s`` and
+``cumulative_tokens`` (per step, for the plot; kept out of tables).
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 import numpy as np
@@ -18,58 +25,205 @@ import numpy as np
 from lazyscope.analyze.report import build_report
 from lazyscope.model import Run
 
+#: compare.json's layout: 2 adds ``verdict`` and ``resolved``
+COMPARE_SCHEMA = 2
 
-def compare_row(policy: str, run: Run) -> dict[str, Any]:
+
+@dataclass(frozen=True)
+class CompareRow:
+    """One policy's run, measured (module docstring)."""
+
+    policy: str
+    path: str
+    status: str
+    steps: int = 0
+    compiles: int = 0
+    distinct_graphs: int = 0
+    distinct_shapes: int = 0
+    compile_s: float = 0.0
+    execute_s: float = 0.0
+    wall_s: float = 0.0
+    real_tokens: int = 0
+    computed_tokens: int = 0
+    tokens_per_s: float = 0.0
+    padding_efficiency: float | None = None
+    buckets: list[int] | None = None
+    resolved: str | None = None
+    ran: str | None = None
+    backend: str | None = None
+    error: str | None = None
+    cumulative_wall_s: tuple[float, ...] = ()
+    #: real tokens processed by the end of each step (the plot's y against cumulative_wall_s)
+    cumulative_tokens: tuple[int, ...] = ()
+    #: real tokens/s of each repeat (``compare --repeat N``); the row is the median one
+    repeats: tuple[float, ...] = ()
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "ok" and self.tokens_per_s > 0
+
+    @property
+    def name(self) -> str:
+        """The policy without its backend."""
+        return self.policy.split("/", 1)[1] if self.backend else self.policy
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if f.name in ("backend", "error", "resolved", "ran") and value is None:
+                continue
+            if f.name == "repeats" and not value:
+                continue
+            if f.name == "cumulative_tokens" and not value:
+                continue
+            out[f.name] = list(value) if f.name in ("cumulative_wall_s", "cumulative_tokens",
+                                                    "repeats") else value
+        return out
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> CompareRow:
+        known = {f.name for f in fields(cls)}
+        kw = {k: v for k, v in data.items() if k in known}
+        kw.setdefault("path", "")
+        kw.setdefault("status", "ok")
+        kw["cumulative_wall_s"] = tuple(float(v) for v in data.get("cumulative_wall_s") or ())
+        kw["repeats"] = tuple(float(v) for v in data.get("repeats") or ())
+        kw["cumulative_tokens"] = tuple(int(v) for v in data.get("cumulative_tokens") or ())
+        return cls(**kw)
+
+
+def compare_row(policy: str, run: Run) -> CompareRow:
     """The comparison numbers of one run."""
     s = build_report(run).summary
     steps = run.steps
     real = sum(int(v) for v in steps.annotation("real_tokens").values())
     computed = sum(int(v) for v in steps.annotation("computed_tokens").values())
-    cumulative = [round(float(t), 6) for t in np.cumsum(steps.values("wall_s"))]
+    cumulative = tuple(round(float(t), 6) for t in np.cumsum(steps.values("wall_s")))
+    per_step = steps.annotation("real_tokens")
+    tokens = tuple(int(t) for t in np.cumsum([int(per_step.get(i, 0)) for i in range(len(steps))]))
     wall = s.wall_seconds
     shapes = set(steps.annotation("seq_len").values())
-    return {
-        "policy": policy,
-        "path": str(run.path),
-        "status": s.status,
-        "steps": s.steps,
-        "compiles": s.compiles or 0,
-        "distinct_graphs": s.distinct_graphs,
-        "distinct_shapes": len(shapes),
-        "compile_s": s.compile_seconds or 0.0,
-        "execute_s": s.execute_seconds or 0.0,
-        "wall_s": wall,
-        "real_tokens": real,
-        "computed_tokens": computed,
-        "tokens_per_s": real / wall if wall > 0 else 0.0,
-        "padding_efficiency": real / computed if computed else None,
-        "buckets": (run.meta.info or {}).get("buckets"),
-        "cumulative_wall_s": cumulative,
-    }
+    info = run.meta.info or {}
+    resolved = info.get("resolved_policy") if info.get("policy") in ("auto", "bucket:auto") \
+        else None
+    return CompareRow(
+        policy=policy, path=str(run.path), status=s.status, steps=s.steps,
+        compiles=s.compiles or 0, distinct_graphs=s.distinct_graphs,
+        distinct_shapes=len(shapes), compile_s=s.compile_seconds or 0.0,
+        execute_s=s.execute_seconds or 0.0, wall_s=wall, real_tokens=real,
+        computed_tokens=computed, tokens_per_s=real / wall if wall > 0 else 0.0,
+        padding_efficiency=real / computed if computed else None,
+        buckets=info.get("buckets"), resolved=resolved, ran=info.get("resolved_policy"),
+        cumulative_wall_s=cumulative, cumulative_tokens=tokens,
+    )
 
 
-def compare_rows(named_runs: list[tuple[str, Run]]) -> list[dict[str, Any]]:
+def compare_rows(named_runs: list[tuple[str, Run]]) -> list[CompareRow]:
     """One row per ``(policy, run)``, in the given order."""
     return [compare_row(name, run) for name, run in named_runs]
 
 
-def failed_row(policy: str, path: str, error: str) -> dict[str, Any]:
+def failed_row(policy: str, path: str, error: str) -> CompareRow:
     """A row for a policy whose run could not be loaded at all."""
-    return {"policy": policy, "path": path, "status": "failed", "error": error, "steps": 0,
-            "compiles": 0, "distinct_graphs": 0, "distinct_shapes": 0, "compile_s": 0.0,
-            "execute_s": 0.0, "wall_s": 0.0, "real_tokens": 0, "computed_tokens": 0,
-            "tokens_per_s": 0.0, "padding_efficiency": None, "buckets": None,
-            "cumulative_wall_s": []}
+    return CompareRow(policy=policy, path=path, status="failed", error=error)
 
 
-def ratios(rows: list[dict[str, Any]], baseline: str = "longest") -> dict[str, float]:
+def ratios(rows: list[CompareRow], baseline: str = "longest") -> dict[str, float]:
     """Real-tokens/s of every policy over the baseline's (and over ``max``'s), when present."""
-    by = {r["policy"]: r for r in rows if r["tokens_per_s"] > 0}
+    by = {r.name: r for r in rows if r.tokens_per_s > 0}
     out: dict[str, float] = {}
     for base in (baseline, "max"):
         if base not in by:
             continue
         for name, r in by.items():
             if name != base and not (base == "max" and name == baseline):
-                out[f"{name} / {base}"] = r["tokens_per_s"] / by[base]["tokens_per_s"]
+                out[f"{name} / {base}"] = r.tokens_per_s / by[base].tokens_per_s
     return out
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """Which row is fastest end to end (real tokens/s, compilation included) and by how much:
+    ``margins`` holds its speed over each other successful row's, best row first."""
+
+    best: CompareRow
+    margins: tuple[tuple[str, float], ...]
+    failed: tuple[str, ...] = ()
+
+    @property
+    def runner_up(self) -> tuple[str, float] | None:
+        return self.margins[0] if self.margins else None
+
+    def to_json(self) -> dict[str, Any]:
+        return {"best": self.best.policy, "tokens_per_s": self.best.tokens_per_s,
+                "over": {name: ratio for name, ratio in self.margins},
+                "failed": list(self.failed)}
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """A ``lazyscope compare``: the workload (``scenario``, ``steps``, ``args``), the
+    ``policies`` and ``backends`` asked for, one :class:`CompareRow` per run, the ``ratios``
+    and the policies that ``failed``."""
+
+    scenario: str
+    steps: int
+    args: list[str]
+    policies: list[str]
+    rows: list[CompareRow]
+    backends: list[str] = field(default_factory=list)
+    ratios: dict[str, float] = field(default_factory=dict)
+    failed: list[str] = field(default_factory=list)
+    repeat: int = 1
+
+    @property
+    def verdict(self) -> Verdict | None:
+        """The fastest row and its margins over the others; None when no run succeeded."""
+        ok = sorted((r for r in self.rows if r.ok), key=lambda r: -r.tokens_per_s)
+        if not ok:
+            return None
+        best = ok[0]
+        return Verdict(best, tuple((r.policy, best.tokens_per_s / r.tokens_per_s)
+                                   for r in ok[1:]), tuple(self.failed))
+
+    def same_runs(self) -> list[list[CompareRow]]:
+        """Groups of successful rows (two or more) that ran the same concrete policy on the same
+        backend: ``auto`` resolved to one of the others, say. Their difference in real tokens/s is
+        measurement noise."""
+        groups: dict[tuple[str | None, str], list[CompareRow]] = {}
+        for r in self.rows:
+            if r.ok and r.ran:
+                groups.setdefault((r.backend, r.ran), []).append(r)
+        return [g for g in groups.values() if len(g) > 1]
+
+    def row(self, policy: str) -> CompareRow | None:
+        return next((r for r in self.rows if r.policy == policy), None)
+
+    def to_json(self) -> dict[str, Any]:
+        verdict = self.verdict
+        return {"schema_version": COMPARE_SCHEMA, "scenario": self.scenario,
+                "steps": self.steps, "args": list(self.args), "policies": list(self.policies),
+                "backends": list(self.backends), "rows": [r.to_json() for r in self.rows],
+                "ratios": dict(self.ratios), "failed": list(self.failed),
+                "repeat": self.repeat,
+                "verdict": verdict.to_json() if verdict is not None else None}
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Comparison:
+        """A comparison read back from ``compare.json`` (schema 1 files have no verdict or
+        ``resolved``: computed again / left empty). ValueError when it is not one."""
+        if not isinstance(data, dict) or not isinstance(data.get("rows"), list):
+            raise ValueError("not a lazyscope comparison (no rows)")
+        try:
+            rows = [CompareRow.from_json(r) for r in data["rows"]]
+            return cls(scenario=str(data.get("scenario", "")), steps=int(data.get("steps", 0)),
+                       args=[str(a) for a in data.get("args") or []],
+                       policies=[str(p) for p in data.get("policies") or
+                                 [r.policy for r in rows]],
+                       rows=rows, backends=[str(b) for b in data.get("backends") or []],
+                       ratios={str(k): float(v) for k, v in (data.get("ratios") or {}).items()},
+                       failed=[str(f) for f in data.get("failed") or []],
+                       repeat=int(data.get("repeat") or 1))
+        except (TypeError, ValueError, AttributeError) as err:
+            raise ValueError(f"not a lazyscope comparison: {err}") from None

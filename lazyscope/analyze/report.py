@@ -21,7 +21,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from lazyscope.analyze.breaks import eager_fallbacks, graph_breaks
-from lazyscope.analyze.buckets import advice_if_recompiling
+from lazyscope.analyze.buckets import Advice, advice_if_recompiling
 from lazyscope.analyze.events import EventGroup, event_groups, id_counts
 from lazyscope.analyze.fallbacks import FallbackOp, fallback_ops
 from lazyscope.analyze.findings import Finding, RecompileFacts, SourceLookup, make_findings
@@ -140,8 +140,8 @@ class Report:
     compilations_total: int
     per_step: list[StepRow] | list[StepBucket]
     per_step_bucketed: bool
-    #: bucket advice, when the run recompiles on a varying sequence length
-    advice: dict[str, Any] | None = field(default=None, metadata=_OPTIONAL)
+    #: padding advice, when the run keeps compiling on a varying sequence length
+    advice: Advice | None = field(default=None, metadata=_OPTIONAL)
     #: the XProf profile captured by --profile
     profile: dict[str, Any] | None = field(default=None, metadata=_OPTIONAL)
     #: a multi-process run: one row per rank, and the signs of divergence between them

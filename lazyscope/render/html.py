@@ -25,12 +25,11 @@ from __future__ import annotations
 
 import base64
 import html
-import json
 from collections.abc import Iterable, Mapping, Sequence
-from pathlib import Path
 from typing import Any
 
 from lazyscope import units
+from lazyscope.analyze.buckets import Advice
 from lazyscope.analyze.findings import (
     Finding,
     RecompileFacts,
@@ -41,7 +40,6 @@ from lazyscope.analyze.findings import (
 from lazyscope.analyze.report import Report
 from lazyscope.model import Change, Frame
 from lazyscope.render.json import to_jsonable
-from lazyscope.store import atomic_write_text
 
 REPORT_HTML = "report.html"
 #: rows a table shows before it folds the rest
@@ -281,23 +279,29 @@ def _groups(report: Report, *kinds: str) -> list[dict[str, Any]]:
              "steps": g.steps} for g in report.groups if g.kind in kinds]
 
 
-def _advice(advice: Mapping[str, Any]) -> str:
-    """Bucket advice: the recommendation in one line, then every option the advisor priced."""
-    options = list(advice.get("per_k") or [])
-    options += [advice[k] for k in ("pow2", "max") if isinstance(advice.get(k), Mapping)]
-    options += [a for a in advice.get("alternatives") or [] if a.get("wins")]
-    best = advice.get("best")
-    if not options or not isinstance(best, Mapping):
-        return ""
-    head = (f"<p><b>{esc(best.get('name', ''))}</b>: boundaries "
-            f"<code>{esc(text_of(best.get('boundaries')))}</code>, predicted "
-            f"{esc(units.seconds(float(best.get('predicted_total', 0.0))))} over "
-            f"{esc(advice.get('horizon'))} steps, padding efficiency "
-            f"{float(best.get('padding_efficiency', 0.0)):.2f} "
-            f"(<code>lazyscope advise RUN</code> for more)</p>")
-    columns = ["name", "boundaries", "graphs", "padding_efficiency", "predicted_compile",
-               "predicted_execute", "predicted_total"]
-    return head + table(options, columns=columns)
+ADVICE_COLUMNS = ["name", "changes", "graphs", "padding_efficiency", "compile_s", "execute_s",
+                  "total_s", "tokens_per_sec"]
+ADVICE_HEADERS = {"name": "policy", "padding_efficiency": "padding efficiency",
+                  "compile_s": "compiling", "execute_s": "executing", "total_s": "total",
+                  "tokens_per_sec": "predicted real tokens/s"}
+
+
+def _advice(advice: Advice) -> str:
+    """Padding advice: the recommendation in one line, then every policy the advisor ranked,
+    predicted over the horizon."""
+    best = advice.recommended
+    head = (f"<p><b>{esc(best.name)}</b> (<code>{esc(best.policy.label())}</code>): predicted "
+            f"{esc(units.rate(best.tokens_per_s, 'real tokens'))} over "
+            f"{esc(units.count(advice.horizon))} steps, padding efficiency "
+            f"{best.padding_efficiency:.2f}"
+            + (f"; needs a model change: {esc(best.model_change)}" if best.model_change else "")
+            + " (<code>lazyscope advise RUN</code> for more, <code>--emit</code> for the "
+            "code)</p>")
+    rows = [{"name": p.name, "changes": ", ".join(p.changes), "graphs": round(p.graphs),
+             "padding_efficiency": round(p.padding_efficiency, 2), "compile_s": p.compile_s,
+             "execute_s": p.execute_s, "total_s": p.total_s,
+             "tokens_per_sec": round(p.tokens_per_s)} for p in advice.plans]
+    return head + table(rows, columns=ADVICE_COLUMNS, headers=ADVICE_HEADERS)
 
 
 def render_html(report: Report, images: Mapping[str, bytes] | None = None, *,
@@ -348,7 +352,7 @@ def render_html(report: Report, images: Mapping[str, bytes] | None = None, *,
     parts.append(section("Graph breaks and eager fallbacks",
                          table(_groups(report, "graph_break", "eager_fallback")), "breaks"))
     if report.advice:
-        parts.append(section("Bucket advice", _advice(report.advice), "advice"))
+        parts.append(section("Padding advice", _advice(report.advice), "advice"))
     if report.per_step:
         what = "buckets of steps" if report.per_step_bucketed else "steps"
         parts.append(section(
@@ -358,33 +362,3 @@ def render_html(report: Report, images: Mapping[str, bytes] | None = None, *,
             "per-step"))
     return page(f"lazyscope: {title or 'report'}", "".join(p for p in parts if p),
                 fragment=fragment)
-
-
-# --------------------------------------------------------------------------- compare
-
-
-def _value_html(value: Any) -> str:
-    """A JSON-like value: a list of dicts becomes a table, a dict a key/value table."""
-    if isinstance(value, list) and value and all(isinstance(v, Mapping) for v in value):
-        return table(value)
-    if isinstance(value, Mapping):
-        rows = "".join(f"<tr><th>{esc(k)}</th><td>{_value_html(v)}</td></tr>"
-                       for k, v in value.items())
-        return f"<table>{rows}</table>"
-    return fmt_cell("", value)[0]
-
-
-def write_compare_html(compare_dir: Path, compare: Mapping[str, Any] | None = None) -> Path:
-    """Write ``DIR/report.html`` for a ``lazyscope compare`` directory: the side-by-side table
-    (``compare.json``) and ``compare.png`` inline. Returns its path."""
-    compare_dir = Path(compare_dir)
-    if compare is None:
-        compare = json.loads((compare_dir / "compare.json").read_text(encoding="utf-8"))
-    png = compare_dir / "compare.png"
-    pictures = img(png.read_bytes(), "policies compared") if png.is_file() else ""
-    body = (f"<h1>lazyscope report: compare {esc(compare.get('scenario', ''))}</h1>"
-            + section("Comparison", _value_html(dict(compare)), "compare")
-            + section("Picture", pictures, "plots"))
-    path = compare_dir / REPORT_HTML
-    atomic_write_text(path, page(f"lazyscope compare {compare.get('scenario', '')}", body))
-    return path

@@ -5,7 +5,8 @@ field metadata :mod:`lazyscope.render.json` serialises by (``json: False`` skipp
 merged into the parent, ``omit_none`` / ``omit_empty`` not required, ``name`` the key), so the
 schema describes what the serialiser writes. A finding's facts are one of several dataclasses:
 flattened, they become an ``anyOf`` of each kind's required keys. Model classes that write
-themselves (``to_json``) have their schema here, beside the classes' own contract.
+themselves (``to_json``) have their schema here, beside the classes' own contract, or give it
+themselves (a ``json_schema()`` classmethod: the padding advice).
 
 The schema ships as ``lazyscope/render/report.schema.json`` (``python -m
 lazyscope.render.schema`` writes it); ``tests/unit/test_schema.py`` checks the shipped file is
@@ -53,6 +54,9 @@ def _type(hint: Any) -> dict[str, Any]:
         return {}
     if hint in _OWN:
         return _OWN[hint]
+    own = getattr(hint, "json_schema", None)
+    if callable(own):  # a class that writes itself and says how (the padding advice)
+        return own()
     if hint in _SCALARS:
         return {"type": _SCALARS[hint]}
     origin, args = typing.get_origin(hint), typing.get_args(hint)

@@ -139,16 +139,16 @@ def _advice_lines(report: Report) -> list[str]:
     advice = report.advice
     if advice is None:
         return []
-    best = advice["best"]
-    wins = [a["name"] for a in advice["alternatives"] if a.get("wins")]
+    best = advice.recommended
+    alt = advice.best_without_model_change
     return [
         "",
-        f"bucket advice: the padded sequence length took {advice['seq_len_values']} values; "
-        f"{best['buckets']} bucket(s) {best['boundaries']} predict "
-        f"{fmt_seconds(best['predicted_total'])} over {advice['horizon']} steps "
-        f"(padding efficiency {best['padding_efficiency']:.2f})"
-        + (f"; better still: {', '.join(wins)}" if wins else "")
-        + f" (lazyscope advise {report.run_dir} for the table)",
+        f"padding advice: the padded sequence length took {advice.seq_len_values} values; "
+        f"over {advice.horizon:,} steps {best.name} is predicted fastest "
+        f"({best.tokens_per_s:,.0f} real tokens/s, padding efficiency "
+        f"{best.padding_efficiency:.2f})"
+        + (f"; without changing the model: {alt.name}" if alt is not best else "")
+        + f" (lazyscope advise {report.run_dir} for the table, --emit for the code)",
     ]
 
 

@@ -30,28 +30,32 @@ class Batch(NamedTuple):
 def make_batch(rows: list[list[int]], seq_len: int, vocab: int, gen: Any,
                packed: bool | None = None) -> Batch:
     """Rows of documents (lengths) -> padded tensors; each document gets fresh random tokens.
-    ``packed`` defaults to whether some row holds more than one document."""
+    ``packed`` defaults to whether some row holds more than one document. Laid out by
+    :func:`lazyscope.data.layout_rows`, the collators' own layout."""
     import torch
 
-    n = len(rows)
-    inputs = torch.zeros((n, seq_len), dtype=torch.long)
-    targets = torch.full((n, seq_len), PAD_TARGET, dtype=torch.long)
-    doc_ids = torch.full((n, seq_len), -1, dtype=torch.long)
-    positions = torch.zeros((n, seq_len), dtype=torch.long)
-    lengths = []
-    for r, docs in enumerate(rows):
-        at = 0
-        for d, length in enumerate(docs):
-            seq = torch.randint(1, vocab, (length + 1,), generator=gen)
-            inputs[r, at:at + length] = seq[:-1]
-            targets[r, at:at + length] = seq[1:]
-            doc_ids[r, at:at + length] = d
-            positions[r, at:at + length] = torch.arange(length)
-            at += length
-            lengths.append(length)
+    from lazyscope.data import layout_rows
+
     if packed is None:
         packed = any(len(docs) > 1 for docs in rows)
-    return Batch(inputs, targets, doc_ids, positions, lengths, seq_len, packed)
+    docs = [[torch.randint(1, vocab, (n,), generator=gen) for n in row] for row in rows]
+    out = layout_rows(docs, seq_len, packed=packed)
+    return to_batch(out, [n for row in rows for n in row], packed)
+
+
+def to_batch(collated: dict[str, Any], lengths: list[int], packed: bool) -> Batch:
+    """A :mod:`lazyscope.data` collator's output (``document_ids`` included) as a
+    :class:`Batch`: next-token targets are the labels shifted by one (-100 where the next token
+    is another document's or padding)."""
+    import torch
+
+    labels = collated["labels"]
+    targets = torch.full_like(labels, PAD_TARGET)
+    targets[:, :-1] = labels[:, 1:]
+    doc_ids = collated["document_ids"]
+    targets[doc_ids < 0] = PAD_TARGET
+    return Batch(collated["input_ids"], targets, doc_ids, collated["position_ids"], lengths,
+                 int(labels.shape[1]), packed)
 
 
 class Inputs(NamedTuple):
@@ -66,15 +70,11 @@ class Inputs(NamedTuple):
 
 
 def document_causal_mask(doc_ids: Any) -> Any:
-    """(B, 1, L, L) bool: query i may attend to key j iff both are in the same document and
-    j <= i. Padding (id -1) attends only to earlier padding, so no row is empty and no real
-    token sees padding."""
-    import torch
+    """(B, 1, L, L) bool, :func:`lazyscope.data.document_causal_mask`: query i may attend to key
+    j iff both are in the same document and j <= i; padding attends only to earlier padding."""
+    from lazyscope.data import document_causal_mask as mask
 
-    n = doc_ids.shape[1]
-    same = doc_ids[:, :, None] == doc_ids[:, None, :]
-    tril = torch.ones((n, n), dtype=torch.bool, device=doc_ids.device).tril()
-    return (same & tril[None])[:, None]
+    return mask(doc_ids)
 
 
 def concatenated(batch: Batch) -> tuple[Any, Any, Any, Any]:

@@ -9,15 +9,8 @@ import time
 from typing import Any
 
 import lazyscope
-from lazyscope.padding import (
-    Packer,
-    length_stream,
-    padded_length,
-    padding_policy,
-    plan_batches,
-    policy_buckets,
-)
-from lazyscope_scenarios.decoder.data import PAD_TARGET, Inputs, make_batch
+from lazyscope.padding import Packer, padding_policy
+from lazyscope_scenarios.decoder.data import PAD_TARGET, Inputs, to_batch
 from lazyscope_scenarios.decoder.model import (
     PRESETS,
     SDPA_BACKENDS,
@@ -31,6 +24,8 @@ from lazyscope_scenarios.kit import (
     base_parser,
     lengths_file,
     n_params,
+    padding_plan,
+    policy_info,
     positive_int,
     runtime_from_args,
 )
@@ -46,7 +41,9 @@ def build_parser() -> argparse.ArgumentParser:
                         help="train: causal LM loss, backward, optimizer step; eval: forward "
                         "(the same causal attention)")
     parser.add_argument("--padding", type=padding_policy, default="max",
-                        help="max | longest | pow2 | bucket:B1,B2,... | bucket:auto | packed")
+                        help="max | longest | pow2 | bucket:B1,B2,... | bucket:auto | packed | "
+                        "packed:ROWSxLEN | auto (what `lazyscope advise` recommends for this "
+                        "run's own lengths)")
     parser.add_argument("--batching", choices=["random", "grouped"], default="random",
                         help="random batches, or a length-grouped sampler (sorted pools)")
     parser.add_argument("--attention", choices=sorted(VARIANTS), default="sdpa",
@@ -71,10 +68,10 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--max-len", type=positive_int, default=None,
                         help="override the preset's max length (positions, pad-to-max)")
     parser.add_argument("--max-buckets", type=positive_int, default=8,
-                        help="K limit for bucket:auto")
+                        help="K limit for bucket:auto and auto")
     parser.add_argument("--horizon", type=positive_int, default=None,
-                        help="steps bucket:auto plans for (default --steps): a long horizon "
-                        "amortises more compilations, so it can pick more buckets")
+                        help="steps auto and bucket:auto plan for (default --steps): a long "
+                        "horizon amortises more compilations, so it can pick more buckets")
     return parser
 
 
@@ -99,18 +96,6 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 # ---------------------------------------------------------------------------------- main
 
 
-def plan_buckets(args: argparse.Namespace, p: Preset,
-                 planned: list[list[int]]) -> tuple[list[int], dict[str, Any] | None]:
-    """The boundaries this run pads to, and the advisor's answer for bucket:auto."""
-    if args.padding != "bucket:auto":
-        return policy_buckets(args.padding, p.max_len), None
-    advice = lazyscope.advise_buckets(
-        [n for b in planned for n in b], batch=p.batch, max_len=p.max_len,
-        max_buckets=args.max_buckets, grouped=args.batching == "grouped",
-        horizon=args.horizon or args.steps, dims=p._asdict())
-    return list(advice["best"]["boundaries"]), advice
-
-
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     p = resolve(args)
@@ -124,21 +109,23 @@ def main(argv: list[str] | None = None) -> int:
 
     runtime = runtime_from_args(args)
     dev = runtime.device()
+    from lazyscope.data import collate_for
+
     gen = torch.Generator().manual_seed(args.seed + 1)
-    stream = length_stream(args.seed, p.max_len, args.lengths)
-    packed = args.padding == "packed"
-    planned = ([] if packed else
-               plan_batches(stream, args.steps, p.batch, args.batching == "grouped"))
-    buckets, advice = plan_buckets(args, p, planned)
+    plan = padding_plan(args, max_len=p.max_len, batch=p.batch, dims=p._asdict())
+    policy = plan.policy
+    packed = policy.packed
+    collate = collate_for(policy, rows=p.batch, return_document_ids=True,
+                          **({"max_position": p.max_len} if packed else {}))
     train = args.mode == "train"
     info = dict(
-        scenario="decoder", preset=args.preset, policy=args.padding, batching=args.batching,
+        scenario="decoder", preset=args.preset, policy=args.padding,
         mode=args.mode, attention=variant.name, layout=variant.layout, causal=True,
         sdpa_backend=args.sdpa_backend, autocast=args.autocast, optimizer=args.optimizer,
-        buckets=buckets, graph_break=args.graph_break,
+        graph_break=args.graph_break,
         dim=p.dim, layers=p.layers, heads=p.heads, vocab=p.vocab, max_len=p.max_len,
         batch=p.batch, seed=args.seed, lengths_source="file" if args.lengths else "uniform",
-        advice_k=advice["best"]["buckets"] if advice else None,
+        **policy_info(plan),
     )
     dtype = torch.bfloat16 if args.autocast == "bf16" else torch.float32
     reason = variant.skip_reason(dev.type, packed, args.sdpa_backend, dtype)
@@ -160,7 +147,8 @@ def main(argv: list[str] | None = None) -> int:
                else torch.optim.AdamW(model.parameters(), lr=1e-4))
     criterion = torch.nn.CrossEntropyLoss(ignore_index=PAD_TARGET)
     lazyscope.set_info(**info, params=n_params(model))
-    packer = Packer(stream, p.batch, p.max_len) if packed else None
+    packer = Packer(plan.stream, policy.rows or p.batch, policy.row_len or p.max_len) \
+        if packed else None
 
     def forward_loss(x: Inputs) -> Any:
         amp = (torch.autocast(dev.type, dtype=torch.bfloat16) if args.autocast == "bf16"
@@ -175,13 +163,15 @@ def main(argv: list[str] | None = None) -> int:
     t0 = time.perf_counter()
     for i in range(args.steps):
         if packer is not None:
-            rows = [[n for _, n in row] for row in packer.next_rows()]
-            seq_len = p.max_len
+            # the packer's choice in its placement order: PackRows lays it out the same way
+            chosen = sorted((item for row in packer.next_rows() for item in row),
+                            key=lambda item: (-item[1], item[0]))
+            lens = [n for _, n in chosen]
         else:
-            lens = planned[i]
-            rows = [[n] for n in lens]
-            seq_len = padded_length(args.padding, max(lens), p.max_len, buckets)
-        batch = make_batch(rows, seq_len, p.vocab, gen, packed)
+            lens = plan.batches[i]
+        docs = [torch.randint(1, p.vocab, (n,), generator=gen) for n in lens]
+        batch = to_batch(collate(docs), lens, packed)
+        seq_len = batch.seq_len
         real = sum(batch.lengths)
         computed = batch.rows * seq_len if variant.padded else real
         real_total += real
@@ -205,11 +195,14 @@ def main(argv: list[str] | None = None) -> int:
                     loss = forward_loss(x)
     final = float(loss.item()) if loss is not None else float("nan")  # waits for the device
     wall = time.perf_counter() - t0
+    resolved = f" ({policy.label()})" if args.padding in ("auto", "bucket:auto") else ""
     print(
-        f"decoder {args.preset} {args.mode} padding={args.padding} batching={args.batching} "
+        f"decoder {args.preset} {args.mode} padding={args.padding}{resolved} "
+        f"batching={'grouped' if policy.grouped else 'random'} "
         f"attention={variant.name}: {args.steps} steps in {wall:.1f} s, "
         f"{real_total / wall:.0f} real tokens/s, padding efficiency "
-        f"{real_total / max(1, computed_total):.2f}, buckets {buckets or '-'}, loss {final:.3f}"
+        f"{real_total / max(1, computed_total):.2f}, buckets {list(policy.boundaries) or '-'}, "
+        f"loss {final:.3f}"
     )
     return 0
 

@@ -71,8 +71,13 @@ def test_buckets_bound_the_graphs_and_advise_reads_the_run(decoder_runs) -> None
     assert proc.returncode == 0, proc.stderr
     advice = json.loads(proc.stdout)
     assert advice["cost_model"]["calibrated"] and advice["cost_model"]["compile_s"] > 0
-    assert advice["horizon"] == 6 and advice["top"] == 32
-    assert [p["buckets"] for p in advice["per_k"]][0] == 1
+    assert advice["horizon"] == 100_000 and advice["horizon_from"].startswith("default")
+    assert advice["lengths"]["top"] == 32 and advice["lengths"]["exact"]
+    assert advice["run_policy"] == "bucket:16"
+    assert [len(p["boundaries"]) for p in advice["per_k"]][0] == 1
+    short = json.loads(lazyscope_cmd("advise", str(run), "--horizon", "6", "--format",
+                                     "json").stdout)
+    assert short["horizon"] == 6 and short["horizon_from"] == "given"
 
 
 def test_help_and_bad_arguments() -> None:

@@ -1,26 +1,35 @@
-"""The bucket advisor: exact DP against brute force, the packer, the advice table (pure)."""
+"""The padding advisor: exact DP against brute force, the packer, the length estimate from a
+run's graphs, the ranking and the measured rows beside it (pure: no XLA)."""
 
 from __future__ import annotations
 
 import itertools
+import json
 import random
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+import lazyscope
 from lazyscope.analyze.buckets import (
+    DEFAULT_HORIZON,
     CostModel,
+    MeasuredRow,
+    NoLengths,
     advice_for_run,
     advise,
     cost_model_from_info,
+    estimate_sequences,
     histogram,
+    lengths_from_run,
+    match_measured,
     optimal_buckets,
     padding_efficiency,
     plan_cost,
 )
-from lazyscope.model import Compile
-from lazyscope.padding import Packer, bucket_of, pow2_buckets, simulate_packing
+from lazyscope.model import Compile, GraphInput
+from lazyscope.padding import Packer, Policy, bucket_of, pow2_buckets, simulate_packing
 from tests.builders import build_run
 
 
@@ -115,27 +124,124 @@ def test_packer_packs_every_sequence_once_and_densely() -> None:
     assert simulate_packing(lengths[:400], 8, 256) >= 0.9
 
 
-def test_advise_histogram_kinds_and_horizon() -> None:
+def test_advise_ranks_policies_and_horizon() -> None:
     rng = random.Random(1)
     lengths = [rng.randint(1, 255) for _ in range(320)]
-    rand = advise(lengths, batch=8, top=256, max_buckets=8)
-    grouped = advise(lengths, batch=8, top=256, max_buckets=8, grouped=True)
-    assert rand["histogram_of"] == "batch maxima"
-    assert sum(rand["histogram"].values()) == 40
-    assert grouped["histogram_of"] == "sequence lengths"
-    assert sum(grouped["histogram"].values()) == 320
-    assert [p["buckets"] for p in rand["per_k"]] == list(range(1, 9))
-    # efficiency grows with K; graphs are K
-    effs = [p["padding_efficiency"] for p in grouped["per_k"]]
+    rand = advise(lengths, batch=8, top=256, max_buckets=8, horizon=40)
+    grouped = advise(lengths, batch=8, top=256, max_buckets=8, grouped=True, horizon=40)
+    assert rand.lengths.maxima and len(rand.lengths.maxima) == 40  # histogram of batch maxima
+    assert grouped.lengths.grouped
+    assert [p.buckets for p in rand.per_k] == list(range(1, 9))
+    # ranked best first by predicted total time; every plan priced over the same data
+    totals = [p.total_s for p in rand.plans]
+    assert totals == sorted(totals)
+    assert {p.name for p in rand.plans} >= {"pad to max", "pad to longest", "pow2"}
+    real = 40 * 8 * (sum(lengths) / len(lengths))
+    for p in rand.plans:
+        assert p.tokens_per_s == pytest.approx(real / p.total_s)
+    # efficiency grows with K when batches are grouped; graphs are K
+    effs = [p.padding_efficiency for p in grouped.per_k]
     assert effs == sorted(effs) and effs[-1] > effs[0] + 0.2
     # pad to max on uniform lengths wastes about half
-    assert 0.4 < rand["max"]["padding_efficiency"] < 0.6
+    assert 0.4 < rand.plan_named("pad to max").padding_efficiency < 0.6
     # compilation dominates short horizons, execution long ones
-    short = advise(lengths, batch=8, top=256, grouped=True, horizon=10)
-    long = advise(lengths, batch=8, top=256, grouped=True, horizon=100000)
-    assert short["best"]["buckets"] < long["best"]["buckets"]
-    packed = [a for a in rand["alternatives"] if a["kind"] == "packed"][0]
-    assert packed["padding_efficiency"] >= 0.9 and packed["wins"]
+    short = advise(lengths, batch=8, top=256, grouped=True, horizon=10, packing=False)
+    long = advise(lengths, batch=8, top=256, grouped=True, horizon=100000, packing=False)
+    assert short.best_buckets.buckets < long.best_buckets.buckets
+    # packing: one shape, little padding, fewer steps for the same data; it needs the model
+    packed = rand.recommended
+    assert packed.policy.packed and packed.padding_efficiency >= 0.9 and packed.graphs == 1
+    assert packed.steps < 40 and packed.model_change
+    assert not rand.best_without_model_change.model_change
+    # the default horizon is a long training run, said
+    assert advise(lengths, batch=8, top=256).horizon == DEFAULT_HORIZON
+    assert "long training run" in advise(lengths, batch=8, top=256).horizon_from
+    data = rand.to_json()
+    assert data["recommended"]["kind"] == "packed" and data["plans"][0] == data["recommended"]
+    assert data["lengths"]["sequences"]["count"] == 320
+
+
+def test_packing_wins_on_skewed_lengths_over_a_long_horizon() -> None:
+    """The issue's case: lognormal lengths (median ~39, p99 ~240), tiny decoder, batch 8."""
+    rng = random.Random(3)
+    lengths = [min(255, max(1, round(rng.lognormvariate(3.66, 0.78)))) for _ in range(320)]
+    model = cost_model_from_info({"dim": 128, "layers": 2, "vocab": 1024})
+    advice = lazyscope.advise(lengths, batch=8, max_len=256, horizon=100_000,
+                              dims={"dim": 128, "layers": 2, "vocab": 1024})
+    assert advice.cost_model.crossover == model.crossover
+    assert advice.recommended.policy.packed
+    assert advice.recommended.tokens_per_s > 3 * advice.plan_named("pad to max").tokens_per_s
+    # without packing, a long run amortises several buckets (the issue: 40 steps kept one)
+    no_pack = lazyscope.advise(lengths, batch=8, max_len=256, horizon=100_000, packing=False,
+                               dims={"dim": 128, "layers": 2, "vocab": 1024})
+    assert no_pack.best_buckets.buckets > 1
+    assert all(not p.policy.packed for p in no_pack.plans)
+
+
+def test_estimated_lengths_invert_the_batch_maximum() -> None:
+    """F = F_max^(1/B): sequences drawn from the estimate have batch maxima distributed like
+    the observed ones, and a median near the true one."""
+    rng = random.Random(5)
+    true = [rng.randint(1, 200) for _ in range(8 * 400)]
+    maxima = [max(true[i:i + 8]) for i in range(0, len(true), 8)]
+    est = estimate_sequences(maxima, 8, n=8 * 2000)
+    est_max = sorted(max(est[i:i + 8]) for i in range(0, len(est), 8))
+    obs = sorted(maxima)
+    for q in (0.1, 0.5, 0.9):
+        assert abs(est_max[int(q * len(est_max))] - obs[int(q * len(obs))]) <= 8
+    assert abs(sorted(est)[len(est) // 2] - 100) <= 15
+    assert max(est) <= max(maxima) and min(est) >= 1
+
+
+def _graph_run(tmp_path, lengths_per_step, *, reuse: dict[int, int] | None = None, batch=8):
+    """A run whose graphs take the token ids as an s64[batch, L] input: a compile at each step
+    with a new L (as pad-to-longest does), plus parameters that never vary."""
+    steps, events, seen = [], [], {}
+    for i, n in enumerate(lengths_per_step):
+        new = n not in seen
+        seen.setdefault(n, f"g{n}")
+        steps.append({"wall_s": (2.0 if new else 0.0) + 0.001 * n, "compile_count": int(new),
+                      "compile_s": 2.0 if new else 0.0})
+        if new:
+            events.append({"kind": "compile", "step": i, "seconds": 2.0, "key": f"g{n}",
+                           "payload": Compile(cause_kind="barrier", inputs=[
+                               GraphInput("f32", [256, 64]), GraphInput("s64", [batch, n]),
+                               GraphInput("f32", [64])])})
+    return build_run(tmp_path, steps=steps, events=events, info={})
+
+
+def test_advise_reads_a_plain_runs_graphs(tmp_path) -> None:
+    """No annotations: the lengths are the varying dimension of the run's graphs."""
+    rng = random.Random(7)
+    per_step = [rng.randint(20, 120) for _ in range(30)]
+    run = _graph_run(tmp_path / "r", per_step)
+    lengths = lengths_from_run(run)
+    assert lengths.source == "graph inputs" and not lengths.exact
+    assert lengths.what == "dim 1 of the s64[8,?] input" and lengths.batch == 8
+    assert lengths.top == max(per_step)
+    known = len(set(per_step))
+    assert lengths.steps_known == known and lengths.steps == 30
+    assert sorted(lengths.maxima) == sorted(set(per_step))
+    assert any("reused a graph" in n for n in lengths.notes) == (known < 30)
+    advice = advice_for_run(run, max_buckets=4)
+    assert advice.cost_model.calibrated
+    assert advice.cost_model.compile_s == pytest.approx(2.0)
+    # each known step executed 0.001 s per token of its padded length: unit_s is close
+    assert advice.cost_model.unit_s == pytest.approx(0.001 / 8 / (1 + 70 / 1024), rel=0.3)
+    assert advice.horizon == DEFAULT_HORIZON and len(advice.per_k) == 4
+    assert advice_for_run(run, horizon=10).horizon == 10
+
+
+def test_advise_refuses_an_accumulation_and_a_run_without_graphs(tmp_path) -> None:
+    grow = _graph_run(tmp_path / "grow", list(range(1, 11)), batch=1)
+    with pytest.raises(NoLengths, match="grows at every step"):
+        advice_for_run(grow)
+    plain = build_run(tmp_path / "plain", steps=[{"wall_s": 1.0}])
+    with pytest.raises(NoLengths, match="no graph inputs"):
+        advice_for_run(plain)
+    same = _graph_run(tmp_path / "same", [64] * 5)
+    with pytest.raises(NoLengths, match="no dimension"):
+        advice_for_run(same)
 
 
 def test_advice_for_run_is_calibrated_on_the_run(tmp_path) -> None:
@@ -152,11 +258,46 @@ def test_advice_for_run_is_calibrated_on_the_run(tmp_path) -> None:
     run = build_run(tmp_path / "r", steps=steps, events=events, annotations=annotations,
                     info={"batch": 8, "max_len": 256, "dim": 128, "layers": 2,
                           "vocab": 1024, "policy": "longest"})
-    advice = advice_for_run(run, max_buckets=4)
-    assert advice is not None and advice["cost_model"]["calibrated"]
-    assert advice["cost_model"]["compile_s"] == pytest.approx(2.0)
-    assert advice["horizon"] == 20 and advice["run_policy"] == "longest"
-    assert len(advice["per_k"]) == 4
-    assert advice_for_run(run, horizon=10**7)["best"]["buckets"] >= advice["best"]["buckets"]
-    plain = build_run(tmp_path / "plain", steps=[{"wall_s": 1.0}])
-    assert advice_for_run(plain) is None
+    advice = advice_for_run(run, max_buckets=4, horizon=20)
+    assert advice.cost_model.calibrated and advice.lengths.exact
+    assert advice.lengths.source == "annotations" and advice.lengths.top == 256
+    assert advice.cost_model.compile_s == pytest.approx(2.0)
+    assert advice.horizon == 20 and advice.run_policy == "longest"
+    assert len(advice.per_k) == 4
+    assert advice_for_run(run, horizon=10**7, packing=False).best_buckets.buckets >= \
+        advice_for_run(run, horizon=20, packing=False).best_buckets.buckets
+
+
+def test_measured_rows_sit_beside_their_plans(tmp_path) -> None:
+    rng = random.Random(4)
+    lengths = [rng.randint(1, 255) for _ in range(320)]
+    advice = advise(lengths, batch=8, top=256, horizon=1000)
+    rows = [MeasuredRow("max", Policy("max", (256,)), 40, 1, 0.5, 1000.0),
+            MeasuredRow("packed", Policy("packed", (256,), rows=8, row_len=256), 40, 1, 0.97,
+                        1900.0),
+            MeasuredRow("bucket:64,256", Policy("buckets", (64, 256)), 40, 2, 0.55, 900.0)]
+    out = match_measured(advice, rows, compared="DIR")
+    assert [m.policy for m in out.measured] == ["max", "packed", "bucket:64,256"]
+    by = {m.policy: m for m in out.measured}
+    assert by["max"].plan == "pad to max" and by["packed"].plan == "packed 8x256"
+    # predicted for the comparison's 40 steps, not for the advice's horizon
+    assert by["max"].predicted_tokens_per_s < advice.plan_named("pad to max").tokens_per_s
+    assert by["bucket:64,256"].predicted_graphs <= 2
+    # a packed row ran 40 packed steps: more data than 40 padded steps, compile amortised
+    assert by["packed"].predicted_tokens_per_s > by["max"].predicted_tokens_per_s * 1.5
+    assert out.to_json()["measured"][0]["tokens_per_s"] == 1000.0
+
+
+def test_advice_json_follows_its_schema(tmp_path) -> None:
+    jsonschema = pytest.importorskip("jsonschema")
+    rng = random.Random(6)
+    run = _graph_run(tmp_path / "r", [rng.randint(20, 120) for _ in range(20)])
+    advice = advice_for_run(run, max_buckets=3)
+    rows = [MeasuredRow("max", Policy("max", (120,)), 20, 1, None, 10.0)]
+    for a in (advice, match_measured(advice, rows, compared="D"),
+              advise([rng.randint(1, 255) for _ in range(200)], batch=8, top=256)):
+        jsonschema.validate(json.loads(json.dumps(a.to_json())), a.json_schema())
+    broken = advice.to_json()
+    del broken["plans"][0]["predicted_total"]
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate(broken, advice.json_schema())

@@ -3,16 +3,25 @@ input lines for compare/advise (pure or cheap: no XLA)."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
 
-from lazyscope.analyze.compare import compare_rows, ratios
+from lazyscope.analyze.compare import Comparison, compare_rows, ratios
 from lazyscope.cli import main
-from lazyscope.compare import parse_policies, policy_slug
+from lazyscope.compare import parse_policies, policy_of_run, policy_slug
 from lazyscope.errors import UsageError
 from lazyscope.model import Compile, Run
-from lazyscope.render.compare import render_advice_text, render_compare_text, write_compare_png
+from lazyscope.padding import Policy
+from lazyscope.render.compare import (
+    compare_page,
+    render_advice_text,
+    render_compare_text,
+    render_emit,
+    write_compare_html,
+    write_compare_png,
+)
 from tests.builders import build_run, frame
 
 
@@ -34,23 +43,61 @@ def test_rows_ratios_and_rendering(tmp_path: Path) -> None:
     runs = [("longest", _run(tmp_path, "longest", [4.0, 4.0, 4.0], [1, 1, 1], [60, 70, 80])),
             ("max", _run(tmp_path, "max", [2.0, 1.0, 1.0], [1, 0, 0], [100, 100, 100]))]
     rows = compare_rows(runs)
-    assert [r["compiles"] for r in rows] == [3, 1]
-    assert rows[0]["distinct_graphs"] == 3 and rows[1]["distinct_shapes"] == 1
-    assert rows[1]["tokens_per_s"] == pytest.approx(300 / 4.0)
-    assert rows[1]["padding_efficiency"] == pytest.approx(300 / 600)
-    assert rows[1]["cumulative_wall_s"] == [2.0, 3.0, 4.0]
+    assert [r.compiles for r in rows] == [3, 1]
+    assert rows[0].distinct_graphs == 3 and rows[1].distinct_shapes == 1
+    assert rows[1].tokens_per_s == pytest.approx(300 / 4.0)
+    assert rows[1].padding_efficiency == pytest.approx(300 / 600)
+    assert rows[1].cumulative_wall_s == (2.0, 3.0, 4.0)
+    assert rows[1].cumulative_tokens == (100, 200, 300)
     r = ratios(rows)
     assert r == {"max / longest": pytest.approx(3.0)}
-    result = {"scenario": "decoder", "steps": 3, "args": ["--mode", "eval"], "rows": rows,
-              "ratios": r, "failed": []}
+    result = Comparison("decoder", 3, ["--mode", "eval"], ["longest", "max"], rows, ratios=r)
+    verdict = result.verdict
+    assert verdict is not None and verdict.best.policy == "max"
+    assert verdict.margins == (("longest", pytest.approx(3.0)),)
     text = render_compare_text(result)
-    assert "max / longest" in text and "verdict: max is fastest" in text
+    assert "max / longest" in text
+    assert "verdict: max is fastest end to end: 75 real tokens/s" in text
+    assert "3.00x longest" in text
     png = write_compare_png(result, tmp_path / "compare.png")
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 10_000
+    # compare.json round-trips, and a file of the previous release (no verdict) still reads
+    data = json.loads(json.dumps(result.to_json()))
+    assert data["verdict"]["best"] == "max" and data["schema_version"] == 2
+    back = Comparison.from_json(data)
+    assert back.rows == result.rows and back.verdict.best.policy == "max"
+    old = {k: v for k, v in data.items() if k not in ("verdict", "schema_version")}
+    assert Comparison.from_json(old).verdict.best.policy == "max"
+    with pytest.raises(ValueError, match="not a lazyscope comparison"):
+        Comparison.from_json({"rows": "nope"})
+
+
+def test_compare_page_has_a_verdict_units_and_no_raw_arrays(tmp_path: Path) -> None:
+    """The page of issue 21: a header that names the workload, the verdict, a table whose
+    cells carry their units (seconds as seconds, tokens/s as a count), no per-step array."""
+    runs = [("longest", _run(tmp_path, "longest", [4.0, 4.0, 4.0], [1, 1, 1], [60, 70, 80])),
+            ("max", _run(tmp_path, "max", [2.0, 1.0, 1.0], [1, 0, 0], [100, 100, 100]))]
+    rows = compare_rows(runs)
+    result = Comparison("decoder", 3, ["--mode", "eval"], ["longest", "max"], rows,
+                        ratios=ratios(rows))
+    html = compare_page(result, {"pic": b"\x89PNG"}, where="runs/cmp<1>")
+    assert "<h1>lazyscope compare: decoder</h1>" in html
+    assert "?" not in html.split("<h1>")[1].split("</div>")[0]  # no "backend ? on ?"
+    assert 'class="verdict ok"' in html and "max is fastest end to end" in html
+    assert "3.00x longest" in html
+    assert "<th>real tokens/s</th>" in html and "<td class=\"n\">75</td>" in html
+    assert "4.00 s" in html  # wall seconds with their unit
+    assert "75 s" not in html and "cumulative" not in html.split("<h2>Ratios")[0]
+    assert "runs/cmp&lt;1&gt;" in html and "data:image/png;base64," in html
+    (tmp_path / "c").mkdir()
+    (tmp_path / "c" / "compare.json").write_text(json.dumps(result.to_json()))
+    path = write_compare_html(tmp_path / "c")
+    assert path.read_text().startswith("<!DOCTYPE html>") and "max is fastest" in path.read_text()
 
 
 def test_parse_policies() -> None:
-    assert parse_policies("max,bucket:64,128,packed") == ["max", "bucket:64,128", "packed"]
+    assert parse_policies("max,bucket:64,128,packed,auto") == ["max", "bucket:64,128",
+                                                                "packed", "auto"]
     assert parse_policies("bucket:auto,longest") == ["bucket:auto", "longest"]
     with pytest.raises(UsageError, match="repeated"):
         parse_policies("max,max")
@@ -59,14 +106,35 @@ def test_parse_policies() -> None:
     assert policy_slug("bucket:64,128") == "bucket-64-128"
 
 
-def test_advice_text_marks_best_and_alternatives() -> None:
+def test_advice_text_ranks_and_emits_code() -> None:
     from lazyscope.analyze.buckets import advise
 
-    advice = advise([200, 10, 255, 30] * 20, batch=4, top=256, max_buckets=3, grouped=True,
-                    horizon=10000)
+    rng = __import__("random").Random(0)
+    advice = advise([rng.randint(1, 255) for _ in range(400)], batch=4, top=256,
+                    max_buckets=3, horizon=10000)
     text = render_advice_text(advice)
-    assert "<- best" in text and "pad to max" in text and "pow2" in text
-    assert text.strip().splitlines()[-1].startswith("advice: ")
+    assert "horizon: 10,000 steps of 4 sequences" in text
+    assert "recommended: packed 4x256" in text and "needs a model change" in text
+    assert "without changing the model:" in text and "pad to max" in text
+    assert "uncalibrated" in text and "x max" in text
+    code = render_emit(advice)
+    assert "PackedBatchSampler(lengths, rows=4, row_len=256" in code
+    assert "collate_fn=PackRows(4, 256, return_document_ids=True)" in code
+    compile(code, "emit", "exec")  # it is Python
+    plain = render_emit(advice, advice.best_without_model_change)
+    assert "PadToBuckets([" in plain and "rows=4" in plain
+    compile(plain, "emit", "exec")
+
+
+def test_policy_of_a_scenario_run() -> None:
+    assert policy_of_run({"packed_rows": [8, 256]}) == Policy("packed", (256,), rows=8,
+                                                              row_len=256)
+    assert policy_of_run({"policy": "packed", "max_len": 32, "batch": 4}).rows == 4
+    assert policy_of_run({"policy": "longest", "buckets": []}) == Policy("longest")
+    assert policy_of_run({"buckets": [256], "max_len": 256}).kind == "max"
+    assert policy_of_run({"buckets": [64, 256], "max_len": 256, "batching": "grouped"}) == \
+        Policy("buckets", (64, 256), grouped=True)
+    assert policy_of_run({}) is None
 
 
 @pytest.mark.parametrize(
@@ -78,7 +146,7 @@ def test_advice_text_marks_best_and_alternatives() -> None:
          "malformed bucket list"),
         (["compare", "nope", "--policies", "max"], "unknown scenario 'nope'"),
         (["advise", "--lengths", "/no/such/file"], "cannot read lengths file"),
-        (["advise", "--lengths", "LENGTHS", "--max-buckets", "0"], "at least 1"),
+        (["advise", "--lengths", "LENGTHS", "--max-buckets", "0"], "0 is not in the range"),
         (["advise"], "either RUN_DIR or --lengths"),
         (["advise", "GARBAGE"], "not an integer"),
     ],
@@ -98,18 +166,61 @@ def test_bad_input_is_one_line_exit_2(argv, needle, tmp_path: Path, capsys) -> N
                                               for p in Path("runs").iterdir()))
 
 
-def test_advise_on_a_run_without_annotations_is_a_usage_error(data_run, capsys) -> None:
+def test_advise_on_a_run_with_nothing_varying_is_a_usage_error(data_run, capsys) -> None:
+    """A run whose graphs never change shape, and one whose only varying input grows every
+    step (torch.cat accumulation): one line each, exit 2, saying why."""
     assert main(["advise", str(data_run("static20"))]) == 2
-    assert "no per-step seq_len" in capsys.readouterr().err
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1
+    assert "nothing to advise on: no dimension of the run's graph inputs varies" in err
+    assert main(["advise", str(data_run("dynamic20"))]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "grows at every step" in err and "padding does not fix" in err
 
 
 def test_advise_lengths_file_json(tmp_path: Path, capsys) -> None:
-    import json
-
     f = tmp_path / "l.txt"
     f.write_text("\n".join(str(v) for v in [10, 250, 30, 200, 60, 255, 5, 100] * 10))
     assert main(["advise", "--lengths", str(f), "--batch", "4", "--max-len", "256",
                  "--max-buckets", "3", "--format", "json"]) == 0
     data = json.loads(capsys.readouterr().out)
-    assert len(data["per_k"]) == 3 and data["top"] == 256
+    assert len(data["per_k"]) == 3 and data["lengths"]["top"] == 256
     assert data["per_k"][0]["boundaries"] == [256]
+    assert data["horizon"] == 100_000 and data["recommended"]["kind"] == "packed"
+    assert main(["advise", "--lengths", str(f), "--batch", "4", "--max-len", "256",
+                 "--no-model-changes", "--emit"]) == 0
+    code = capsys.readouterr().out
+    assert code.startswith("# lazyscope advise: ") and "PadToBuckets(" in code
+
+
+def test_rows_that_ran_the_same_policy_measure_the_noise(tmp_path: Path) -> None:
+    a = compare_rows([("packed", _run(tmp_path, "a", [2.0, 1.0], [1, 0], [64, 64]))])[0]
+    b = compare_rows([("auto", _run(tmp_path, "b", [2.5, 1.0], [1, 0], [64, 64]))])[0]
+    c = compare_rows([("max", _run(tmp_path, "c", [2.0, 1.0], [1, 0], [80, 80]))])[0]
+    from dataclasses import replace
+
+    a, b = replace(a, ran="packed:8x64"), replace(b, ran="packed:8x64", resolved="packed:8x64")
+    c = replace(c, ran="max")
+    result = Comparison("decoder", 2, [], ["packed", "auto", "max"], [a, b, c])
+    assert [[r.policy for r in g] for g in result.same_runs()] == [["packed", "auto"]]
+    text = render_compare_text(result)
+    assert "note: packed and auto ran the same policy (packed:8x64): 67 vs 57 real tokens/s " \
+           "is measurement noise (17%)" in text
+    assert "ran the same policy" in compare_page(result)
+
+
+def test_repeats_keep_the_median_run(tmp_path: Path) -> None:
+    from lazyscope.compare import _median_row
+
+    rows = [compare_rows([("max", _run(tmp_path, f"m{i}", [w, 1.0], [1, 0], [64, 64]))])[0]
+            for i, w in enumerate((2.0, 6.0, 3.0))]
+    median = _median_row([(r.path, r) for r in rows] + [("lost", None)])
+    assert median.path == rows[2].path  # 200/4 = 50 tokens/s: the middle of 66.7, 28.6, 50
+    assert median.repeats == tuple(round(r.tokens_per_s, 1) for r in rows)
+    assert _median_row([("lost", None)]) is None
+    result = Comparison("decoder", 2, [], ["max"], [median], repeat=3)
+    back = Comparison.from_json(json.loads(json.dumps(result.to_json())))
+    assert back.repeat == 3 and back.rows[0].repeats == median.repeats
+    text = render_compare_text(result)
+    assert "x 3 rounds" in text and "67, 29, 50" in text
+    assert "real tokens/s of each round" in compare_page(result)

@@ -9,6 +9,7 @@ from dataclasses import replace
 
 import pytest
 
+from lazyscope.analyze.buckets import advise
 from lazyscope.analyze.findings import Finding, RecompileFacts, SyncFacts, VaryingInput
 from lazyscope.analyze.report import CompilationRow, build_report
 from lazyscope.backends.base import Recorder
@@ -47,7 +48,7 @@ def test_a_run_with_nothing_to_say_has_only_the_verdict(tmp_path) -> None:
     page = render_html(_report(tmp_path))
     assert "no recompilation in steady state" in page
     assert _sections(page) == ["per-step"]
-    for absent in ("Findings", "Bucket advice", "Compilations", "Ranks"):
+    for absent in ("Findings", "Padding advice", "Compilations", "Ranks"):
         assert absent not in page
 
 
@@ -66,12 +67,9 @@ def test_every_section_when_present(tmp_path) -> None:
     rows = [CompilationRow(step=i, seconds=1.5, graph=f"g{i}", phase="graph", cause="sync",
                            owner="user", site="a.py:40 (loop)", executions=1)
             for i in range(25)]
+    advice = advise([17, 33, 64, 90, 120, 5, 9] * 12, batch=4, top=128, horizon=40)
     report = _report(tmp_path, findings=[recompile, sync], compilations=rows,
-                     compilations_total=25, advice={
-                         "best": {"name": "2 buckets", "boundaries": [64, 128],
-                                  "predicted_total": 2.0, "padding_efficiency": 0.8},
-                         "horizon": 40, "per_k": [{"name": "1 bucket", "boundaries": [128],
-                                                   "graphs": 1}]})
+                     compilations_total=25, advice=advice)
     page = render_html(report, {"timeline": PNG + b"x"})
     assert _sections(page) == ["findings", "plots", "compilations", "advice", "per-step"]
     assert page.index("recompile") < page.index("loss.item()")
@@ -80,6 +78,7 @@ def test_every_section_when_present(tmp_path) -> None:
     assert "x dim 1: {17, 33}" in page and "do this" in page
     assert "{&quot;" not in page and '{"file"' not in page  # no JSON in a cell
     assert "5 more rows</summary>" in page  # 25 compilations: 20 shown, 5 folded
+    assert f"<b>{advice.recommended.name}</b>" in page and "predicted real tokens/s" in page
     data = base64.b64encode(PNG + b"x").decode()
     assert f'src="data:image/png;base64,{data}"' in page
 
@@ -246,5 +245,8 @@ def test_compare_directory_page(tmp_path, capsys) -> None:
     assert main(["report", str(tmp_path), "--format", "html"]) == 0
     assert capsys.readouterr().out.strip() == str(tmp_path / "report.html")
     page = (tmp_path / "report.html").read_text()
-    assert "packed_vs_max" in page and "0.95" in page and "lazyscope report: compare decoder" in page
+    assert "packed_vs_max" in page and "0.95" in page and "lazyscope compare: decoder" in page
     assert page.count("data:image/png;base64,") == 1 and png.exists()
+    (tmp_path / "compare.json").write_text("[1, 2]")
+    assert main(["report", str(tmp_path), "--format", "html"]) == 3
+    assert "not a lazyscope comparison" in capsys.readouterr().err

@@ -13,7 +13,9 @@ its own layer or of earlier ones::
 * ``collect``: the backends' collectors and runtimes, and the runner; ``analyze``: pure
   functions of a run. Neither imports the other;
 * ``render``: reports as text, JSON, HTML, plots;
-* ``app``: the public API (``lazyscope/__init__``), the CLI, ``compare``.
+* ``app``: the public API (``lazyscope/__init__``), the CLI, ``compare``, and ``data`` (the
+  collators and samplers users paste: it imports torch, and ``import lazyscope`` does not
+  import it).
 
 Every ``import`` counts, including those inside functions (a cycle hidden in a function is
 still a cycle), and so does the package ``__init__`` that importing a submodule runs, except the
@@ -43,6 +45,7 @@ LAYERS: dict[str, str] = {
     "lazyscope.__main__": "app",
     "lazyscope.cli": "app",
     "lazyscope.compare": "app",
+    "lazyscope.data": "app",
     "lazyscope.integrations": "app",
     "lazyscope.errors": "base",
     "lazyscope.units": "base",

@@ -98,11 +98,15 @@ def test_bucket_advice_in_every_report_of_a_recompiling_decoder_run(copy) -> Non
     run_dir = copy("v1/decoder_longest6")
     report = build_report(load_run(run_dir))
     advice = report.advice
-    assert advice is not None and advice["seq_len_values"] == 5
-    assert advice["best"]["boundaries"][-1] == advice["top"]
-    assert "bucket advice: the padded sequence length took 5 values" in RENDERERS["text"](report)
+    assert advice is not None and advice.seq_len_values == 5
+    assert advice.best_buckets.boundaries[-1] == advice.lengths.top
+    assert "padding advice: the padded sequence length took 5 values" in \
+        RENDERERS["text"](report)
     page = RENDERERS["html"](report)
-    assert "Bucket advice" in page
+    assert "Padding advice" in page and advice.recommended.name in page
+    data = json.loads(RENDERERS["json"](report))["advice"]
+    assert data["recommended"]["name"] == advice.recommended.name
+    assert data["seq_len_values"] == 5
     assert "advice" not in json.loads(RENDERERS["json"](build_report(load_run(copy(
         "xla/static20")))))
 

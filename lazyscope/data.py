@@ -1,0 +1,403 @@
+"""Collate functions and batch samplers that give XLA static shapes: the code ``lazyscope
+advise --emit`` hands over, and what the built-in scenarios' padding policies run.
+
+XLA compiles one graph per input shape, so a batch padded to its own longest sequence
+(``DataCollatorWithPadding``'s default, ``pad_sequence``) recompiles for almost every batch, and
+``DataCollatorWithFlattening``'s single ``[1, total_tokens]`` row does too. These keep a few
+fixed shapes and little padding:
+
+* :class:`PadToBuckets` pads each batch to the smallest of a few fixed lengths that fits (one
+  length: pad to max); ``input_ids``, ``attention_mask`` (1 real, 0 padding) and ``labels``
+  (-100 on padding), ``(rows, bucket)``.
+* :class:`PackRows` packs a batch's sequences into ``rows`` rows of ``row_len`` tokens
+  (best-fit decreasing, :func:`lazyscope.padding.pack_rows`): ``input_ids``, ``labels``
+  (-100 on each document's first token, as ``DataCollatorWithFlattening`` separates them, and on
+  padding), ``position_ids`` restarting at 0 in each document (and in the padding at a row's
+  end), optionally ``document_ids`` (-1 on padding) and the document-causal ``attention_mask``
+  for SDPA. One shape, ``(rows, row_len)``. The model must keep the documents of a row apart:
+  :func:`document_causal_mask` (SDPA), :func:`flex_block_mask` (FlexAttention), or a Hugging
+  Face model that finds the documents in ``position_ids`` (transformers' ``masking_utils``).
+* :class:`PackedBatchSampler` chooses which dataset items go into each packed step (it needs
+  the items' lengths up front); :class:`PackRows` then places them exactly as it planned.
+* :class:`LengthGroupedBatchSampler` forms batches of similar lengths (sorted pools, batch order
+  shuffled), so that bucketed batches carry little padding. :func:`lengths_of` reads a
+  dataset's lengths for the samplers.
+
+Every collator takes a list of features, each a dict with ``input_ids`` (a list or a 1-D
+tensor; ``labels`` optional) or the ids themselves, and returns a dict of ``torch.long`` tensors:
+it is a ``collate_fn`` for a plain ``torch.utils.data.DataLoader`` and a ``data_collator`` for a
+Hugging Face ``Trainer``. :func:`collate_for` / :func:`sampler_for` build them for a
+:class:`lazyscope.padding.Policy` (the advisor's). This module imports torch; ``import
+lazyscope`` does not import it.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any
+
+import torch
+
+from lazyscope.padding import (
+    GROUP_POOL,
+    LOOKAHEAD_STEPS,
+    Packer,
+    Policy,
+    bucket_of,
+    group_batches,
+    pack_rows,
+)
+
+IGNORE_INDEX = -100  # cross-entropy's (and transformers') ignored label
+
+__all__ = ["IGNORE_INDEX", "LengthGroupedBatchSampler", "PackRows", "PackedBatchSampler",
+           "PadToBuckets", "collate_for", "document_causal_mask", "flex_block_mask",
+           "layout_rows", "lengths_of", "sampler_for"]
+
+
+def lengths_of(dataset: Any, key: str = "input_ids") -> list[int]:
+    """Each item's length, in dataset order (what the samplers need up front): ``len`` of the
+    item's ``key`` entry when it is a dict, else of the item itself. A Hugging Face
+    ``datasets.Dataset`` is read column-wise (``dataset[key]``), without decoding rows."""
+    column = getattr(dataset, "column_names", None)
+    if column is not None and key in column:
+        return [len(x) for x in dataset[key]]
+    return [len(item[key]) if isinstance(item, Mapping) else len(item) for item in dataset]
+
+
+def _feature(feature: Any) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """(input ids, labels or None) of one feature, as 1-D long tensors."""
+    labels = None
+    if isinstance(feature, Mapping):
+        if "input_ids" not in feature:
+            raise ValueError("a feature dict needs an 'input_ids' entry")
+        ids = feature["input_ids"]
+        labels = feature.get("labels")
+    else:
+        ids = feature
+    ids_t = torch.as_tensor(ids, dtype=torch.long).reshape(-1)
+    labels_t = None if labels is None else torch.as_tensor(labels, dtype=torch.long).reshape(-1)
+    if labels_t is not None and labels_t.shape != ids_t.shape:
+        raise ValueError(f"labels of length {labels_t.numel()} for input_ids of length "
+                         f"{ids_t.numel()}")
+    return ids_t, labels_t
+
+
+class PadToBuckets:
+    """Pad each batch to the smallest bucket that holds its longest sequence.
+
+    ``buckets``: the fixed lengths (sorted; ``[max_len]`` pads to max; None pads to the batch's
+    longest, as ``DataCollatorWithPadding`` does: a new shape per new length). ``rows``: pad
+    the batch dimension to this many rows too (a short last batch keeps the shape; extra rows are
+    all padding). A sequence longer than the last bucket raises ValueError unless
+    ``truncate``. Returns ``input_ids``, ``attention_mask``, ``labels``; with
+    ``return_document_ids``, also ``document_ids`` (0 on real tokens, -1 on padding) and
+    ``position_ids`` (0.. on each row)."""
+
+    def __init__(self, buckets: Sequence[int] | None = None, *, rows: int | None = None,
+                 pad_id: int = 0, label_pad_id: int = IGNORE_INDEX, truncate: bool = False,
+                 return_document_ids: bool = False):
+        if buckets is not None:
+            buckets = sorted({int(b) for b in buckets})
+            if not buckets or buckets[0] < 1:
+                raise ValueError(f"buckets must be positive lengths, got {buckets}")
+        if rows is not None and rows < 1:
+            raise ValueError(f"rows must be at least 1, got {rows}")
+        self.buckets = buckets
+        self.rows = rows
+        self.pad_id = pad_id
+        self.label_pad_id = label_pad_id
+        self.truncate = truncate
+        self.return_document_ids = return_document_ids
+
+    def __repr__(self) -> str:
+        return f"PadToBuckets({self.buckets}, rows={self.rows})"
+
+    def length_for(self, longest: int) -> int:
+        """The padded length of a batch whose longest sequence is ``longest``."""
+        if self.buckets is None:
+            return longest
+        if longest > self.buckets[-1] and not self.truncate:
+            raise ValueError(f"a sequence of length {longest} is longer than the largest bucket "
+                             f"{self.buckets[-1]} (pass truncate=True to cut it)")
+        return bucket_of(longest, self.buckets)
+
+    def __call__(self, features: Sequence[Any]) -> dict[str, torch.Tensor]:
+        items = [_feature(f) for f in features]
+        if not items:
+            raise ValueError("an empty batch")
+        n = self.rows or len(items)
+        if len(items) > n:
+            raise ValueError(f"a batch of {len(items)} sequences does not fit {n} rows")
+        length = self.length_for(max(1, *(ids.numel() for ids, _ in items)))
+        items = [(ids[:length], None if lab is None else lab[:length]) for ids, lab in items]
+        out = _lay_out([[item] for item in items], length, n, self.pad_id, self.label_pad_id,
+                       packed=False)
+        keys = ["input_ids", "attention_mask", "labels"]
+        if self.return_document_ids:
+            keys += ["document_ids", "position_ids"]
+        return {k: out[k] for k in keys}
+
+
+def layout_rows(rows: Sequence[Sequence[Any]], row_len: int, *, n_rows: int | None = None,
+                pad_id: int = 0, label_pad_id: int = IGNORE_INDEX,
+                packed: bool = True) -> dict[str, torch.Tensor]:
+    """Documents laid out as given: ``rows[r]`` lists the features of row r, back to back from
+    position 0, then padding up to ``row_len`` (``n_rows``: pad the batch with empty rows).
+    Returns ``input_ids``, ``labels``, ``position_ids``, ``document_ids`` (-1 on padding) and
+    ``attention_mask`` (1 on real tokens), ``(rows, row_len)``.
+
+    ``packed`` (several documents a row, :class:`PackRows`): labels -100 on each document's
+    first token, positions restart at each document and in the padding. Padded rows (one
+    document each, :class:`PadToBuckets`): labels are the ids, positions count along the row.
+    The collators call this; use it to lay out rows you chose yourself."""
+    items = [[_feature(f) for f in row] for row in rows]
+    return _lay_out(items, row_len, n_rows or len(items), pad_id, label_pad_id, packed=packed)
+
+
+def _lay_out(rows: list[list[tuple[torch.Tensor, torch.Tensor | None]]], row_len: int,
+             n_rows: int, pad_id: int, label_pad_id: int, *, packed: bool,
+             max_position: int | None = None) -> dict[str, torch.Tensor]:
+    if len(rows) > n_rows:
+        raise ValueError(f"{len(rows)} rows do not fit a batch of {n_rows}")
+    shape = (n_rows, row_len)
+    input_ids = torch.full(shape, pad_id, dtype=torch.long)
+    labels = torch.full(shape, label_pad_id, dtype=torch.long)
+    document_ids = torch.full(shape, -1, dtype=torch.long)
+    position_ids = (torch.zeros(shape, dtype=torch.long) if packed
+                    else torch.arange(row_len).expand(n_rows, row_len).clone())
+    for r, row in enumerate(rows):
+        at = 0
+        for d, (ids, lab) in enumerate(row):
+            n = ids.numel()
+            if at + n > row_len:
+                raise ValueError(f"row {r}: documents of {[i.numel() for i, _ in row]} tokens "
+                                 f"do not fit {row_len}")
+            input_ids[r, at:at + n] = ids
+            labels[r, at:at + n] = lab if lab is not None else ids
+            document_ids[r, at:at + n] = d
+            if packed:
+                if n:
+                    labels[r, at] = label_pad_id
+                position_ids[r, at:at + n] = torch.arange(n)
+            at += n
+        if packed:
+            tail = torch.arange(row_len - at)
+            position_ids[r, at:] = tail % max_position if max_position else tail
+    return {"input_ids": input_ids, "labels": labels, "position_ids": position_ids,
+            "document_ids": document_ids, "attention_mask": (document_ids >= 0).long()}
+
+
+class PackRows:
+    """Pack a batch's sequences into ``rows`` rows of ``row_len`` tokens, best fit decreasing
+    (:func:`lazyscope.padding.pack_rows`; the items :class:`PackedBatchSampler` chose always fit,
+    placed as it planned). Returns ``input_ids``, ``labels`` (-100 on each document's first token
+    and on padding: no document predicts from another), ``position_ids`` (0, 1, ... in each
+    document and in the padding at a row's end, so a model that reads documents from
+    ``position_ids`` sees the padding as a document of its own); with ``return_document_ids``
+    also ``document_ids`` (index of the document in its row, -1 on padding); with
+    ``return_attention_mask`` the ``(rows, 1, row_len, row_len)`` boolean document-causal mask
+    for SDPA (:func:`document_causal_mask`). ``max_position``: the model's number of positions
+    when rows are longer than it (the padding's positions then wrap to 0 there). Sequences that
+    do not fit raise ValueError."""
+
+    def __init__(self, rows: int, row_len: int, *, pad_id: int = 0,
+                 label_pad_id: int = IGNORE_INDEX, return_document_ids: bool = False,
+                 return_attention_mask: bool = False, max_position: int | None = None):
+        if rows < 1 or row_len < 1:
+            raise ValueError(f"rows and row_len must be at least 1, got {rows}x{row_len}")
+        self.max_position = max_position
+        self.rows = rows
+        self.row_len = row_len
+        self.pad_id = pad_id
+        self.label_pad_id = label_pad_id
+        self.return_document_ids = return_document_ids
+        self.return_attention_mask = return_attention_mask
+
+    def __repr__(self) -> str:
+        return f"PackRows(rows={self.rows}, row_len={self.row_len})"
+
+    def __call__(self, features: Sequence[Any]) -> dict[str, torch.Tensor]:
+        items = [_feature(f) for f in features]
+        lengths = [ids.numel() for ids, _ in items]
+        if any(n < 1 for n in lengths):
+            raise ValueError("an empty sequence cannot be packed")
+        placed, left = pack_rows(lengths, self.rows, self.row_len)
+        if left:
+            raise ValueError(
+                f"{len(left)} of {len(items)} sequences do not fit {self.rows} rows of "
+                f"{self.row_len} tokens: choose the batches with PackedBatchSampler(lengths, "
+                f"rows={self.rows}, row_len={self.row_len})")
+        out = _lay_out([[items[i] for i in row] for row in placed], self.row_len, self.rows,
+                       self.pad_id, self.label_pad_id, packed=True,
+                       max_position=self.max_position)
+        keys = ["input_ids", "labels", "position_ids"]
+        if self.return_document_ids:
+            keys.append("document_ids")
+        result = {k: out[k] for k in keys}
+        if self.return_attention_mask:
+            result["attention_mask"] = document_causal_mask(out["document_ids"])
+        return result
+
+
+def document_causal_mask(document_ids: torch.Tensor) -> torch.Tensor:
+    """``(B, 1, L, L)`` bool for SDPA's ``attn_mask``: query i may attend to key j iff both are
+    in the same document and ``j <= i``. Padding (id -1) attends only to earlier padding, so no
+    row is empty and no real token sees padding. Works on any device (build it there)."""
+    n = document_ids.shape[1]
+    same = document_ids[:, :, None] == document_ids[:, None, :]
+    tril = torch.ones((n, n), dtype=torch.bool, device=document_ids.device).tril()
+    return (same & tril[None])[:, None]
+
+
+def flex_block_mask(document_ids: torch.Tensor) -> Any:
+    """A FlexAttention ``BlockMask`` with the same rule as :func:`document_causal_mask`, for
+    ``torch.nn.attention.flex_attention.flex_attention(q, k, v, block_mask=...)``."""
+    from torch.nn.attention.flex_attention import create_block_mask
+
+    docs = document_ids
+
+    def mask_mod(b: Any, h: Any, q: Any, kv: Any) -> Any:
+        return (docs[b, q] == docs[b, kv]) & (kv <= q)
+
+    rows, n = docs.shape
+    return create_block_mask(mask_mod, rows, None, n, n, device=str(docs.device))
+
+
+class _Epochs:
+    """Shuffling shared by the samplers: a seeded order per epoch (``set_epoch``, as
+    ``DistributedSampler``)."""
+
+    def __init__(self, lengths: Sequence[int], shuffle: bool, seed: int):
+        self.lengths = [int(n) for n in lengths]
+        if any(n < 1 for n in self.lengths):
+            raise ValueError("every item needs a length of at least 1")
+        self.shuffle = shuffle
+        self.seed = seed
+        self.epoch = 0
+
+    def set_epoch(self, epoch: int) -> None:
+        self.epoch = epoch
+
+    def order(self) -> list[int]:
+        order = list(range(len(self.lengths)))
+        if self.shuffle:
+            random.Random(self.seed * 1_000_003 + self.epoch).shuffle(order)
+        return order
+
+
+class PackedBatchSampler(_Epochs):
+    """Batches of dataset indices whose sequences pack into ``rows`` rows of ``row_len`` tokens
+    (a ``batch_sampler`` for ``DataLoader``, with ``collate_fn=PackRows(rows, row_len)``).
+
+    ``lengths``: each item's length, in dataset order. Items are taken in a (seeded, per epoch)
+    shuffled order through :class:`lazyscope.padding.Packer` (a look-ahead of ``lookahead``
+    steps' worth of tokens, best fit decreasing: the longest pending sequences go first, so
+    none waits long); each batch lists its items in the order :class:`PackRows` places them.
+    Every item appears exactly once per epoch; ``drop_last`` drops the last, least full batch.
+    """
+
+    def __init__(self, lengths: Sequence[int], rows: int, row_len: int, *, shuffle: bool = True,
+                 seed: int = 0, drop_last: bool = False, lookahead: float = LOOKAHEAD_STEPS):
+        super().__init__(lengths, shuffle, seed)
+        too_long = [n for n in self.lengths if n > row_len]
+        if too_long:
+            raise ValueError(f"{len(too_long)} items are longer than a row of {row_len} tokens "
+                             f"(the longest: {max(too_long)})")
+        self.rows = rows
+        self.row_len = row_len
+        self.drop_last = drop_last
+        self.lookahead = lookahead
+        self._plans: dict[tuple[int, int], list[list[int]]] = {}
+
+    def _plan(self) -> list[list[int]]:
+        key = (self.seed, self.epoch)
+        if key not in self._plans:
+            order = self.order()
+            packer = Packer((self.lengths[i] for i in order), self.rows, self.row_len,
+                            self.lookahead)
+            batches = []
+            while True:
+                try:
+                    rows = packer.next_rows()
+                except StopIteration:
+                    break
+                chosen = sorted((sid for row in rows for sid, _ in row),
+                                key=lambda s: (-self.lengths[order[s]], s))
+                batches.append([order[s] for s in chosen])
+            if self.drop_last and batches:
+                batches.pop()
+            self._plans = {key: batches}
+        return self._plans[key]
+
+    def __iter__(self) -> Iterator[list[int]]:
+        yield from self._plan()
+
+    def __len__(self) -> int:
+        return len(self._plan())
+
+    def efficiency(self) -> float:
+        """Real / computed tokens of this epoch's batches."""
+        plan = self._plan()
+        real = sum(self.lengths[i] for b in plan for i in b)
+        return real / (len(plan) * self.rows * self.row_len) if plan else 1.0
+
+
+class LengthGroupedBatchSampler(_Epochs):
+    """Batches of ``batch_size`` items of similar lengths (a ``batch_sampler`` for
+    ``DataLoader``): the (seeded, per epoch) shuffled items are cut into pools of ``pool``
+    batches, each pool sorted by length and cut into batches, and the batches shuffled
+    (:func:`lazyscope.padding.group_batches`; Hugging Face's ``group_by_length`` does the same
+    with pools of 50). With :class:`PadToBuckets`, most batches fill their bucket. A trailing
+    partial batch comes last unless ``drop_last``."""
+
+    def __init__(self, lengths: Sequence[int], batch_size: int, *, shuffle: bool = True,
+                 seed: int = 0, pool: int = GROUP_POOL, drop_last: bool = False):
+        super().__init__(lengths, shuffle, seed)
+        if batch_size < 1:
+            raise ValueError(f"batch_size must be at least 1, got {batch_size}")
+        self.batch_size = batch_size
+        self.pool = pool
+        self.drop_last = drop_last
+
+    def _plan(self) -> list[list[int]]:
+        order = self.order()
+        rng = random.Random(self.seed * 7919 + self.epoch)
+        batches = group_batches([self.lengths[i] for i in order], self.batch_size, rng,
+                                self.pool)
+        out = [[order[i] for i in b] for b in batches]
+        if self.drop_last:
+            out = [b for b in out if len(b) == self.batch_size]
+        return out
+
+    def __iter__(self) -> Iterator[list[int]]:
+        yield from self._plan()
+
+    def __len__(self) -> int:
+        full, rest = divmod(len(self.lengths), self.batch_size)
+        return full + (1 if rest and not self.drop_last else 0)
+
+
+def collate_for(policy: Policy, *, rows: int | None = None, **kwargs: Any) -> Any:
+    """The collator that runs ``policy`` (:class:`PackRows` for packed rows, else
+    :class:`PadToBuckets`); ``kwargs`` go to it (``pad_id``, ``return_document_ids`` ...)."""
+    if policy.packed:
+        return PackRows(int(policy.rows or rows or 1), int(policy.row_len or 1), **kwargs)
+    if policy.kind == "longest":
+        return PadToBuckets(None, rows=rows, **kwargs)
+    return PadToBuckets(list(policy.boundaries), rows=rows, **kwargs)
+
+
+def sampler_for(policy: Policy, lengths: Sequence[int], batch_size: int, *,
+                shuffle: bool = True, seed: int = 0) -> Any:
+    """The ``batch_sampler`` ``policy`` needs: :class:`PackedBatchSampler` for packed rows,
+    :class:`LengthGroupedBatchSampler` for length-grouped batches, None for random batches
+    (``DataLoader(batch_size=..., shuffle=True)``)."""
+    if policy.packed:
+        return PackedBatchSampler(lengths, int(policy.rows or batch_size),
+                                  int(policy.row_len or max(lengths)), shuffle=shuffle,
+                                  seed=seed)
+    if policy.grouped:
+        return LengthGroupedBatchSampler(lengths, batch_size, shuffle=shuffle, seed=seed)
+    return None

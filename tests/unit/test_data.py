@@ -1,0 +1,291 @@
+"""lazyscope.data's collators and samplers against brute force (hypothesis), in a real
+DataLoader (worker processes included), and beside Hugging Face's own collators.
+
+CPU only, no torch_xla: a few seconds."""
+
+from __future__ import annotations
+
+import os
+import random
+import subprocess
+import sys
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+torch = pytest.importorskip("torch")
+
+from lazyscope.data import (  # noqa: E402
+    IGNORE_INDEX,
+    LengthGroupedBatchSampler,
+    PackedBatchSampler,
+    PackRows,
+    PadToBuckets,
+    collate_for,
+    document_causal_mask,
+    layout_rows,
+    lengths_of,
+    sampler_for,
+)
+from lazyscope.padding import Packer, Policy, pack_rows  # noqa: E402
+from tests.conftest import REPO  # noqa: E402
+
+lengths_st = st.lists(st.integers(1, 24), min_size=1, max_size=12)
+
+
+def _docs(lengths: list[int], seed: int = 0) -> list[torch.Tensor]:
+    g = torch.Generator().manual_seed(seed)
+    return [torch.randint(1, 50, (n,), generator=g) for n in lengths]
+
+
+def brute_bfd(lengths: list[int], rows: int, row_len: int) -> tuple[list[list[int]], list[int]]:
+    """Best fit decreasing written the slow, obvious way."""
+    free = [row_len] * rows
+    placed: list[list[int]] = [[] for _ in range(rows)]
+    left = []
+    for i in sorted(range(len(lengths)), key=lambda i: (-lengths[i], i)):
+        fits = [(free[r], r) for r in range(rows) if free[r] >= lengths[i]]
+        if not fits:
+            left.append(i)
+            continue
+        _, r = min(fits)
+        placed[r].append(i)
+        free[r] -= lengths[i]
+    return placed, sorted(left)
+
+
+@settings(max_examples=150, deadline=None)
+@given(lengths=lengths_st, rows=st.integers(1, 4), row_len=st.integers(1, 40))
+def test_pack_rows_is_best_fit_decreasing(lengths, rows, row_len) -> None:
+    placed, left = pack_rows(lengths, rows, row_len)
+    assert (placed, left) == brute_bfd(lengths, rows, row_len)
+    items = sorted([i for row in placed for i in row] + left)
+    assert items == list(range(len(lengths)))
+    assert all(sum(lengths[i] for i in row) <= row_len for row in placed)
+    # an item is left only when no row could take it: the rows' free space at the end is
+    # smaller than every left item
+    free = [row_len - sum(lengths[i] for i in row) for row in placed]
+    assert all(lengths[i] > max(free) for i in left)
+    # the rule the sampler and the collate share: packing only the placed items places them
+    # the same way
+    kept = sorted(i for row in placed for i in row)
+    again, none = pack_rows([lengths[i] for i in kept], rows, row_len)
+    assert none == [] and [[kept[j] for j in row] for row in again] == placed
+
+
+@settings(max_examples=120, deadline=None)
+@given(lengths=lengths_st, buckets=st.lists(st.integers(1, 30), min_size=1, max_size=4),
+       extra_rows=st.integers(0, 2), labelled=st.booleans())
+def test_pad_to_buckets_equals_brute_force(lengths, buckets, extra_rows, labelled) -> None:
+    docs = _docs(lengths)
+    feats = [{"input_ids": d, "labels": d + 100} if labelled else {"input_ids": d.tolist()}
+             for d in docs]
+    rows = len(docs) + extra_rows
+    collate = PadToBuckets(buckets, rows=rows, pad_id=0, truncate=True)
+    out = collate(feats)
+    longest = max(lengths)
+    fits = [b for b in sorted(set(buckets)) if b >= longest]
+    expect_len = fits[0] if fits else max(buckets)
+    assert out["input_ids"].shape == (rows, expect_len)
+    assert set(out) == {"input_ids", "attention_mask", "labels"}
+    for r in range(rows):
+        for t in range(expect_len):
+            real = r < len(docs) and t < lengths[r]
+            ids = int(docs[r][t]) if real else 0
+            assert int(out["input_ids"][r, t]) == ids
+            assert int(out["attention_mask"][r, t]) == int(real)
+            label = (ids + 100 if labelled else ids) if real else IGNORE_INDEX
+            assert int(out["labels"][r, t]) == label
+    if longest > max(buckets):
+        with pytest.raises(ValueError, match="longer than the largest bucket"):
+            PadToBuckets(buckets)(feats)
+
+
+@settings(max_examples=120, deadline=None)
+@given(lengths=lengths_st, rows=st.integers(1, 4), row_len=st.integers(24, 60))
+def test_pack_rows_lays_out_every_document_once(lengths, rows, row_len) -> None:
+    placed, left = pack_rows(lengths, rows, row_len)
+    docs = _docs(lengths)
+    collate = PackRows(rows, row_len, return_document_ids=True, return_attention_mask=True)
+    if left:
+        with pytest.raises(ValueError, match="do not fit"):
+            collate(docs)
+        docs = [docs[i] for row in placed for i in row]
+        lengths = [d.numel() for d in docs]
+    out = collate(docs)
+    assert all(v.shape == (rows, row_len) for k, v in out.items() if k != "attention_mask")
+    found = []
+    for r in range(rows):
+        ids, lab = out["input_ids"][r], out["labels"][r]
+        pos, doc = out["position_ids"][r], out["document_ids"][r]
+        t = 0
+        d = 0
+        while t < row_len and int(doc[t]) >= 0:
+            n = 0
+            while t + n < row_len and int(doc[t + n]) == d:
+                n += 1
+            found.append(ids[t:t + n].tolist())
+            assert pos[t:t + n].tolist() == list(range(n))  # restarts per document
+            assert int(lab[t]) == IGNORE_INDEX  # no document predicts from another
+            assert lab[t + 1:t + n].tolist() == ids[t + 1:t + n].tolist()
+            t += n
+            d += 1
+        # the padding at the row's end: its own positions from 0, labels ignored
+        assert (doc[t:] == -1).all() and (lab[t:] == IGNORE_INDEX).all()
+        assert pos[t:].tolist() == list(range(row_len - t))
+    assert sorted(found) == sorted(d.tolist() for d in docs)
+    # the SDPA mask: brute force, cell by cell
+    mask = out["attention_mask"]
+    assert mask.shape == (rows, 1, row_len, row_len) and mask.dtype == torch.bool
+    doc = out["document_ids"]
+    for r in range(rows):
+        for i in range(0, row_len, 5):
+            for j in range(0, row_len, 3):
+                assert bool(mask[r, 0, i, j]) == (int(doc[r, i]) == int(doc[r, j]) and j <= i)
+
+
+@settings(max_examples=60, deadline=None)
+@given(lengths=st.lists(st.integers(1, 32), min_size=1, max_size=80), rows=st.integers(1, 4),
+       seed=st.integers(0, 3), shuffle=st.booleans())
+def test_packed_sampler_covers_the_data_once_and_always_fits(lengths, rows, seed,
+                                                             shuffle) -> None:
+    sampler = PackedBatchSampler(lengths, rows, 32, seed=seed, shuffle=shuffle)
+    batches = list(sampler)
+    assert len(batches) == len(sampler)
+    assert sorted(i for b in batches for i in b) == list(range(len(lengths)))
+    for b in batches:
+        placed, left = pack_rows([lengths[i] for i in b], rows, 32)
+        assert not left  # PackRows takes every batch the sampler makes
+    # the sampler's batches are exactly the Packer's rows over the same order
+    order = sampler.order()
+    packer = Packer((lengths[i] for i in order), rows, 32)
+    for b in batches:
+        rows_ = packer.next_rows()
+        assert sorted(order[s] for row in rows_ for s, _ in row) == sorted(b)
+    sampler.set_epoch(1)
+    again = list(sampler)
+    assert sorted(i for b in again for i in b) == list(range(len(lengths)))
+
+
+def test_length_grouped_sampler_groups_and_covers() -> None:
+    rng = random.Random(0)
+    lengths = [rng.randint(1, 200) for _ in range(16 * 8 * 3 + 5)]
+    sampler = LengthGroupedBatchSampler(lengths, 8, seed=1)
+    batches = list(sampler)
+    assert len(batches) == len(sampler) == len(lengths) // 8 + 1
+    assert sorted(i for b in batches for i in b) == list(range(len(lengths)))
+    assert all(len(b) == 8 for b in batches[:-1]) and len(batches[-1]) == 5
+    spread = sum(max(lengths[i] for i in b) - min(lengths[i] for i in b) for b in batches[:-1])
+    random_spread = sum(max(lengths[i:i + 8]) - min(lengths[i:i + 8])
+                        for i in range(0, len(lengths) - 7, 8))
+    assert spread < random_spread / 4  # similar lengths share a batch
+    dropped = LengthGroupedBatchSampler(lengths, 8, drop_last=True)
+    assert len(dropped) == len(list(dropped)) == len(lengths) // 8
+
+
+def test_policies_build_their_collators_and_samplers() -> None:
+    packed = Policy("packed", (64,), rows=4, row_len=64)
+    assert isinstance(collate_for(packed), PackRows)
+    assert isinstance(sampler_for(packed, [3, 5], 4), PackedBatchSampler)
+    grouped = Policy("buckets", (16, 64), grouped=True)
+    assert collate_for(grouped, rows=4).buckets == [16, 64]
+    assert isinstance(sampler_for(grouped, [3, 5], 4), LengthGroupedBatchSampler)
+    assert sampler_for(Policy("max", (64,)), [3], 4) is None
+    assert collate_for(Policy("longest")).buckets is None
+    with pytest.raises(ValueError, match="longer than a row"):
+        PackedBatchSampler([5, 80], 2, 64)
+    with pytest.raises(ValueError, match="input_ids"):
+        PadToBuckets([8])([{"ids": [1]}])
+    assert lengths_of([{"input_ids": [1, 2]}, torch.ones(3), [4]]) == [2, 3, 1]
+    out = layout_rows([[[1, 2], [3]], [[4, 5, 6]]], 4)
+    assert out["position_ids"].tolist() == [[0, 1, 0, 0], [0, 1, 2, 0]]
+    assert out["document_ids"].tolist() == [[0, 0, 1, -1], [0, 0, 0, -1]]
+    wrapped = PackRows(1, 10, max_position=4)([[1, 2]])
+    assert wrapped["position_ids"].tolist() == [[0, 1, 0, 1, 2, 3, 0, 1, 2, 3]]
+
+
+class _Docs(torch.utils.data.Dataset):
+    """A map-style dataset of token sequences of seeded lengths (picklable for workers)."""
+
+    def __init__(self, n: int, max_len: int):
+        rng = random.Random(11)
+        self.lengths = [rng.randint(1, max_len) for _ in range(n)]
+
+    def __len__(self) -> int:
+        return len(self.lengths)
+
+    def __getitem__(self, i: int) -> dict:
+        return {"input_ids": torch.full((self.lengths[i],), i % 97 + 1)}
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+def test_a_real_dataloader_gets_few_fixed_shapes(workers) -> None:
+    ds = _Docs(300, 48)
+    loader = torch.utils.data.DataLoader(
+        ds, batch_sampler=PackedBatchSampler(ds.lengths, 4, 48, seed=3),
+        collate_fn=PackRows(4, 48, return_document_ids=True), num_workers=workers)
+    shapes, tokens, docs = set(), 0, 0
+    for batch in loader:
+        shapes.add(tuple(batch["input_ids"].shape))
+        tokens += int((batch["document_ids"] >= 0).sum())
+        docs += int((batch["position_ids"] == 0).logical_and(batch["document_ids"] >= 0).sum())
+    assert shapes == {(4, 48)} and tokens == sum(ds.lengths) and docs == len(ds)
+    assert tokens / (len(loader) * 4 * 48) > 0.9
+    grouped = torch.utils.data.DataLoader(
+        ds, batch_sampler=LengthGroupedBatchSampler(ds.lengths, 8, drop_last=True),
+        collate_fn=PadToBuckets([16, 32, 48], rows=8), num_workers=workers)
+    seen = {tuple(b["input_ids"].shape) for b in grouped}
+    assert seen <= {(8, 16), (8, 32), (8, 48)} and len(seen) >= 2
+
+
+def test_beside_hugging_face_collators() -> None:
+    """PadToBuckets with multiples of 8 pads as DataCollatorWithPadding(pad_to_multiple_of=8)
+    does; PackRows' rows hold what DataCollatorWithFlattening puts in its one row (ids, labels
+    with -100 at each document's start, restarting position_ids), at a fixed shape."""
+    transformers = pytest.importorskip("transformers")
+    from tokenizers import Tokenizer, models
+
+    tok = transformers.PreTrainedTokenizerFast(
+        tokenizer_object=Tokenizer(models.WordLevel({"[PAD]": 0, "a": 1}, unk_token="[PAD]")),
+        pad_token="[PAD]")
+    docs = _docs([5, 17, 9])
+    feats = [{"input_ids": d.tolist()} for d in docs]
+    hf = transformers.DataCollatorWithPadding(tok, pad_to_multiple_of=8, return_tensors="pt")(
+        [dict(f) for f in feats])
+    ours = PadToBuckets(list(range(8, 65, 8)))(feats)
+    assert torch.equal(hf["input_ids"], ours["input_ids"])
+    assert torch.equal(hf["attention_mask"], ours["attention_mask"])
+    flat = transformers.DataCollatorWithFlattening(return_tensors="pt")(
+        [dict(f) for f in feats])
+    packed = PackRows(1, 32, return_document_ids=True)(feats)
+    real = packed["document_ids"][0] >= 0
+    # the same documents in the same order (PackRows places longest first)
+    order = sorted(range(3), key=lambda i: -docs[i].numel())
+    again = transformers.DataCollatorWithFlattening(return_tensors="pt")(
+        [feats[i] for i in order])
+    for key in ("input_ids", "labels", "position_ids"):
+        assert torch.equal(packed[key][0][real], again[key][0]), key
+    assert flat["input_ids"].shape == (1, 31) and packed["input_ids"].shape == (1, 32)
+
+
+def test_import_lazyscope_does_not_import_data_or_torch() -> None:
+    code = "import sys, lazyscope; print('lazyscope.data' in sys.modules, 'torch' in sys.modules)"
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          env={**os.environ, "PYTHONPATH": str(REPO)}, timeout=120)
+    assert proc.stdout.split() == ["False", "False"], proc.stderr
+
+
+def test_document_mask_keeps_documents_apart_in_sdpa() -> None:
+    """Attention over a packed row with the mask equals attention over each document alone."""
+    rows = PackRows(1, 16, return_document_ids=True)([[1] * 5, [2] * 7])
+    mask = document_causal_mask(rows["document_ids"])
+    g = torch.Generator().manual_seed(0)
+    q, k, v = (torch.randn(1, 2, 16, 8, generator=g) for _ in range(3))
+    out = torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+    doc = rows["document_ids"][0]
+    for d in (0, 1):
+        idx = (doc == d).nonzero().flatten()
+        alone = torch.nn.functional.scaled_dot_product_attention(
+            q[:, :, idx], k[:, :, idx], v[:, :, idx], is_causal=True)
+        assert torch.allclose(out[:, :, idx], alone, atol=1e-6)

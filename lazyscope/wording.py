@@ -51,6 +51,11 @@ BASE: dict[str, str] = {
     "fix_count": "the compiled code's inputs change (a tensor enters it only in some steps): "
                  "pass the same tensors every step",
     "fix_unknown": "compare the compiled graphs to see what changes",
+    "late_bucket_fix": "a new size ({changes}) first met at step {step}, after the {graphs} "
+                       "graphs compiled before it were each reused (the bucketing works): if it "
+                       "is one of your buckets, compile every bucket before the loop (one batch "
+                       "padded to each size) so that no compilation lands mid-run; if not, pad "
+                       "it to one",
     "recompile_runs": "each graph ran {runs}",
     "value_set_detail": "the value is set at {where}",
     "constant_set_detail": "the number is set at {set_at} and compiled in as a constant",

@@ -35,6 +35,7 @@ from lazyscope.analyze.recompiles import (
     IDENTICAL,
     LATE,
     REUSED,
+    Recompile,
     SiteCompiles,
     Varying,
     changes_text,
@@ -420,7 +421,27 @@ def recompile_note(backend: str, entry: SiteCompiles, graph_shapes: bool,
                        changes=changes_text(r.changes) or r.cls)
         if isinstance(f.facts, RecompileFacts) and f.facts.value_set_at is not None:
             f.detail += "; " + say(backend, "value_set_detail", where=str(f.facts.value_set_at))
+        reused = late_bucket(entry, r)
+        if reused:
+            f.fix = say(backend, "late_bucket_fix", step=r.step, graphs=reused,
+                        changes=changes_text(r.changes))
     return f
+
+
+def late_bucket(entry: SiteCompiles, late: Recompile) -> int:
+    """How many graphs of ``late``'s family were compiled before it and reused (run at least
+    :data:`REUSED_RUNS` times each), when ``late`` only changes dimensions: a bucket first met
+    after warm-up in a loop whose bucketing works, not a size to pad. 0 otherwise."""
+    if not entry.executions_known or not late.changes or any(
+            c.what != "dim" for c in late.changes):
+        return 0
+    reused = [u for u in entry.uses
+              if u.step < late.step and (u.executions or 0) >= REUSED_RUNS]
+    return len(reused) if len(reused) >= 2 else 0
+
+
+#: a graph run this often is reused (bucketing works), for :func:`late_bucket`
+REUSED_RUNS = 3
 
 
 def reuse_note(backend: str, entry: SiteCompiles) -> Finding:

@@ -215,9 +215,29 @@ def test_a_variant_compiled_after_the_quiet_steps_is_a_late_note(tmp_path: Path)
     assert findings == [] and note.kind == "recompile" and "step 5" in note.detail
 
 
+def test_a_bucket_first_met_after_warm_up_is_said_to_be_one(tmp_path: Path) -> None:
+    """Bucketing that works, whose largest bucket first comes at step 8: a note whose fix is to
+    compile every bucket before the loop (not to pad to buckets: the program does)."""
+    sizes = {"b16": 16, "b32": 32, "b48": 48, "b128": 128}
+    graphs = [(s, k, graph(("s64", [8, sizes[k]]), *PARAMS))
+              for s, k in [(0, "b16"), (1, "b32"), (2, "b48"), (8, "b128")]]
+    runs = {"b16": [0, 3, 6, 9], "b32": [1, 4, 7], "b48": [2, 5, 10], "b128": [8]}
+    run = compiles_run(tmp_path / "r", graphs, runs=runs)
+    (fam,) = explain_recompiles(run)
+    assert fam.verdict == LATE
+    findings, (note,) = findings_of(run)
+    assert findings == [] and "step 8" in note.detail
+    assert "compile every bucket before the loop" in note.fix and "3 graphs" in note.fix
+    # the same late size where only one earlier graph was reused: a size to pad, as before
+    runs = {"b16": [0, 3, 6, 9], "b32": [1, 4], "b48": [2, 5], "b128": [8]}
+    findings, (note,) = findings_of(compiles_run(tmp_path / "r2", graphs, runs=runs))
+    assert findings == [] and "step 8" in note.detail
+    assert "compile every bucket" not in note.fix and "bucket sizes" in note.fix
+
+
 def test_without_executions_two_variants_churn(tmp_path: Path) -> None:
     """Runs that recorded no executions per graph (older lazyscopes, workers other than local
-    rank 0, torch.compile): two or more variants of the first graph churn."""
+    rank 0, eager mode): two or more variants of the first graph churn."""
     graphs = [(i, f"h{n}", graph(("f32", [4, n]), *PARAMS)) for i, n in enumerate([3, 5, 7])]
     (fam,) = explain_recompiles(compiles_run(tmp_path / "r", graphs))
     assert fam.uses[0].executions is None and fam.verdict == CHURN and fam.counted_count == 2

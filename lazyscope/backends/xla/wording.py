@@ -10,10 +10,10 @@ WORDS: dict[str, str] = {
                         "program's; not findings)",
     "verdict_no_steps": "no step finished: nothing reached a step barrier (torch_xla.sync(), "
                         "xm.mark_step(), torch_xla.step())",
-    "verdict_clean": "no recompilation in steady state: the graph is static ({compiles} "
-                     "graph{s} compiled, each reused)",
-    "verdict_only_notes": "no recompilation in steady state: the graph is static ({compiles} "
-                          "graph{s} compiled; {notes} one-off note{ns} below)",
+    "verdict_clean": "no recompilation in steady state: {compiles} graph{s} compiled and "
+                     "reused",
+    "verdict_only_notes": "no recompilation in steady state: {compiles} graph{s} compiled; "
+                          "{notes} one-off note{ns} below",
     "verdict_eager_mode": "eager mode: each op is compiled and executed on its own "
                           "({compiles} op compilations, {executions} executions)",
     "extra_syncs": "{n} device-to-host transfers",

@@ -11,6 +11,7 @@ Pure functions: no I/O.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -45,7 +46,7 @@ def graph_breaks(run: Run) -> list[BreakSite]:
     """One entry per (user line, reason), the most frequent first."""
     ev = run.events
 
-    def key(stack: Stack, data: GraphBreak | None) -> tuple:
+    def key(stack: Stack, data: GraphBreak | None) -> tuple[Any, ...]:
         site = user_site(stack) or (stack[0] if stack else None)
         return (site.file, site.line, site.function) if site else None, \
             data.reason if data is not None else ""

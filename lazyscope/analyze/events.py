@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -22,7 +22,8 @@ def distinct(values: np.ndarray) -> np.ndarray:
     the common case is a sorted array: a diff, not numpy's hash-based ``unique`` (which took
     0.2 s per million distinct values here)."""
     if len(values) < 2:
-        return np.asarray(values).copy()
+        copy: np.ndarray = np.asarray(values).copy()
+        return copy
     if not np.all(values[1:] >= values[:-1]):
         values = np.sort(values)
     keep = np.empty(len(values), dtype=bool)
@@ -71,7 +72,8 @@ def pairs(events: EventTable, kind: str) -> tuple[np.ndarray, np.ndarray, np.nda
     cache = events.__dict__.setdefault("_pairs_cache", {})
     hit = cache.get(kind)
     if hit is not None and hit[0] is events.kind:
-        return hit[1]
+        cached: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] = hit[1]
+        return cached
     idx = events.indices(kind)
     stack, payload = events.stack[idx].astype(np.int64), events.payload[idx].astype(np.int64)
     width = int(payload.max()) + 1 if len(idx) else 1
@@ -91,14 +93,17 @@ def pairs(events: EventTable, kind: str) -> tuple[np.ndarray, np.ndarray, np.nda
     return result
 
 
+_K = TypeVar("_K", bound=Hashable)
+
+
 def group_events(events: EventTable, kind: str,
-                 key: Callable[[Stack, Any], Hashable | None]) -> list[tuple[Hashable, np.ndarray]]:
+                 key: Callable[[Stack, Any], _K | None]) -> list[tuple[_K, np.ndarray]]:
     """``[(group key, event indices in recorded order)]`` for the events of ``kind``, groups in
     order of first appearance; ``key(stack, payload)`` returning None drops the events."""
     idx, stacks, payloads, inverse = pairs(events, kind)
     if not len(idx):
         return []
-    names: dict[Hashable, int] = {}
+    names: dict[_K, int] = {}
     pair_group = np.full(len(stacks), -1, dtype=np.int64)
     for n, (sid, pid) in enumerate(zip(stacks.tolist(), payloads.tolist(), strict=True)):
         k = key(events.stack_of(sid), events.payload_of(pid))

@@ -8,6 +8,7 @@ Pure functions: no I/O.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -112,7 +113,7 @@ def fallback_ops(run: Run) -> list[FallbackOp]:
         entry.count += int(ev.value[sel].sum())
         entry.steps = distinct(np.concatenate((entry.steps, ev.step[sel])))
 
-    def by_site(stack: Stack, data: Fallback | None) -> tuple | None:
+    def by_site(stack: Stack, data: Fallback | None) -> tuple[Any, ...] | None:
         if data is None:
             return None
         site = user_site(stack)

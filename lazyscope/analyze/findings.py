@@ -315,7 +315,7 @@ def _recompile_facts(entry: SiteCompiles, set_at: Frame | None,
         changes=[c for r in entry.counted for c in r.changes][:MAX_CHANGES],
         varying=_varying(entry.varying), graphs=entry.graphs, dynamic=list(entry.dynamic),
         classes=dict(entry.classes), verdict=entry.verdict,
-        runs=list(entry.run_counts()) if entry.run_counts() is not None else None,
+        runs=list(counts) if (counts := entry.run_counts()) is not None else None,
         value_set_at=set_at, value_read_at=read_at, reasons=_recompile_reasons(entry))
 
 
@@ -620,7 +620,7 @@ def _one_finding_per_cause(findings: list[Finding]) -> list[Finding]:
     """Recompile findings with the same line to change and the same varying inputs are one
     cause cut at several sites (a tensor made at one line and read by two graphs): merged, the
     other sites kept in the stack and the detail."""
-    merged: dict[tuple, Finding] = {}
+    merged: dict[tuple[Any, ...], Finding] = {}
     for f in findings:
         facts = f.facts
         if not isinstance(facts, RecompileFacts) or not facts.varying:
@@ -640,7 +640,7 @@ def _one_finding_per_cause(findings: list[Finding]) -> list[Finding]:
     return list(merged.values())
 
 
-def _rank(f: Finding) -> tuple:
+def _rank(f: Finding) -> tuple[Any, ...]:
     return (-f.seconds, -f.count, f.kind, f.file, f.line)
 
 

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import statistics
 from dataclasses import replace
+from typing import Any
 
 import numpy as np
 
@@ -48,7 +49,7 @@ def graph_digests(run: Run) -> set[str]:
 
 
 def _merge(by_rank: dict[int, list[Finding]]) -> list[Finding]:
-    merged: dict[tuple, Finding] = {}
+    merged: dict[tuple[Any, ...], Finding] = {}
     first = min(by_rank) if by_rank else 0
     lead_recompiles = [f for f in by_rank.get(first, []) if f.kind == "recompile"]
     for rank in sorted(by_rank):
@@ -95,10 +96,10 @@ def build_ranked_report(ranked: RankedRun, *, warmup_steps: int | None = None,
             divergence.append(say(backend, "rank_diverges_graphs", rank=r,
                                       graphs=f"{len(own)} graph{plural(len(own))}"))
     for r, m in medians.items():
-        others = [v for q, v in medians.items() if q != r]
-        if not others:
+        peers = [v for q, v in medians.items() if q != r]
+        if not peers:
             continue
-        mid = statistics.median(others)
+        mid = statistics.median(peers)
         if mid and m / mid >= STRAGGLER_RATIO and m - mid >= STRAGGLER_MARGIN_S:
             divergence.append(say(backend, "rank_diverges_time", rank=r, ratio=m / mid))
     findings = _merge({r: rep.findings for r, rep in reports.items()})

@@ -58,6 +58,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -121,7 +122,7 @@ class Varying:
     input: str
     what: str
     index: int | None
-    values: list
+    values: list[Any]
     #: every change made it larger (the size follows the step: a running torch.cat, a length
     #: computed from the step number ...), as opposed to values that come and go
     growing: bool = False
@@ -233,7 +234,7 @@ class SiteCompiles:
 _MASK = (1 << 64) - 1
 
 
-def _h(item: tuple) -> int:
+def _h(item: tuple[Any, ...]) -> int:
     return hash(item) & _MASK
 
 
@@ -258,22 +259,22 @@ class _Graph:
         self.lines: dict[tuple[str, int], str] = {(f, n): d for f, n, d in data.lines or []}
         self.constants = Counter(data.constants or [])
         self.num_inputs = data.num_inputs
-        self.names: dict[tuple, str] = {}
-        self.origins: dict[tuple, Frame] = {}
+        self.names: dict[tuple[Any, ...], str] = {}
+        self.origins: dict[tuple[Any, ...], Frame] = {}
         # structure: how many inputs, of which ranks, and which kinds of ops (a cast adds
         # converts, which are not structure: a dtype change is a variant)
         op_kinds = tuple(sorted(k for k in (data.ops or {}) if k not in _CASTS))
         if data.inputs is not None:
             sigs = [i.signature() for i in data.inputs]
-            self.multiset: Counter | None = Counter(sigs)
+            self.multiset: Counter[Any] | None = Counter(sigs)
             self.hash = sum(_h(s) for s in self.multiset.elements()) & _MASK
-            self.structure: tuple = (len(sigs), tuple(sorted(Counter(
+            self.structure: tuple[Any, ...] = (len(sigs), tuple(sorted(Counter(
                 len(shape) for _, shape in sigs).items())), op_kinds)
             # the family: the same computation whatever its sizes, dtypes and constants: tensor
             # inputs by rank (a scalar input that becomes a baked-in constant, or back, is a
             # variant), the kinds of ops without casts
             tensors = [len(shape) for _, shape in sigs if shape]
-            self.family: tuple = ("inputs", len(tensors), tuple(sorted(Counter(
+            self.family: tuple[Any, ...] = ("inputs", len(tensors), tuple(sorted(Counter(
                 tensors).items())), op_kinds)
             for i in data.inputs:
                 if i.name:
@@ -297,7 +298,7 @@ class _SiteIndex:
         self.latest: tuple[str, _Graph] | None = None
         self.by_hash: dict[int, tuple[str, _Graph]] = {}
         self.by_minus_one: dict[int, tuple[str, _Graph]] = {}
-        self.by_structure: dict[tuple, tuple[str, _Graph]] = {}
+        self.by_structure: dict[tuple[Any, ...], tuple[str, _Graph]] = {}
 
     def closest(self, g: _Graph) -> tuple[str, _Graph] | None:
         if self.latest is None:
@@ -366,14 +367,14 @@ def diff_graphs(new: _Graph, old: _Graph) -> tuple[str, list[Change]]:
         return _op_changes(new, old)
     added = new.multiset - old.multiset
     removed = old.multiset - new.multiset
-    changes: list[Change] = []
+    changes = []
     cls = VARIANT if new.structure == old.structure else STRUCTURE
     # pair removed and added inputs: same dtype and rank first (a dimension changed), then
     # same shape (a dtype changed), then same rank (dtype and shape)
     rem = list(removed.elements())
     add = list(added.elements())
     for key in (lambda s: (s[0], len(s[1])), lambda s: s[1], lambda s: len(s[1])):
-        pool: dict = {}
+        pool: dict[Any, Any] = {}
         for s in rem:
             pool.setdefault(key(s), []).append(s)
         left_add = []
@@ -413,7 +414,7 @@ def diff_graphs(new: _Graph, old: _Graph) -> tuple[str, list[Change]]:
     return cls, changes
 
 
-def _pair_changes(before: tuple, after: tuple, old: _Graph, new: _Graph) -> list[Change]:
+def _pair_changes(before: tuple[Any, ...], after: tuple[Any, ...], old: _Graph, new: _Graph) -> list[Change]:
     (d0, s0), (d1, s1) = before, after
     name = old.names.get(before) or new.names.get(after)
     if not name:  # named by what stays the same, so that it keeps its name across graphs
@@ -477,7 +478,7 @@ def _first_changed_line(new: _Graph, old: _Graph) -> Frame | None:
 # --------------------------------------------------------------------------- per family
 
 
-def _site_key(stack: Stack, data: Compile) -> tuple:
+def _site_key(stack: Stack, data: Compile) -> tuple[Any, ...]:
     site = user_site(stack)
     where = (site.file, site.line) if site else ("", 0)
     if data.function:  # a compiled function (dynamo), at the line that calls it
@@ -488,8 +489,8 @@ def _site_key(stack: Stack, data: Compile) -> tuple:
 def _varying(recompiles: Iterable[Recompile]) -> list[Varying]:
     """Inputs whose dims (or values) changed across a family's graphs, with the values seen;
     growing when every change made the dimension larger."""
-    seen: dict[tuple, Varying] = {}
-    order: dict[tuple, list] = {}
+    seen: dict[tuple[Any, ...], Varying] = {}
+    order: dict[tuple[Any, ...], list[Any]] = {}
     for r in recompiles:
         for c in r.changes:
             if c.what not in ("dim", "value", "rank", "dtype"):
@@ -565,7 +566,7 @@ def explain_recompiles(run: Run) -> list[SiteCompiles]:
         order = np.argsort(steps, kind="stable")
         idx, inverse = idx[order], inverse[order]
     # per distinct (stack, payload): the site it belongs to (-1: not the program's)
-    site_keys: dict[tuple, int] = {}
+    site_keys: dict[tuple[Any, ...], int] = {}
     sites: list[tuple[Frame | None, Stack, str, str]] = []
     combo_site = np.full(len(pair_stack), -1, dtype=np.int64)
     backward: list[int] = []
@@ -629,7 +630,7 @@ def _explain_site(ctx: _Context, site: Frame | None, stack: Stack, phase: str, f
     is_first[first] = True
     is_first |= keys == 0
     graphs: dict[int, _Graph] = {}
-    fams: dict[tuple, tuple[SiteCompiles, _SiteIndex, list[int]]] = {}
+    fams: dict[tuple[Any, ...], tuple[SiteCompiles, _SiteIndex, list[int]]] = {}
     family_of_key: dict[int, SiteCompiles] = {}
     for pos in np.flatnonzero(is_first):
         i = int(sel[pos])
@@ -771,7 +772,7 @@ def library_compiles(events: EventTable) -> int:
 def merge_changes(changes: list[Change]) -> list[tuple[Change, int]]:
     """Identical changes (several inputs of one signature changing the same way) once each,
     with how many inputs changed so."""
-    seen: dict[tuple, list] = {}
+    seen: dict[tuple[Any, ...], list[Any]] = {}
     for c in changes:
         key = (c.input, c.what, c.index, repr(c.before), repr(c.after), c.text)
         if key in seen:

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -55,7 +56,7 @@ def sync_sites(run: Run) -> list[SyncSite]:
     """One entry per (user line, closure kind, owner), the longest stall first."""
     ev = run.events
 
-    def key(stack: Stack, data: Sync | None) -> tuple:
+    def key(stack: Stack, data: Sync | None) -> tuple[Any, ...]:
         site = user_site(stack)
         closure = data.closure if data is not None else ""
         owner = data.owner if data is not None else "user"
@@ -92,7 +93,7 @@ def sync_sites(run: Run) -> list[SyncSite]:
             stack=tuple(user_frames(stack)), closure=closure, owner=owner,
             count=len(sel), steps=distinct(ev.step[sel]), seconds=float(ev.seconds[sel].sum()),
             executions=int(ev.value[sel].sum()), reads=dict(reads), library_call=lib,
-            happens_at=Frame(*inner, library=True) if inner else None))
+            happens_at=Frame(inner[0], inner[1], inner[2], library=True) if inner else None))
     out.sort(key=lambda s: (-s.seconds, -s.count))
     return out
 

@@ -9,16 +9,18 @@ import types
 import typing
 from collections.abc import Callable
 from dataclasses import fields
-from typing import Any
+from typing import Any, TypeVar
 
 from lazyscope.model.frames import Frame
 
+_T = TypeVar("_T")
 
-def from_dict(cls: type, data: Any) -> Any:
+
+def from_dict(cls: type[_T], data: Any) -> _T:
     """A dataclass from a JSON object, ignoring unknown keys (newer writers add fields)."""
     if not isinstance(data, dict):
         raise ValueError(f"{cls.__name__} payload is not an object")
-    names = _field_names(cls)
+    names = _field_names(typing.cast(type, cls))
     return cls(**{k: v for k, v in data.items() if k in names})
 
 
@@ -69,10 +71,10 @@ def _checkers(cls: type) -> list[tuple[str, Callable[[Any], bool]]]:
     return [(f.name, _checker(hints[f.name])) for f in fields(cls)]
 
 
-def validate(obj: Any) -> Any:
+def validate(obj: _T) -> _T:
     """``obj`` if every field of the dataclass holds a value of its declared type; ValueError
     naming the field otherwise (a corrupt or hostile run file)."""
-    for name, check in _checkers(type(obj)):
+    for name, check in _checkers(typing.cast(type, type(obj))):
         if not check(getattr(obj, name)):
             raise ValueError(f"{type(obj).__name__}.{name} has the wrong type")
     return obj

@@ -112,8 +112,8 @@ def steps_frame(steps: StepTable, *, tail: bool = False) -> Any:
                 keys.append(key)
     for key in keys:
         column = key if key not in data else f"annotation_{key}"
-        values = [steps.annotations.get(i, {}).get(key) for i in range(rows)]
-        data[column] = pd.Series(values, dtype="object").convert_dtypes()
+        cells = [steps.annotations.get(i, {}).get(key) for i in range(rows)]
+        data[column] = pd.Series(cells, dtype="object").convert_dtypes()
     return pd.DataFrame(data)
 
 
@@ -150,7 +150,7 @@ def _payload_fields(data: Any) -> dict[str, Any]:
     return out
 
 
-def _by_id(ids: np.ndarray, decode: Any, width: int) -> tuple[list[tuple], np.ndarray]:
+def _by_id(ids: np.ndarray, decode: Any, width: int) -> tuple[list[tuple[Any, ...]], np.ndarray]:
     """Decode each distinct id once: ``(rows of the distinct ids, inverse index)``."""
     if not len(ids):
         return [], np.zeros(0, np.int64)
@@ -164,7 +164,7 @@ def events_frame(events: EventTable) -> Any:
     """The events as a DataFrame (see the module docstring)."""
     pd = pandas()
 
-    def stack_row(sid: int) -> tuple:
+    def stack_row(sid: int) -> tuple[Any, ...]:
         stack = events.stack_of(sid)
         site = next((f for f in stack if not f.library), None)
         text = " <- ".join(str(f) for f in stack) or None
@@ -172,7 +172,7 @@ def events_frame(events: EventTable) -> Any:
             return None, None, None, text
         return site.file, site.line, site.function or None, text
 
-    def payload_row(pid: int) -> tuple:
+    def payload_row(pid: int) -> tuple[Any, ...]:
         fields = _payload_fields(events.payload_of(pid))
         return tuple(fields[c] for c in _PAYLOAD_COLUMNS)
 
@@ -180,7 +180,7 @@ def events_frame(events: EventTable) -> Any:
     payload_rows, payload_inv = _by_id(events.payload, payload_row, len(_PAYLOAD_COLUMNS))
     key_rows, key_inv = _by_id(events.key, lambda k: (events.key_of(k) or None,), 1)
 
-    def column(rows: list[tuple], inverse: np.ndarray, i: int) -> list[Any]:
+    def column(rows: list[tuple[Any, ...]], inverse: np.ndarray, i: int) -> list[Any]:
         values = [r[i] for r in rows]
         return [values[j] for j in inverse]
 

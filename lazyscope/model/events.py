@@ -78,7 +78,8 @@ class EventTable:
 
     @classmethod
     def empty(cls) -> EventTable:
-        cols = {"kind": np.zeros(0, np.uint8), "step": np.zeros(0, np.int64),
+        cols: dict[str, np.ndarray] = {
+                "kind": np.zeros(0, np.uint8), "step": np.zeros(0, np.int64),
                 "seconds": np.zeros(0), "stack": np.zeros(0, np.uint32),
                 "payload": np.zeros(0, np.uint32), "key": np.zeros(0, np.uint32),
                 "value": np.zeros(0)}
@@ -90,7 +91,8 @@ class EventTable:
 
     def mask(self, kind: str) -> np.ndarray:
         """Boolean mask of the events of one kind."""
-        return self.kind == KIND_CODE[kind]
+        mask: np.ndarray = self.kind == KIND_CODE[kind]
+        return mask
 
     def indices(self, kind: str) -> np.ndarray:
         return np.flatnonzero(self.mask(kind))
@@ -144,7 +146,8 @@ def table_from_events(events: list[tuple[str, int, float, Stack, Any, str, float
         return ids[k]
 
     n = len(events)
-    cols = {"kind": np.zeros(n, np.uint8), "step": np.zeros(n, np.int64),
+    cols: dict[str, np.ndarray] = {
+            "kind": np.zeros(n, np.uint8), "step": np.zeros(n, np.int64),
             "seconds": np.zeros(n), "stack": np.zeros(n, np.uint32),
             "payload": np.zeros(n, np.uint32), "key": np.zeros(n, np.uint32),
             "value": np.zeros(n)}

@@ -123,7 +123,7 @@ class Compile:
     changes: list[Change] | None = None
     dynamic: list[str] | None = None
     constants: list[str] | None = None
-    lines: list[list] | None = None
+    lines: list[list[Any]] | None = None
     hlo_file: str | None = None
     #: forward compile this backward compile belongs to (dynamo: the frame's compile id)
     forward_of: str | None = None

@@ -15,6 +15,7 @@ half-written left behind.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import tempfile
@@ -60,6 +61,14 @@ def _jsonable(frame: Any) -> Any:
     return frame
 
 
+def _parquet(frame: Any, tmp: str) -> None:
+    frame.to_parquet(tmp, index=False)
+
+
+def _csv(frame: Any, tmp: str) -> None:
+    frame.to_csv(tmp, index=False)
+
+
 def _write_atomic(path: Path, write: Callable[[str], None]) -> None:
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     os.close(fd)
@@ -92,9 +101,9 @@ def export_tables(target: Run | RankedRun, fmt: str, out_dir: Path) -> list[Path
         try:
             out_dir.mkdir(parents=True, exist_ok=True)
             if fmt == "parquet":
-                _write_atomic(path, lambda tmp, f=frame: f.to_parquet(tmp, index=False))
+                _write_atomic(path, functools.partial(_parquet, frame))
             else:
-                _write_atomic(path, lambda tmp, f=frame: f.to_csv(tmp, index=False))
+                _write_atomic(path, functools.partial(_csv, frame))
         except OSError as err:
             raise OutputError.from_os(err, path) from None
         paths.append(path)

@@ -22,7 +22,7 @@ import numpy as np
 from lazyscope.analyze.report import Report
 
 
-def _omitted(f: dataclasses.Field, value: Any) -> bool:
+def _omitted(f: dataclasses.Field[Any], value: Any) -> bool:
     meta = f.metadata
     if meta.get("json") is False:
         return True
@@ -64,7 +64,8 @@ def to_jsonable(obj: Any) -> Any:
 
 def report_dict(report: Report) -> dict[str, Any]:
     """The report as a JSON-able dict."""
-    return to_jsonable(report)
+    out: dict[str, Any] = to_jsonable(report)
+    return out
 
 
 def render_json(report: Report) -> str:

@@ -56,7 +56,8 @@ def _type(hint: Any) -> dict[str, Any]:
         return _OWN[hint]
     own = getattr(hint, "json_schema", None)
     if callable(own):  # a class that writes itself and says how (the padding advice)
-        return own()
+        schema: dict[str, Any] = own()
+        return schema
     if hint in _SCALARS:
         return {"type": _SCALARS[hint]}
     origin, args = typing.get_origin(hint), typing.get_args(hint)
@@ -70,7 +71,7 @@ def _type(hint: Any) -> dict[str, Any]:
         return {"type": "array", "items": _type(args[0]) if args else {}}
     if origin is dict or hint is dict:
         return {"type": "object", "additionalProperties": _type(args[1]) if args else {}}
-    if dataclasses.is_dataclass(hint):
+    if isinstance(hint, type) and dataclasses.is_dataclass(hint):
         return _object(hint)
     raise TypeError(f"no JSON schema for {hint!r}")
 

@@ -20,7 +20,7 @@ venv: $(STAMP)
 
 # The main job: trace the LazyTensor blog's dynamic graph and print its report.
 demo: venv
-	$(VENV)/bin/lazyscope trace lazytensor-dynamic --mode dynamic --steps 30 --out runs/demo --force
+	$(VENV)/bin/lazyscope trace --steps 30 --out runs/demo --force lazytensor-dynamic --mode dynamic
 
 # The whole test suite (real torch_xla on the CPU). The HTML report test drives Debian's
 # chromium (headless): installed here when missing. Two workers, a test file each at a time

@@ -4,7 +4,7 @@ them.
     PJRT_DEVICE=CPU python benchmarks/compare_policies.py [--scenario decoder|hf-gpt2]
         [--lengths uniform|lognormal] [--steps 40] [--policies ...] [--out runs/bench-compare]
 
-Runs ``lazyscope compare SCENARIO --policies max,pow2,bucket:auto,packed,auto --steps 40
+Runs ``lazyscope compare --policies max,pow2,bucket:auto,packed,auto --steps 40 SCENARIO
 --preset tiny`` on uniform lengths (1..max-1) or on a skewed lengths file written here
 (lognormal, median max/6.5, p99 about 0.94*max: the issue's 39 / 240 of 256, scaled to the
 preset's max length; seeded), and prints, measured in this one run: the table, real tokens/s
@@ -55,7 +55,8 @@ def main(argv: list[str] | None = None) -> int:
         extra += ["--lengths", str(file)]
     result = run_compare(args.scenario, parse_policies(args.policies), steps=args.steps,
                          out=args.out, force=True, extra=extra,
-                         progress=lambda line: print(line, flush=True))
+                         progress=lambda update: update.state != "running"
+                         and print(update.line, flush=True))
     write_compare_png(result, args.out / COMPARE_PNG)
     print()
     print(render_compare_text(result))

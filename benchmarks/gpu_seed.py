@@ -37,9 +37,9 @@ TARGET_MS = {"eval": 35.0, "train": 130.0}
 
 
 def run_case(out: Path, backend: str, mode: str, variant: str, args: argparse.Namespace) -> dict:
-    cmd = [sys.executable, "-m", "lazyscope", "trace", "--backend", backend, "decoder",
-           "--steps", str(args.steps), "--out", str(out), "--force", "--preset", args.preset,
-           "--mode", mode, "--device", args.device, "--autocast", args.autocast,
+    cmd = [sys.executable, "-m", "lazyscope", "trace", "--backend", backend,
+           "--steps", str(args.steps), "--out", str(out), "--force", "--device", args.device,
+           "decoder", "--preset", args.preset, "--mode", mode, "--autocast", args.autocast,
            *VARIANTS[variant]]
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     proc = subprocess.run(cmd, env=env, capture_output=True, text=True)

@@ -29,8 +29,8 @@ def run_case(mode: str, rep: int, args: argparse.Namespace, tmp: Path) -> dict:
     env = _env()
     out = tmp / f"{mode}-{rep}"
     flags = ["--no-graph-shapes"] if mode == "no-shapes" else []
-    cmd = [sys.executable, "-m", "lazyscope", "trace", "decoder", *flags, "--out", str(out),
-           "--", "--preset", args.preset, "--padding", "longest", "--steps", str(args.steps),
+    cmd = [sys.executable, "-m", "lazyscope", "trace", *flags, "--out", str(out),
+           "decoder", "--preset", args.preset, "--padding", "longest", "--steps", str(args.steps),
            "--batch", str(args.batch)]
     proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=1800)
     if proc.returncode != 0:

@@ -3,7 +3,7 @@
 Each repetition is a fresh process (torch_xla's compile cache lives for the whole process):
 
 * untraced: ``python train_mlp.py ...``
-* traced:   ``python -m lazyscope trace train_mlp.py --out DIR -- ...``
+* traced:   ``python -m lazyscope trace --out DIR train_mlp.py ...``
 
 The workload is a small MLP training step written below as a *user script* (forward, backward,
 SGD, one ``torch_xla.sync()`` per step, a handful of fixed batches already on the device). The
@@ -212,8 +212,8 @@ def run_once(mode: str, workdir: Path, rep: int, script_args: list[str]) -> dict
     own = [*script_args, "--result", str(result)]
     if mode.startswith("traced"):
         light = ["--no-graph-shapes"] if mode == "traced-light" else []
-        cmd = [sys.executable, "-m", "lazyscope", "trace", str(script), *light,
-               "--out", str(workdir / f"{mode}-run-{rep}"), "--", *own]
+        cmd = [sys.executable, "-m", "lazyscope", "trace", *light,
+               "--out", str(workdir / f"{mode}-run-{rep}"), str(script), *own]
     else:
         cmd = [sys.executable, str(script), *own]
     env = _env()

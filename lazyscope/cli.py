@@ -39,6 +39,7 @@ from lazyscope.errors import (
     OutputError,
     RunDirError,
     TargetFailed,
+    UsageError,
 )
 from lazyscope.model import runs_by_rank
 from lazyscope.render import RENDERERS, render_text
@@ -52,6 +53,15 @@ from lazyscope.render.compare import (
     write_compare_html,
     write_compare_png,
 )
+from lazyscope.render.console import (
+    CompareProgress,
+    ProgressPipe,
+    TraceProgress,
+    colour_wanted,
+    is_terminal,
+    live_wanted,
+    print_report,
+)
 from lazyscope.render.diff import DIFF_RENDERERS
 from lazyscope.render.export import FORMATS as EXPORT_FORMATS
 from lazyscope.render.export import default_out as export_default_out
@@ -64,7 +74,15 @@ from lazyscope.render.tensorboard import (
     stop_tensorboard,
 )
 from lazyscope.render.views import write_views
-from lazyscope.runner import SCENARIOS, launcher_rank, ranked_out, resolve_target, trace_target
+from lazyscope.runner import (
+    SCENARIOS,
+    Target,
+    launcher_rank,
+    ranked_out,
+    resolve_target,
+    scenario_options,
+    trace_target,
+)
 from lazyscope.sources import SOURCES
 from lazyscope.store import load_target
 
@@ -78,7 +96,9 @@ def cli() -> None:
 
     \b
     lazyscope scenarios                       list the built-in workloads
-    lazyscope trace NAME|SCRIPT.py [ARGS]     run one under instrumentation
+    lazyscope trace [OPTIONS] NAME|SCRIPT.py [ARGS]
+                                              run one under instrumentation (lazyscope's
+                                              options before the target, the program's after)
     lazyscope report RUN_DIR                  re-render a saved run
     lazyscope export RUN_DIR --format F       perfetto trace, parquet or csv tables
     lazyscope tensorboard RUN_DIR             open its profile and scalars in TensorBoard
@@ -133,12 +153,36 @@ def _report_and_views(run_dir: Path, *, warmup_steps: int | None = None,
 DYNAMIC = {"auto": None, "true": True, "false": False}
 
 
-@cli.command(
-    "trace",
-    context_settings={**CONTEXT, "ignore_unknown_options": True, "allow_interspersed_args": True},
-)
+def program_args(args: tuple[str, ...]) -> list[str]:
+    """The program's arguments as given after the target; a ``--`` right after the target is
+    dropped (the way lazyscope used to separate them, still accepted)."""
+    out = list(args)
+    return out[1:] if out[:1] == ["--"] else out
+
+
+def _misplaced(command: click.Command, args: list[str], target: Target) -> list[str]:
+    """Options of ``command`` found among the program's arguments (``--out``, ``--steps=3``)
+    that a scenario does not define itself (its ``--steps`` is its own)."""
+    names = {n for p in command.params for n in (*p.opts, *p.secondary_opts) if n.startswith("--")}
+    found = [a.split("=", 1)[0] for a in args if a.split("=", 1)[0] in names]
+    return [n for n in found if n not in scenario_options(target)] if found else []
+
+
+def _order_hint(command: str, misplaced: list[str], target: str) -> str:
+    """What to say when a lazyscope option was written after the target."""
+    them = ", ".join(dict.fromkeys(misplaced))
+    return (f"{them} after {target} went to {target}, not to lazyscope: lazyscope's options go "
+            f"before the target (lazyscope {command} {misplaced[0]} ... {target} ...)")
+
+
+#: how a command that runs a program parses its line: lazyscope's options, then the target;
+#: everything after the target is the program's, untouched (as python, pyinstrument and py-spy)
+PROGRAM_LINE = {**CONTEXT, "allow_interspersed_args": False}
+
+
+@cli.command("trace", context_settings=PROGRAM_LINE)
 @click.argument("target")
-@click.argument("target_args", nargs=-1, type=click.UNPROCESSED)
+@click.argument("target_args", nargs=-1, type=click.UNPROCESSED, metavar="[ARGS]...")
 @click.option("--steps", type=click.IntRange(min=1), default=None,
               help="steps to run (a scenario's --steps; a script is stopped after N barriers)")
 @click.option("--out", type=click.Path(path_type=Path), default=None,
@@ -165,37 +209,62 @@ DYNAMIC = {"auto": None, "true": True, "false": False}
 @click.option("--views/--no-views", default=True, show_default=True,
               help="write report.html, the PNG plots and TensorBoard scalars after the run "
               "(a few seconds; `lazyscope report RUN --format html` writes them later)")
+@click.option("--quiet", "-q", is_flag=True,
+              help="no progress line while the program runs, no colour in the report")
+# compare's channel for its policies' progress (render/console.py ProgressPipe)
+@click.option("--progress-fd", type=int, default=None, hidden=True)
 def trace_cmd(target: str, target_args: tuple[str, ...], steps: int | None, out: Path | None,
               force: bool, backend: str, device: str, dynamic: str, warmup_steps: int | None,
-              profile: bool, profile_steps: str | None, graph_shapes: bool, views: bool) -> None:
+              profile: bool, profile_steps: str | None, graph_shapes: bool, views: bool,
+              quiet: bool, progress_fd: int | None) -> None:
     """Run a scenario or a script under instrumentation and print its report.
 
-    TARGET is a scenario name (see `lazyscope scenarios`) or a path to a .py script. lazyscope's
-    own options may stand anywhere; other arguments go to the scenario or script, and so does
-    everything after `--` (use it for a script option that shares a name with one of ours).
+    \b
+    lazyscope trace [OPTIONS] TARGET [ARGS]...
+    lazyscope trace --steps 20 --out runs/mine train.py --lr 0.1
+
+    TARGET is a scenario name (see `lazyscope scenarios`) or a path to a .py script.
+    lazyscope's options go before TARGET; everything after TARGET is the program's own
+    arguments, passed on untouched (as `python`, pyinstrument and py-spy do): an option of
+    lazyscope's written after TARGET goes to the program. A `--` right after TARGET is dropped.
     """
 
-    args = list(target_args)
-    if args and args[0] == "--":
-        args = args[1:]
+    args = program_args(target_args)
     resolved = resolve_target(target, args)
     out = out if out is not None else _default_out(target)
     window = _profile_window(profile, profile_steps, steps, out)
     options = TraceOptions(backend=backend, device=device, dynamic=DYNAMIC[dynamic],
                            graph_shapes=graph_shapes, max_steps=steps,
                            warmup_steps=warmup_steps)
+    misplaced = _misplaced(trace_cmd, args, resolved)
+    pipe = ProgressPipe(progress_fd) if progress_fd is not None else None
+    live = TraceProgress(steps, enabled=live_wanted(quiet, launched=launcher_rank() is not None))
+    observers = [live.attach] + ([pipe.attach] if pipe is not None else [])
     try:
-        trace_target(resolved, out, options=options, force=force, profile=window)
+        with live:
+            trace_target(resolved, out, options=options, force=force, profile=window,
+                         observers=observers)
+    except UsageError as err:
+        if misplaced:  # the scenario refused an option that was meant for lazyscope
+            raise UsageError(f"{err}; {_order_hint('trace', misplaced, target)}") from None
+        raise
     except (TargetFailed, Interrupted, OutputError) as err:
         if not getattr(err, "nothing_recorded", False):
             # the error line first, then what could not be written: views are not even tried
             # on a full disk
             err.after = _show_kept(_run_dir_of(out),
                                    views=views and not isinstance(err, NoSpaceError))
+        if misplaced and isinstance(err, TargetFailed):
+            err.after = [*(getattr(err, "after", None) or []),
+                         _order_hint("trace", misplaced, target)]
         raise
+    finally:
+        if pipe is not None:
+            pipe.close()
     run_dir = _run_dir_of(out)
     report = _report_and_views(run_dir, views=views)
-    click.echo(render_text(report))
+    print_report(render_text(report) + "\n", clean=report.clean, colour=colour_wanted(quiet),
+                 echo=_echo_as_is)
     click.echo(f"run saved in {run_dir}")
 
 
@@ -240,7 +309,15 @@ def report_cmd(run_dir: Path, fmt: str, warmup_steps: int | None) -> None:
     if fmt == "html":
         click.echo(str(run_dir / "report.html"))
         return
-    click.echo(RENDERERS[fmt](report), nl=fmt != "text")
+    if fmt == "text":
+        print_report(render_text(report), clean=report.clean, colour=colour_wanted(),
+                     echo=_echo_as_is)
+        return
+    click.echo(RENDERERS[fmt](report))
+
+
+def _echo_as_is(text: str) -> None:
+    click.echo(text, nl=False)
 
 
 @cli.command("export")
@@ -370,12 +447,9 @@ def tensorboard_cmd(run_dir: Path, port: int) -> None:
 # ---- compare and advise (issue 3) -------------------------------------------------------
 
 
-@cli.command(
-    "compare",
-    context_settings={**CONTEXT, "ignore_unknown_options": True, "allow_interspersed_args": True},
-)
+@cli.command("compare", context_settings=PROGRAM_LINE)
 @click.argument("scenario")
-@click.argument("scenario_args", nargs=-1, type=click.UNPROCESSED)
+@click.argument("scenario_args", nargs=-1, type=click.UNPROCESSED, metavar="[ARGS]...")
 @click.option("--policies", default=DEFAULT_POLICIES, show_default=True,
               help="comma-separated padding policies (bucket:B1,B2,... keeps its commas; "
               "auto: what `lazyscope advise` recommends for the scenario's own lengths)")
@@ -393,29 +467,43 @@ def tensorboard_cmd(run_dir: Path, port: int) -> None:
 @click.option("--force", is_flag=True, help="replace an existing comparison directory")
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text",
               show_default=True)
+@click.option("--quiet", "-q", is_flag=True, help="no live progress lines")
 def compare_cmd(scenario: str, scenario_args: tuple[str, ...], policies: str, steps: int,
-                repeat: int, backends: str | None, preset: str | None, mode: str | None, out: Path | None,
-                force: bool, fmt: str) -> int:
+                repeat: int, backends: str | None, preset: str | None, mode: str | None,
+                out: Path | None, force: bool, fmt: str, quiet: bool) -> int:
     """Run SCENARIO once per padding policy (each in a fresh process) and compare them.
 
+    \b
+    lazyscope compare [OPTIONS] SCENARIO [ARGS]...
+    lazyscope compare --policies max,pow2 --steps 20 decoder --batching grouped
+
     Writes OUT/<policy>/ (a run directory each; OUT/<backend>/<policy>/ with --backends),
-    OUT/compare.json, OUT/compare.png and OUT/report.html.
-    Arguments after SCENARIO go to the scenario (e.g. --batching grouped).
+    OUT/compare.json, OUT/compare.png and OUT/report.html. lazyscope's options go before
+    SCENARIO; everything after it goes to the scenario untouched.
     """
     import json as _json
 
 
-    extra = list(scenario_args)
-    if extra and extra[0] == "--":
-        extra = extra[1:]
+    extra = program_args(scenario_args)
+    misplaced = _misplaced(compare_cmd, extra, resolve_target(scenario, []))
     if preset:
         extra += ["--preset", preset]
     if mode:
         extra += ["--mode", mode]
     out = out or _default_out(f"compare-{scenario}")
-    result = run_compare(scenario, parse_policies(policies), steps=steps, out=out, extra=extra,
-                         force=force, progress=lambda line: click.echo(line, err=fmt == "json"),
-                         backends=parse_backends(backends), repeat=repeat)
+    live = CompareProgress(f"compare {scenario}", steps, enabled=live_wanted(quiet),
+                           echo=lambda line: click.echo(line, err=fmt == "json"),
+                           # the summaries also go to stdout when that is not the terminal
+                           echo_when_live=fmt == "text" and not is_terminal(1))
+    try:
+        with live:
+            result = run_compare(scenario, parse_policies(policies), steps=steps, out=out,
+                                 extra=extra, force=force, progress=live.update,
+                                 backends=parse_backends(backends), repeat=repeat)
+    except UsageError as err:
+        if misplaced:  # the scenario refused an option that was meant for lazyscope
+            raise UsageError(f"{err}; {_order_hint('compare', misplaced, scenario)}") from None
+        raise
     try:
         write_compare_png(result, out / COMPARE_PNG)
     except OSError as err:
@@ -482,6 +570,20 @@ def advise_cmd(run_dir: Path | None, lengths_path: Path | None, horizon: int | N
                nl=False)
 
 
+def _no_such_option(err: click.NoSuchOption) -> str:
+    """click's message, and for a command that runs a program, where the program's options go
+    (an option meant for the program, written before the target)."""
+    command = err.ctx.command.name if err.ctx is not None else ""
+    if command not in ("trace", "compare"):
+        return err.format_message()
+    near = [p for p in (err.possibilities or []) if p not in ("--help", "-h")]
+    also = f" (did you mean {', '.join(near)}?)" if near else ""
+    what = "SCENARIO" if command == "compare" else "TARGET"
+    return (f"no such option {err.option_name}{also}: lazyscope's options go before {what}, "
+            f"the program's own after it (lazyscope {command} [OPTIONS] {what} "
+            f"{err.option_name} ...)")
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the CLI; return the exit code instead of raising."""
     try:
@@ -489,6 +591,9 @@ def main(argv: list[str] | None = None) -> int:
     except click.exceptions.Abort:
         click.echo("lazyscope: aborted", err=True)
         return EXIT_INTERRUPTED
+    except click.NoSuchOption as err:
+        click.echo(f"lazyscope: {_no_such_option(err)}", err=True)
+        return err.exit_code
     except click.ClickException as err:
         click.echo(f"lazyscope: {err.format_message()}", err=True)
         return err.exit_code

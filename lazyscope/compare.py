@@ -1,7 +1,7 @@
 """``lazyscope compare``: the same scenario under several padding policies, side by side; and
 ``lazyscope advise``'s inputs (a run, a comparison, a lengths file: :func:`advise_target`).
 
-Each policy runs as its own ``python -m lazyscope trace SCENARIO --padding POLICY ...``
+Each policy runs as its own ``python -m lazyscope trace [OPTIONS] SCENARIO --padding POLICY ...``
 subprocess, so each starts with an empty XLA compile cache (torch_xla's cache lives for the
 whole process: in one process the second policy would reuse the first one's graphs). Every run
 directory is kept under ``OUT/<policy>/``; ``OUT/compare.json`` holds the table.
@@ -29,6 +29,8 @@ import re
 import shutil
 import subprocess
 import sys
+import tempfile
+import threading
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
@@ -46,6 +48,7 @@ from lazyscope.analyze.compare import CompareRow, Comparison, compare_row, faile
 from lazyscope.backends import BACKENDS
 from lazyscope.errors import LazyscopeError, RunDirError, UsageError
 from lazyscope.padding import Policy, read_lengths
+from lazyscope.render.console import CaseUpdate, read_progress
 from lazyscope.runner import resolve_target, validate_scenario_args
 from lazyscope.store import atomic_write_text, load_run
 
@@ -130,7 +133,7 @@ def run_compare(
     out: Path,
     extra: list[str] | None = None,
     force: bool = False,
-    progress: Callable[[str], None] | None = None,
+    progress: Callable[[CaseUpdate], None] | None = None,
     timeout: float | None = None,
     backends: list[str] | None = None,
     repeat: int = 1,
@@ -138,7 +141,11 @@ def run_compare(
     """Trace ``scenario`` once per policy (and per backend, when ``backends`` is given) in fresh
     processes, ``repeat`` rounds of them (each row then shows its median run, ``repeats`` the
     real tokens/s of every one); return the :class:`Comparison`, also written to
-    ``out/compare.json``."""
+    ``out/compare.json``.
+
+    ``progress`` hears about each case while it runs (its steps and compilations, read from the
+    case's process through a pipe: ``trace --progress-fd``) and when it ends (a one-line
+    summary)."""
     if repeat < 1:
         raise UsageError(f"--repeat must be at least 1, got {repeat}")
     extra = list(extra or [])
@@ -149,7 +156,7 @@ def run_compare(
         raise UsageError("give the backends with --backends, not --backend")
     _validate(scenario, policies, steps, extra)
     _prepare_out(out, force)
-    say = progress or (lambda _line: None)
+    say = progress or (lambda _update: None)
     env = {**os.environ}
     root = str(Path(__file__).resolve().parents[1])
     env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
@@ -170,22 +177,29 @@ def run_compare(
             slug = f"{backend}/{policy_slug(policy_name)}" if backend else policy_slug(policy_name)
             if round_:
                 slug += f".r{round_ + 1}"
+            say(CaseUpdate(n, total, policy, "running"))
+
+            def on_step(steps_done: int, compiles: int, n: int = n, policy: str = policy) -> None:
+                say(CaseUpdate(n, total, policy, "running", steps_done, compiles))
+
             path, row, err = _run_case(scenario, policy, policy_name, backend, steps, extra,
-                                       out, slug, env, timeout)
+                                       out, slug, env, timeout, on_step)
             done[i].append((path, row))
             if err is not None:
                 failures[policy] = err
             label = policy + (f" ({row.resolved})" if row is not None and row.resolved else "")
             if row is None:
-                say(f"[{n}/{total}] {label:<14} FAILED: {err}")
+                say(CaseUpdate(n, total, policy, "failed",
+                               line=f"[{n}/{total}] {label:<14} FAILED: {err}"))
                 continue
             eff = row.padding_efficiency
-            say(
-                f"[{n}/{total}] {label:<14} {row.steps} steps, {row.compiles} compiles, "
-                f"{row.wall_s:.1f} s wall, {row.tokens_per_s:.0f} real tokens/s, "
-                f"padding efficiency {'-' if eff is None else f'{eff:.2f}'}"
-                + (f"  FAILED: {err}" if err is not None else "")
-            )
+            say(CaseUpdate(
+                n, total, policy, "failed" if err is not None else "done", row.steps,
+                row.compiles, line=(
+                    f"[{n}/{total}] {label:<14} {row.steps} steps, {row.compiles} compiles, "
+                    f"{row.wall_s:.1f} s wall, {row.tokens_per_s:.0f} real tokens/s, "
+                    f"padding efficiency {'-' if eff is None else f'{eff:.2f}'}"
+                    + (f"  FAILED: {err}" if err is not None else ""))))
     rows: list[CompareRow] = []
     for i, (backend, policy_name) in enumerate(cases):
         policy = f"{backend}/{policy_name}" if backend else policy_name
@@ -209,28 +223,64 @@ def run_compare(
 
 def _run_case(scenario: str, policy: str, policy_name: str, backend: str | None, steps: int,
               extra: list[str], out: Path, slug: str, env: dict[str, str],
-              timeout: float | None) -> tuple[str, CompareRow | None, str | None]:
+              timeout: float | None, on_step: Callable[[int, int], None]
+              ) -> tuple[str, CompareRow | None, str | None]:
     """One policy's run in a fresh process: ``(run directory, its row or None, the error line
-    or None)``."""
+    or None)``; ``on_step(steps, compilations)`` while it runs."""
     run_dir = out / slug
     run_dir.parent.mkdir(parents=True, exist_ok=True)
     # --no-views: the comparison draws its own picture and page; a policy's run draws
     # its views on request (`lazyscope report DIR/<policy> --format html`)
-    cmd = [sys.executable, "-m", "lazyscope", "trace", scenario, "--steps", str(steps),
-           "--out", str(run_dir), "--no-views", "--padding", policy_name, *extra]
-    if backend:
-        cmd[4:4] = ["--backend", backend]
-    try:
-        proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout)
-        (out / f"{slug}.log").write_text(proc.stdout + proc.stderr, encoding="utf-8")
-        code, err = proc.returncode, _last_line(proc.stderr or proc.stdout)
-    except subprocess.TimeoutExpired:
-        code, err = -1, f"timed out after {timeout} s"
+    cmd = [sys.executable, "-m", "lazyscope", "trace", "--steps", str(steps),
+           "--out", str(run_dir), "--no-views", *(["--backend", backend] if backend else []),
+           scenario, "--padding", policy_name, *extra]
+    code, err = _run_process(cmd, env, out / f"{slug}.log", timeout, on_step)
     try:
         run = load_run(run_dir)
     except LazyscopeError as exc:
         return str(run_dir), None, err if code else str(exc)
     return str(run_dir), compare_row(policy, run), err if code else None
+
+
+def _run_process(cmd: list[str], env: dict[str, str], log: Path, timeout: float | None,
+                 on_step: Callable[[int, int], None]) -> tuple[int, str]:
+    """Run one case's ``lazyscope trace`` (``cmd``) with a progress pipe; its stdout, then its
+    stderr, go to ``log``. Returns ``(exit code, the last line it wrote to stderr)`` (-1 on a
+    timeout)."""
+    read_end, write_end = os.pipe()
+    with tempfile.TemporaryFile("w+", encoding="utf-8") as err_file:
+        try:
+            with open(log, "w", encoding="utf-8") as out_file:
+                proc = subprocess.Popen([*cmd[:4], "--progress-fd", str(write_end), *cmd[4:]],
+                                        env=env, stdout=out_file, stderr=err_file,
+                                        pass_fds=(write_end,), text=True)
+        finally:
+            os.close(write_end)  # the child has its own copy: EOF comes when it exits
+
+        def follow() -> None:
+            with os.fdopen(read_end, encoding="utf-8", errors="replace") as pipe:
+                for line in pipe:
+                    found = read_progress(line)
+                    if found is not None:
+                        on_step(*found)
+
+        reader = threading.Thread(target=follow, name="lazyscope-compare-progress", daemon=True)
+        reader.start()
+        try:
+            code = proc.wait(timeout=timeout)
+            err_file.seek(0)
+            err = _last_line(err_file.read())
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+            code, err = -1, f"timed out after {timeout} s"
+        reader.join(timeout=10)
+        err_file.seek(0)
+        with open(log, "a", encoding="utf-8") as out_file:
+            out_file.write(err_file.read())
+    if code != 0 and err == "no output":
+        err = _last_line(log.read_text(encoding="utf-8", errors="replace"))
+    return code, err
 
 
 def _median_row(done: list[tuple[str, CompareRow | None]]) -> CompareRow | None:

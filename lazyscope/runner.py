@@ -20,9 +20,11 @@ import os
 import runpy
 import sys
 import traceback
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
+from typing import TextIO
 
 import lazyscope_scenarios
 from lazyscope.backends import get_collector
@@ -134,6 +136,17 @@ def validate_scenario_args(target: Target) -> None:
         raise UsageError(f"bad arguments for scenario {target.name}: {message}") from None
 
 
+def scenario_options(target: Target) -> set[str]:
+    """The option strings a scenario's own parser defines (``--steps``, ``--mode`` ...); empty
+    for a script (its options are its own business)."""
+    if target.kind != "scenario":
+        return set()
+    module = importlib.import_module(target.module)
+    if not hasattr(module, "__path__"):
+        sys.modules.pop(target.module, None)
+    return set(module.build_parser()._option_string_actions)
+
+
 def launcher_rank(env: dict[str, str] | None = None) -> tuple[int, int] | None:
     """``(rank, world size)`` when a launcher (torchrun, mpirun-style, any that sets ``RANK``
     and ``WORLD_SIZE``) started this process as one of several; None otherwise."""
@@ -190,6 +203,7 @@ class Tracer:
         profile: ProfileWindow | None = None,
         rank: int | None = None,
         world_size: int | None = None,
+        observers: list[Callable[[Recorder], None]] | None = None,
     ):
         self.options = options or TraceOptions()
         if self.options.max_steps is not None and self.options.max_steps < 1:
@@ -219,6 +233,8 @@ class Tracer:
         #: the error that stopped the recording itself (a full disk), raised from __exit__
         self.aborted: BaseException | None = None
         self.profile = profile
+        #: called with the recorder once the trace has started (a progress display hooks in)
+        self.observers = list(observers or [])
         if profile is not None and not self.collector.supports_profile:
             raise UsageError(
                 f"--profile is not supported by the {self.collector.name} backend (use --backend "
@@ -246,6 +262,8 @@ class Tracer:
             self.collector.start(self.recorder)
             if self.profile is not None:
                 self.profile.attach(self.collector, self.recorder)
+            for observe in self.observers:
+                observe(self.recorder)
         except BaseException as exc:
             self.writer.finish(STATUS_FAILED, describe_exception(exc))
             if isinstance(exc, OSError):
@@ -317,6 +335,17 @@ def api_tracer(out: str | os.PathLike[str], *, options: TraceOptions, force: boo
     run_dir, rank, world = ranked_out(out)
     return Tracer(run_dir, options=options, force=force, target=target,
                   target_kind=target_kind, rank=rank, world_size=world)
+def _usable(stream: TextIO, fd: int) -> TextIO:
+    """The stream lazyscope prints the report to once the program is over: the one it had
+    before the program ran, or, when the program closed that one, a new one on the same file
+    descriptor (Python's standard streams never close their descriptors)."""
+    if not getattr(stream, "closed", False):
+        return stream
+    try:
+        return open(fd, "w", buffering=1, encoding=getattr(stream, "encoding", None) or "utf-8",
+                    errors="backslashreplace", closefd=False)
+    except OSError:
+        return open(os.devnull, "w", encoding="utf-8")  # nowhere to print
 
 
 def trace_target(
@@ -326,12 +355,14 @@ def trace_target(
     options: TraceOptions,
     force: bool = False,
     profile: ProfileWindow | None = None,
+    observers: list[Callable[[Recorder], None]] | None = None,
 ) -> Run:
     """Run ``target`` under the backend of ``options`` into ``out`` and return the loaded run.
 
     A scenario gets ``--steps``/``--backend`` passed on (when it does not have them); a script
-    is stopped after ``options.max_steps`` barriers. Raises TargetFailed (exit 5), Interrupted
-    (exit 130) or NoSpaceError (exit 3) after finalising the run.
+    is stopped after ``options.max_steps`` barriers. ``observers`` are called with the recorder
+    once the trace has started (a progress display adds its step hook). Raises TargetFailed
+    (exit 5), Interrupted (exit 130) or NoSpaceError (exit 3) after finalising the run.
     """
     argv = list(target.argv)
     steps = options.max_steps
@@ -354,10 +385,12 @@ def trace_target(
         profile=profile,
         rank=rank,
         world_size=world,
+        observers=observers,
     )
     if target.kind == "scenario" and steps is not None:
         tracer.meta.steps_requested = steps
     saved_argv, saved_path = sys.argv[:], sys.path[:]
+    saved_streams = sys.stdout, sys.stderr
     sys.argv = [str(target.path), *argv]
     if target.kind == "script":
         sys.path.insert(0, str(target.path.parent))
@@ -382,6 +415,8 @@ def trace_target(
         # SystemExit or an exception of the program: status and traceback are recorded
     finally:
         sys.argv, sys.path = saved_argv, saved_path
+        sys.stdout, sys.stderr = (_usable(stream, fd) for stream, fd in zip(saved_streams, (1, 2),
+                                                                              strict=True))
     if tracer.status == STATUS_FAILED:
         if isinstance(tracer.exception, LazyscopeError):
             # lazyscope itself refused inside the program (no CUDA device, say): keep its code

@@ -3,7 +3,7 @@
 A training step recompiled for each new length (with its lazy backward compiles), a graph
 break at an ``.item()``, and a function that hits the recompile limit and runs eagerly.
 
-    lazyscope trace compile-tour --backend compile
+    lazyscope trace --backend compile compile-tour
     python -m lazyscope_scenarios.compile_tour --backend compile
 """
 

@@ -24,8 +24,8 @@ advisor), so ``lazyscope compare`` and ``lazyscope advise`` read both alike:
                 checks which (one tiny forward on the CPU) and says so in its notes.
 
     python -m lazyscope_scenarios.hf_gpt2 --padding longest --steps 10
-    lazyscope trace hf-gpt2 --steps 20 -- --padding packed
-    lazyscope compare hf-gpt2 --policies max,longest,bucket:auto,packed --steps 20
+    lazyscope trace --steps 20 hf-gpt2 --padding packed
+    lazyscope compare --policies max,longest,bucket:auto,packed --steps 20 hf-gpt2
 
 Needs ``transformers`` (``pip install 'lazyscope[hf]'``); without it the run stops with one line
 (exit 4 under ``lazyscope trace``). Attention is transformers' ``sdpa`` implementation (``eager``

@@ -7,7 +7,7 @@ mode the loss is accumulated with ``torch.cat``, so the loss tensor grows by one
 its shape is new every step, and XLA compiles a new graph at every barrier.
 
     python -m lazyscope_scenarios.lazytensor_dynamic --mode dynamic --steps 30
-    lazyscope trace lazytensor-dynamic --mode dynamic --steps 30 --out runs/dyn
+    lazyscope trace --steps 30 --out runs/dyn lazytensor-dynamic --mode dynamic
 """
 
 from __future__ import annotations

@@ -84,8 +84,13 @@ class Recorder:
         self._annotations: dict[str, Any] = {}
         self._lock = threading.RLock()
         self.t0 = time.perf_counter()
-        #: called with the index of the next step after each step is recorded (profile window)
+        #: called with the index of the next step after each step is recorded (profile window,
+        #: progress display)
         self.step_hooks: list[Callable[[int], None]] = []
+        #: compilations in the steps recorded so far, and the last step's wall time (what a
+        #: progress display shows)
+        self.compiles = 0
+        self.last_wall_s: float | None = None
         #: once set (a full disk), nothing more is written; the trace ends with that error
         self.failed: BaseException | None = None
 
@@ -155,6 +160,10 @@ class Recorder:
             self._annotations = {}
             if self.failed is not None:
                 raise TraceAborted(self.failed)
+            compiles, wall = values.get("compile_count"), values.get("wall_s")
+            if compiles and compiles == compiles:  # None and NaN: not measured
+                self.compiles += int(compiles)
+            self.last_wall_s = wall if wall is not None and wall == wall else None
             self.steps += 1
             index = self.steps
         for hook in self.step_hooks:

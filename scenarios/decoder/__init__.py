@@ -17,8 +17,8 @@ everything is seeded. Padding policies (``lazyscope.padding``, shared with the b
                 BlockDiagonalMask)
 
     python -m lazyscope_scenarios.decoder --padding longest --steps 10
-    lazyscope trace decoder --padding bucket:auto --batching grouped --steps 40
-    lazyscope compare decoder --policies max,longest,pow2,bucket:auto,packed --steps 40
+    lazyscope trace --steps 40 decoder --padding bucket:auto --batching grouped
+    lazyscope compare --policies max,longest,pow2,bucket:auto,packed --steps 40 decoder
 
 Attention (``--attention``): every variant computes the same function, a causal decoder, in
 training and in evaluation alike: a token attends to itself and to the earlier tokens of its own

@@ -40,7 +40,7 @@ def _one_line(proc: subprocess.CompletedProcess[str]) -> str:
 
 def test_trace_without_torch_xla(tmp_path, no_xla_env) -> None:
     out = tmp_path / "run"
-    proc = lazyscope_cmd("trace", "lazytensor-dynamic", "--steps", "2", "--out", str(out),
+    proc = lazyscope_cmd("trace", "--steps", "2", "--out", str(out), "lazytensor-dynamic",
                          env=no_xla_env)
     assert proc.returncode == 4
     assert _one_line(proc) == (
@@ -56,7 +56,7 @@ def test_trace_script_without_torch_xla_keeps_an_old_run(tmp_path, no_xla_env) -
     before = (old / "steps.bin").read_bytes()
     script = tmp_path / "train.py"
     script.write_text("import torch_xla\n")
-    proc = lazyscope_cmd("trace", str(script), "--out", str(old), "--force", env=no_xla_env)
+    proc = lazyscope_cmd("trace", "--out", str(old), "--force", str(script), env=no_xla_env)
     assert proc.returncode == 4
     assert "torch_xla is not installed" in _one_line(proc)
     assert (old / "steps.bin").read_bytes() == before

@@ -14,8 +14,8 @@ pytestmark = pytest.mark.xla
 @pytest.fixture(scope="session")
 def comparison(tmp_path_factory):
     out = tmp_path_factory.mktemp("compare") / "cmp"
-    proc = lazyscope_cmd("compare", "decoder", "--policies", "max,packed", "--steps", "3",
-                         "--max-len", "32", "--batch", "4", "--mode", "train", "--out", str(out))
+    proc = lazyscope_cmd("compare", "--policies", "max,packed", "--steps", "3", "--mode", "train",
+                         "--out", str(out), "decoder", "--max-len", "32", "--batch", "4")
     assert proc.returncode == 0, proc.stdout + proc.stderr
     return out, proc
 
@@ -24,6 +24,7 @@ def test_compare_writes_runs_json_png_and_a_table(comparison) -> None:
     out, proc = comparison
     lines = proc.stdout.splitlines()
     assert lines[0].startswith("[1/2] max ") and lines[1].startswith("[2/2] packed ")
+    assert "\x1b" not in proc.stdout + proc.stderr  # piped: no live lines, no colour
     assert "real tok/s" in proc.stdout and "packed / max" in proc.stdout
     data = json.loads((out / "compare.json").read_text())
     rows = {r["policy"]: r for r in data["rows"]}
@@ -45,8 +46,8 @@ def test_compare_writes_runs_json_png_and_a_table(comparison) -> None:
 
 def test_compare_refuses_to_overwrite_without_force(comparison) -> None:
     out, _ = comparison
-    proc = lazyscope_cmd("compare", "decoder", "--policies", "max", "--steps", "1",
-                         "--out", str(out))
+    proc = lazyscope_cmd("compare", "--policies", "max", "--steps", "1", "--out", str(out),
+                         "decoder")
     assert proc.returncode == 3
     assert proc.stderr.strip() == f"lazyscope: {out} already exists; use --force to replace it"
     assert (out / "compare.json").exists()

@@ -51,8 +51,8 @@ def compile_runs(tmp_path_factory) -> dict[str, Path]:
     runs: dict[str, Path] = {}
     for name, (script, args) in CASES.items():
         out = base / name
-        proc = lazyscope_cmd("trace", str(PITFALLS / script), "--backend", "compile",
-                             "--out", str(out), "--no-views", "--", *args, timeout=600)
+        proc = lazyscope_cmd("trace", "--backend", "compile", "--out", str(out), "--no-views",
+                             str(PITFALLS / script), *args, timeout=600)
         assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
         (out / "stdout.txt").write_text(proc.stdout)
         runs[name] = out
@@ -153,8 +153,8 @@ def test_bucketed_compile_is_reused_warm_up_and_passes_check(compile_runs) -> No
 
 def test_device_is_a_trace_option_not_the_scripts(tmp_path: Path) -> None:
     out = tmp_path / "own"
-    proc = lazyscope_cmd("trace", str(PITFALLS / "own_arguments.py"), "--backend", "compile",
-                         "--device", "cpu", "--out", str(out), "--", "--steps", "2", timeout=600)
+    proc = lazyscope_cmd("trace", "--backend", "compile", "--device", "cpu", "--out", str(out),
+                         str(PITFALLS / "own_arguments.py"), "--steps", "2", timeout=600)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
     assert "own_arguments: 2 steps" in proc.stdout
     assert load_run(out).meta.args == ["--steps", "2"]
@@ -162,8 +162,8 @@ def test_device_is_a_trace_option_not_the_scripts(tmp_path: Path) -> None:
 
 def test_inductor_static_padding_compiles_once(tmp_path: Path) -> None:
     out = tmp_path / "max"
-    proc = lazyscope_cmd("trace", str(PADDING), "--backend", "compile", "--steps", "4",
-                         "--device", "cpu", "--out", str(out), "--", "--policy", "max",
+    proc = lazyscope_cmd("trace", "--backend", "compile", "--steps", "4", "--device", "cpu",
+                         "--out", str(out), str(PADDING), "--policy", "max",
                          timeout=900)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     report = report_json(out)
@@ -180,8 +180,8 @@ def test_eager_runs_without_torch_xla(tmp_path: Path) -> None:
     code = (
         "import sys; sys.modules['torch_xla'] = None\n"
         "from lazyscope.cli import main\n"
-        f"rc = main(['trace', 'lazytensor-dynamic', '--backend', 'eager', '--steps', '4', "
-        f"'--out', {str(out)!r}, '--mode', 'dynamic'])\n"
+        f"rc = main(['trace', '--backend', 'eager', '--steps', '4', '--out', {str(out)!r}, "
+        f"'lazytensor-dynamic', '--mode', 'dynamic'])\n"
         "assert 'torch_xla' not in [m for m in sys.modules if sys.modules[m] is not None]\n"
         "sys.exit(rc)\n"
     )
@@ -197,8 +197,8 @@ def test_eager_runs_without_torch_xla(tmp_path: Path) -> None:
 def test_device_cuda_without_gpu_is_a_clear_error(tmp_path: Path) -> None:
     if _cuda_available():
         pytest.skip("a CUDA device is present: the no-GPU error cannot happen here")
-    proc = lazyscope_cmd("trace", "lazytensor-dynamic", "--backend", "eager", "--steps", "2",
-                         "--out", str(tmp_path / "c"), "--device", "cuda")
+    proc = lazyscope_cmd("trace", "--backend", "eager", "--steps", "2", "--out", str(tmp_path / "c"),
+                         "--device", "cuda", "lazytensor-dynamic")
     assert proc.returncode == 4
     assert "no CUDA device is usable here" in proc.stderr
     assert len(proc.stderr.strip().splitlines()) == 1
@@ -209,8 +209,8 @@ def test_cuda_sync_events_name_the_user_line(tmp_path: Path) -> None:
     if not _cuda_available():
         pytest.skip("no CUDA device: torch.cuda.set_sync_debug_mode sync events need a GPU")
     out = tmp_path / "cuda"
-    proc = lazyscope_cmd("trace", "lazytensor-dynamic", "--backend", "eager", "--steps", "4",
-                         "--out", str(out), "--device", "cuda", "--read-loss")
+    proc = lazyscope_cmd("trace", "--backend", "eager", "--steps", "4", "--out", str(out),
+                         "--device", "cuda", "lazytensor-dynamic", "--read-loss")
     assert proc.returncode == 0, proc.stderr
     syncs = list(load_run(out).events.iter("sync"))
     assert len(syncs) >= 4

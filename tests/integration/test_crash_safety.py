@@ -53,7 +53,7 @@ def _start(tmp_path: Path, k: int, action: str) -> tuple[subprocess.Popen[str], 
     env = {**os.environ, "PJRT_DEVICE": "CPU", "PYTHONPATH": str(REPO), "LS_AFTER": str(k),
            "LS_MARKER": str(marker), "LS_ACTION": action}
     proc = subprocess.Popen(
-        [sys.executable, "-m", "lazyscope", "trace", str(script), "--out", str(out)],
+        [sys.executable, "-m", "lazyscope", "trace", "--out", str(out), str(script)],
         cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )
     return proc, out, marker

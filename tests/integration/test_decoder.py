@@ -33,8 +33,8 @@ def decoder_runs(tmp_path_factory) -> dict[str, Path]:
     for name, policy, more in (("longest", "longest", []), ("bucket", "bucket:16", []),
                                ("auto", "bucket:auto", auto)):
         out = base / name
-        proc = lazyscope_cmd("trace", "decoder", "--padding", policy, "--steps", "6", *SMALL,
-                             *more, "--out", str(out), "--no-views")
+        proc = lazyscope_cmd("trace", "--steps", "6", "--out", str(out), "--no-views", "decoder",
+                             "--padding", policy, *SMALL, *more)
         assert proc.returncode == 0, proc.stdout + proc.stderr
         runs[name] = out
     return runs

@@ -49,7 +49,7 @@ def test_steptrace_and_parallel_loader_are_step_barriers(tmp_path: Path) -> None
         torch_xla.sync()
         """))
     out = tmp_path / "run"
-    proc = lazyscope_cmd("trace", str(script), "--out", str(out))
+    proc = lazyscope_cmd("trace", "--out", str(out), str(script))
     assert proc.returncode == 0, proc.stderr
     report = report_json(out)
     # 3 StepTrace exits; the loader syncs before each batch but the first (a StepTrace just

@@ -32,7 +32,7 @@ def trainer_runs(tmp_path_factory) -> dict:
     cli, cb, cb2 = base / "cli", base / "callback", base / "callback_ga"
 
     def traced() -> subprocess.CompletedProcess[str]:
-        return lazyscope_cmd("trace", str(SCRIPT), "--out", str(cli), "--no-views", cwd=base)
+        return lazyscope_cmd("trace", "--out", str(cli), "--no-views", str(SCRIPT), cwd=base)
 
     def with_callback() -> subprocess.CompletedProcess[str]:
         env = {**os.environ, "PJRT_DEVICE": "CPU", "PYTHONPATH": str(REPO),

@@ -45,8 +45,8 @@ def hf_runs(tmp_path_factory) -> dict[str, Path]:
     runs = {}
     for policy in ("max", "longest"):
         out = base / policy
-        proc = lazyscope_cmd("trace", "hf-gpt2", "--steps", str(STEPS), "--out", str(out),
-                             "--no-views", "--", "--padding", policy, *SMALL)
+        proc = lazyscope_cmd("trace", "--steps", str(STEPS), "--out", str(out), "--no-views",
+                             "hf-gpt2", "--padding", policy, *SMALL)
         assert proc.returncode == 0, proc.stdout + proc.stderr
         assert f"hf-gpt2 tiny train padding={policy}" in proc.stdout
         runs[policy] = out
@@ -177,7 +177,7 @@ def test_bad_arguments_fail_before_importing_transformers(tmp_path: Path) -> Non
     assert proc.stdout.split()[:2] == ["exit", "2"]
     assert "--lengths holds length 40 > max length 32" in proc.stderr
 
-    bad = lazyscope_cmd("trace", "hf-gpt2", "--out", str(tmp_path / "run"), "--",
+    bad = lazyscope_cmd("trace", "--out", str(tmp_path / "run"), "hf-gpt2",
                         "--padding", "bucket:1,zz")
     assert bad.returncode == 2
     assert bad.stderr.strip().splitlines() == [
@@ -198,8 +198,8 @@ def test_without_transformers_one_line_and_exit_4(tmp_path: Path) -> None:
     assert proc.returncode == 4, proc.stdout + proc.stderr
     assert proc.stderr.strip().splitlines() == [
         "lazyscope: hf-gpt2 needs transformers: pip install 'lazyscope[hf]'"]
-    traced = lazyscope_cmd("trace", "hf-gpt2", "--backend", "eager", "--steps", "1", "--out",
-                           str(tmp_path / "run"), env={"PYTHONPATH": f"{shadow}{os.pathsep}{REPO}"})
+    traced = lazyscope_cmd("trace", "--backend", "eager", "--steps", "1", "--out",
+                           str(tmp_path / "run"), "hf-gpt2", env={"PYTHONPATH": f"{shadow}{os.pathsep}{REPO}"})
     assert traced.returncode == 4, traced.stdout + traced.stderr
     lines = traced.stderr.strip().splitlines()
     assert len(lines) == 1 and "hf-gpt2 needs transformers: pip install 'lazyscope[hf]'" in lines[0]

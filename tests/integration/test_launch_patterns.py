@@ -54,7 +54,7 @@ def _untraced(name: str) -> dict:
 
 
 def _traced(name: str, out: Path) -> tuple[dict, subprocess.CompletedProcess]:
-    proc = lazyscope_cmd("trace", str(PROGRAMS / f"{name}.py"), "--out", str(out), "--no-views",
+    proc = lazyscope_cmd("trace", "--out", str(out), "--no-views", str(PROGRAMS / f"{name}.py"),
                          env={**CASES[name], "PYTHONPATH": f"{REPO}{os.pathsep}{PROGRAMS}"})
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
     return counts(proc.stdout), proc
@@ -136,8 +136,8 @@ def test_two_ranks_under_a_launcher_write_their_own_directories(tmp_path: Path) 
     no refusal; one merged report flags rank 1's extra graph; check can gate on it."""
     out = tmp_path / "ranked"
     procs = [subprocess.Popen(
-        [sys.executable, "-m", "lazyscope", "trace", str(PROGRAMS / "ranked.py"), "--out",
-         str(out)], cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        [sys.executable, "-m", "lazyscope", "trace", "--out", str(out),
+         str(PROGRAMS / "ranked.py")], cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
         env={**_env({}), "RANK": str(r), "WORLD_SIZE": "2"}) for r in (0, 1)]
     plain = [subprocess.Popen(
         [sys.executable, str(PROGRAMS / "ranked.py")], cwd=PROGRAMS, stdout=subprocess.PIPE,
@@ -174,8 +174,8 @@ def test_steps_limit_stops_a_launched_worker_cleanly(tmp_path: Path) -> None:
     and the program goes on after launch() (the stopped worker returns an empty result dict
     to torch_xla's spawn, which merges it; None made spawn raise)."""
     out = tmp_path / "limited"
-    proc = lazyscope_cmd("trace", str(PROGRAMS / "launch_one.py"), "--steps", "2", "--out",
-                         str(out), "--no-views",
+    proc = lazyscope_cmd("trace", "--steps", "2", "--out", str(out), "--no-views",
+                         str(PROGRAMS / "launch_one.py"),
                          env={"PYTHONPATH": f"{REPO}{os.pathsep}{PROGRAMS}"})
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
     worker = report_json(out / "rank0")

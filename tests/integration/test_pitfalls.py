@@ -121,7 +121,7 @@ def test_fallback_finding_names_the_op_counted_exactly(pitfall_reports, name) ->
 
 def test_text_report_lists_findings_before_the_verdict(tmp_path: Path) -> None:
     out = tmp_path / "run"
-    proc = lazyscope_cmd("trace", str(pitfalls.script("item_per_step")), "--out", str(out))
+    proc = lazyscope_cmd("trace", "--out", str(out), str(pitfalls.script("item_per_step")))
     assert proc.returncode == 0, proc.stderr
     lines = proc.stdout.rstrip("\n").splitlines()
     verdict_at = max(i for i, ln in enumerate(lines) if ln.startswith("verdict: "))
@@ -150,7 +150,7 @@ def test_library_api_matches_the_cli(tmp_path: Path) -> None:
     script = tmp_path / "loop.py"
     script.write_text(_LOOP)
     cli_out = tmp_path / "cli"
-    proc = lazyscope_cmd("trace", str(script), "--out", str(cli_out))
+    proc = lazyscope_cmd("trace", "--out", str(cli_out), str(script))
     assert proc.returncode == 0, proc.stderr
     api_script = tmp_path / "api_loop.py"
     body = textwrap.indent(_LOOP.split("dev = ", 1)[1], "    ")

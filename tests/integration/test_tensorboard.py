@@ -27,8 +27,8 @@ pytestmark = [pytest.mark.xla, pytest.mark.slow]
 @pytest.fixture(scope="module")
 def profiled_run(tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("profiled") / "run"
-    proc = lazyscope_cmd("trace", "lazytensor-dynamic", "--mode", "static", "--size", "64",
-                         "--steps", "6", "--profile-steps", "1:4", "--out", str(out))
+    proc = lazyscope_cmd("trace", "--steps", "6", "--profile-steps", "1:4", "--out", str(out),
+                         "lazytensor-dynamic", "--mode", "static", "--size", "64")
     assert proc.returncode == 0, proc.stdout + proc.stderr
     return out
 
@@ -124,7 +124,7 @@ def test_tensorboard_serves_the_profile(profiled_run: Path) -> None:
 
 
 def test_bad_profile_steps_is_one_line(capsys) -> None:
-    code = main(["trace", "lazytensor-dynamic", "--profile-steps", "4:2", "--out", "/nonexistent/x"])
+    code = main(["trace", "--profile-steps", "4:2", "--out", "/nonexistent/x", "lazytensor-dynamic"])
     err = capsys.readouterr().err.strip().splitlines()
     assert code == 2 and err == ["lazyscope: --profile-steps A:B needs 0 <= A < B, got '4:2'"]
 

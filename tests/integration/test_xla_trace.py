@@ -174,7 +174,7 @@ def test_trace_a_user_script_that_raises(tmp_path: Path) -> None:
         "        raise ValueError('boom at step 2')\n"
     )
     out = tmp_path / "run"
-    proc = lazyscope_cmd("trace", str(script), "--out", str(out))
+    proc = lazyscope_cmd("trace", "--out", str(out), str(script))
     assert proc.returncode == 5, proc.stderr
     assert "ValueError: boom at step 2" in proc.stderr and "train.py:8" in proc.stderr
     assert len(proc.stderr.strip().splitlines()) == 1
@@ -196,7 +196,7 @@ def test_steps_limit_stops_a_script_and_no_views_draws_nothing(tmp_path: Path) -
         "    torch_xla.sync()\n"
     )
     out = tmp_path / "run"
-    proc = lazyscope_cmd("trace", str(script), "--steps", "4", "--out", str(out), "--no-views")
+    proc = lazyscope_cmd("trace", "--steps", "4", "--out", str(out), "--no-views", str(script))
     assert proc.returncode == 0, proc.stderr
     assert "verdict: " in proc.stdout and "steps           4" in proc.stdout
     summary = report_json(out)
@@ -227,8 +227,8 @@ def test_graph_shapes_on_by_default_and_off_on_request(lazytensor_runs, tmp_path
     assert grown, shapes[-2:]
 
     out = tmp_path / "light"
-    proc = lazyscope_cmd("trace", "lazytensor-dynamic", "--mode", "dynamic", "--steps", "6",
-                         "--no-graph-shapes", "--out", str(out))
+    proc = lazyscope_cmd("trace", "--steps", "6", "--no-graph-shapes", "--out", str(out),
+                         "lazytensor-dynamic", "--mode", "dynamic")
     assert proc.returncode == 0, proc.stderr
     assert not (out / "graphs").exists()
     meta = json.loads((out / "meta.json").read_text())
@@ -267,7 +267,7 @@ def test_hlo_dump_directory_is_ours_and_temporary_or_the_users_and_kept(tmp_path
 
     before = dump_dirs()
     out = tmp_path / "own"
-    proc = lazyscope_cmd("trace", str(script), "--out", str(out), env={"TMPDIR": str(tmp)})
+    proc = lazyscope_cmd("trace", "--out", str(out), str(script), env={"TMPDIR": str(tmp)})
     assert proc.returncode == 0, proc.stderr
     compiles = compile_events(out)
     assert [[i.shape for i in c.data.inputs] for c in compiles] == [
@@ -278,7 +278,7 @@ def test_hlo_dump_directory_is_ours_and_temporary_or_the_users_and_kept(tmp_path
 
     mine = tmp_path / "my-dump"
     out2 = tmp_path / "users"
-    proc = lazyscope_cmd("trace", str(script), "--out", str(out2),
+    proc = lazyscope_cmd("trace", "--out", str(out2), str(script),
                          env={"TMPDIR": str(tmp), "XLA_FLAGS": f"--xla_dump_to={mine}"})
     assert proc.returncode == 0, proc.stderr
     compiles = compile_events(out2)
@@ -308,7 +308,7 @@ def test_trace_keeps_few_metric_samples_unless_the_user_chose(tmp_path: Path) ->
     for name, env, expected in (("ours", {}, 32), ("users", {"XLA_METRICS_SAMPLES": "64"}, 40)):
         kept = tmp_path / f"{name}.txt"
         out = tmp_path / name
-        proc = lazyscope_cmd("trace", str(script), "--out", str(out), "--", str(kept), env=env)
+        proc = lazyscope_cmd("trace", "--out", str(out), str(script), str(kept), env=env)
         assert proc.returncode == 0, proc.stderr
         assert int(kept.read_text()) == expected
         assert report_json(out)["executions"] == 40

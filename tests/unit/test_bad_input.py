@@ -26,7 +26,8 @@ def one_line(capsys) -> str:
 @pytest.mark.parametrize(
     ("args", "needle"),
     [
-        (["--steps", "0"], "0 is not in the range x>=1"),
+        (["--steps", "0"], "bad arguments for scenario lazytensor-dynamic: argument --steps: "
+                           "must be at least 1, got 0"),
         (["--size", "abc"], "bad arguments for scenario lazytensor-dynamic: argument --size: "
                             "invalid int value: 'abc'"),
         (["--", "--steps", "-1"], "argument --steps: must be at least 1, got -1"),
@@ -35,7 +36,7 @@ def one_line(capsys) -> str:
 )
 def test_bad_scenario_option_values(capsys, tmp_path, args, needle) -> None:
     out = tmp_path / "run"
-    assert main(["trace", "lazytensor-dynamic", "--out", str(out), *args]) == EXIT_USAGE
+    assert main(["trace", "--out", str(out), "lazytensor-dynamic", *args]) == EXIT_USAGE
     assert needle in one_line(capsys)
     assert not out.exists()  # validated before anything was written
 
@@ -57,7 +58,7 @@ def test_bad_decoder_option_values(capsys, tmp_path, args, needle) -> None:
     long_file.write_text("10\n300\n")
     args = [str(long_file) if a == "LONG" else a for a in args]
     out = tmp_path / "run"
-    assert main(["trace", "decoder", "--out", str(out), *args]) == EXIT_USAGE
+    assert main(["trace", "--out", str(out), "decoder", *args]) == EXIT_USAGE
     line = one_line(capsys)
     assert line.startswith("lazyscope: bad arguments for scenario decoder: ") and needle in line
     assert not out.exists()
@@ -81,7 +82,7 @@ def test_force_never_replaces_a_directory_that_is_not_a_run(capsys, tmp_path) ->
     precious = tmp_path / "thesis"
     precious.mkdir()
     (precious / "chapter1.tex").write_text("years of work")
-    assert main(["trace", "lazytensor-dynamic", "--out", str(precious), "--force"]) == EXIT_RUN_DIR
+    assert main(["trace", "--out", str(precious), "--force", "lazytensor-dynamic"]) == EXIT_RUN_DIR
     assert "is not a lazyscope run; refusing to replace it" in one_line(capsys)
     assert (precious / "chapter1.tex").read_text() == "years of work"
 
@@ -89,14 +90,14 @@ def test_force_never_replaces_a_directory_that_is_not_a_run(capsys, tmp_path) ->
 def test_out_is_a_file(capsys, tmp_path) -> None:
     f = tmp_path / "run"
     f.write_text("x")
-    assert main(["trace", "lazytensor-dynamic", "--out", str(f)]) == EXIT_RUN_DIR
+    assert main(["trace", "--out", str(f), "lazytensor-dynamic"]) == EXIT_RUN_DIR
     assert "exists and is not a directory" in one_line(capsys)
 
 
 def test_force_with_bad_arguments_keeps_the_old_run(capsys, data_run) -> None:
     path = data_run("static20")
     before = {p.name: p.read_bytes() for p in path.iterdir()}
-    assert main(["trace", "lazytensor-dynamic", "--out", str(path), "--force",
+    assert main(["trace", "--out", str(path), "--force", "lazytensor-dynamic",
                  "--mode", "sideways"]) == EXIT_USAGE
     one_line(capsys)
     assert {p.name: p.read_bytes() for p in path.iterdir()} == before

@@ -140,11 +140,11 @@ def test_policy_of_a_scenario_run() -> None:
 @pytest.mark.parametrize(
     ("argv", "needle"),
     [
-        (["compare", "decoder", "--policies", "max,bogus", "--steps", "2"],
+        (["compare", "--policies", "max,bogus", "--steps", "2", "decoder"],
          "unknown padding policy 'bogus'"),
-        (["compare", "decoder", "--policies", "bucket:a,12", "--steps", "2"],
+        (["compare", "--policies", "bucket:a,12", "--steps", "2", "decoder"],
          "malformed bucket list"),
-        (["compare", "nope", "--policies", "max"], "unknown scenario 'nope'"),
+        (["compare", "--policies", "max", "nope"], "unknown scenario 'nope'"),
         (["advise", "--lengths", "/no/such/file"], "cannot read lengths file"),
         (["advise", "--lengths", "LENGTHS", "--max-buckets", "0"], "0 is not in the range"),
         (["advise"], "either RUN_DIR or --lengths"),

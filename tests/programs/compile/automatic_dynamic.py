@@ -5,7 +5,7 @@ changes, and marks that dimension dynamic: later lengths reuse the dynamic graph
 recompile storm: lazyscope reports a single note (not a finding) that says torch made the
 dimension dynamic, and the run passes ``lazyscope check``.
 
-    lazyscope trace tests/programs/compile/automatic_dynamic.py --backend compile
+    lazyscope trace --backend compile tests/programs/compile/automatic_dynamic.py
 """
 
 import torch

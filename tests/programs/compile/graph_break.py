@@ -5,7 +5,7 @@ graph before it, hands the value to Python, and resumes in a second graph. lazys
 the break at that line with dynamo's reason in full and its hints. Fix: return the tensor and
 read it after the step, or ``torch._dynamo.config.capture_scalar_outputs = True``.
 
-    lazyscope trace tests/programs/compile/graph_break.py --backend compile
+    lazyscope trace --backend compile tests/programs/compile/graph_break.py
 """
 
 import sys

@@ -1,10 +1,10 @@
 """A user script with its own argparse: lazyscope's --device never reaches it.
 
-``lazyscope trace own_arguments.py --backend compile --device cpu`` is lazyscope's option; the
-script's sys.argv holds only what comes after ``--`` (here nothing). An argparse that rejects
+In ``lazyscope trace --backend compile --device cpu own_arguments.py``, ``--device`` is
+lazyscope's option; the script's sys.argv holds only what comes after the script (here nothing). An argparse that rejects
 unknown arguments fails if it ever sees --device.
 
-    lazyscope trace tests/programs/compile/own_arguments.py --backend compile --device cpu -- --steps 2
+    lazyscope trace --backend compile --device cpu tests/programs/compile/own_arguments.py --steps 2
 """
 
 import argparse

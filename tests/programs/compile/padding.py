@@ -6,7 +6,7 @@ every step has the same shape; ``--policy longest``: to the longest sequence of 
 dimension 1 varies) and runs a two-layer model over the padded batch. ``--graph-break`` plants a
 ``.item()`` inside ``forward`` (a graph break under torch.compile, a host sync everywhere).
 
-    lazyscope trace tests/programs/compile/padding.py --backend compile --steps 6 -- \
+    lazyscope trace --backend compile --steps 6 tests/programs/compile/padding.py \
         --policy longest
     python tests/programs/compile/padding.py --backend eager --policy max
 """

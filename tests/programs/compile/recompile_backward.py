@@ -7,7 +7,7 @@ happens), with every argument that changed (``x`` and ``mask``), and the forward
 compile times apart. ``backend="aot_eager"`` keeps the example quick on a CPU; inductor behaves
 the same. Fix: ``dynamic=True`` / ``torch._dynamo.mark_dynamic(x, 1)``, or pad to buckets.
 
-    lazyscope trace tests/programs/compile/recompile_backward.py --backend compile
+    lazyscope trace --backend compile tests/programs/compile/recompile_backward.py
 """
 
 import sys

@@ -6,7 +6,7 @@ stops compiling the function and runs it eagerly for the rest of the run, with o
 lazyscope reports that as an ``eager_fallback`` finding at the call line, with the limit and
 the last reason. Fix: mark the varying dimension dynamic, or pad to a few bucket sizes.
 
-    lazyscope trace tests/programs/compile/recompile_limit.py --backend compile
+    lazyscope trace --backend compile tests/programs/compile/recompile_limit.py
 """
 
 import sys

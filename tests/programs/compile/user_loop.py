@@ -4,7 +4,7 @@ No scenario kit: this is how a user's script marks steps for ``--backend eager|c
 (``lazyscope.barrier()`` waits for CUDA and ends the step; untraced it only waits). The length
 varies every step and ``dynamic=False`` is set, so every new length recompiles.
 
-    lazyscope trace tests/programs/compile/user_loop.py --backend compile --steps 4
+    lazyscope trace --backend compile --steps 4 tests/programs/compile/user_loop.py
 """
 
 import torch

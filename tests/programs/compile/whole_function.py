@@ -6,7 +6,7 @@ A ``print`` inside a user-defined ``@contextmanager`` block cannot be split into
 lazyscope reports a ``graph_break`` finding at the offending line that says the whole function
 runs uncompiled. Fix: move the context manager (or the print) out of the compiled function.
 
-    lazyscope trace tests/programs/compile/whole_function.py --backend compile
+    lazyscope trace --backend compile tests/programs/compile/whole_function.py
 """
 
 import contextlib

@@ -27,7 +27,7 @@ from typing import Any
 from lazyscope.analyze.buckets import Advice, Plan
 from lazyscope.analyze.compare import CompareRow, Comparison, Verdict
 from lazyscope.render.html import REPORT_HTML, esc, img, page, table
-from lazyscope.render.plots import figure
+from lazyscope.render.plots import LITERAL, figure
 from lazyscope.store import atomic_write_text
 from lazyscope.units import seconds as fmt_seconds
 
@@ -132,7 +132,7 @@ def write_compare_png(result: Comparison, path: Path) -> Path:
             ax1.annotate(f"{_compiles(r.compiles)}\neff {_eff(r.padding_efficiency)}",
                          (bar.get_x() + bar.get_width() / 2, bar.get_height()),
                          ha="center", va="bottom", fontsize=7)
-        ax1.set_xticks(range(len(rows)), names, rotation=20, fontsize=8)
+        ax1.set_xticks(range(len(rows)), names, rotation=20, fontsize=8, **LITERAL)
         ax1.set_ylabel("real tokens/s (including compilation)")
         ax1.margins(y=0.2)
         ax1.grid(axis="y", alpha=0.3)
@@ -148,10 +148,11 @@ def write_compare_png(result: Comparison, path: Path) -> Path:
         ax2.set_xlabel("wall time (s, compilation included)" if tokens else "step")
         ax2.set_ylabel("real tokens processed" if tokens else "cumulative wall time (s)")
         ax2.grid(alpha=0.3)
-        ax2.legend(fontsize=8, loc="upper left")
+        for text in ax2.legend(fontsize=8, loc="upper left").get_texts():  # policy names
+            text.set_parse_math(False)
         per = "backend x policy" if result.backends else "policy"
         fig.suptitle(f"{result.scenario} {' '.join(result.args)}: "
-                     f"{result.steps} steps per {per}", fontsize=9)
+                     f"{result.steps} steps per {per}", fontsize=9, **LITERAL)
     return Path(path)
 
 

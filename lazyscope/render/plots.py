@@ -3,9 +3,14 @@ matplotlib.
 
 Every plot draws :class:`~lazyscope.analyze.report.Series`, which is bucketed to at most a few
 thousand points (a bucket shows its mean, with its min..max as a band): a million-step run draws
-as fast as a short one. Text that comes from the user (the script's path and arguments) is never
-parsed as mathtext (``text.parse_math`` is off), and legends have a fixed place (the ``best``
-search is quadratic in the points).
+as fast as a short one. Legends have a fixed place (the ``best`` search is quadratic in the
+points).
+
+Text that comes from the program (the script's path and arguments, policy names) is drawn
+literally: it is given ``parse_math=False`` (:data:`LITERAL`), text by text, so ``$\\foo$`` in an
+argument is never mathtext. Everything of lazyscope's own keeps matplotlib's mathtext on, which
+its own formatters need: a log axis labels its ticks ``$\\mathdefault{10^{3}}$``, drawn as 10³
+(with mathtext off globally they read as that raw string).
 """
 
 from __future__ import annotations
@@ -25,6 +30,9 @@ CUMULATIVE_PNG = "cumulative.png"
 #: below this many points the time split is drawn as bars, above as stacked areas
 MAX_BARS = 120
 
+#: keyword arguments of a Text that holds program text: drawn as it is, never as mathtext
+LITERAL = {"parse_math": False}
+
 #: the parts of a step in :func:`step_time_split`, bottom to top, with their colours
 SPLIT_PARTS = (("compile", "#d62728"), ("execute", "#1f77b4"), ("transfer", "#ff7f0e"),
                ("host", "#7f7f7f"))
@@ -43,9 +51,9 @@ def _pyplot() -> Any:
 def figure(path: Path, *, ncols: int = 1, figsize: tuple[float, float] = (8, 4)
            ) -> Iterator[tuple[Any, Any]]:
     """A figure with ``ncols`` axes, saved to ``path`` as PNG on success and closed always.
-    Text in it is literal: no mathtext."""
+    Program text in it must be given :data:`LITERAL` (see the module docstring)."""
     plt = _pyplot()
-    with plt.rc_context({"text.parse_math": False, "text.usetex": False}):
+    with plt.rc_context({"text.usetex": False}):
         fig, axes = plt.subplots(1, ncols, figsize=figsize, dpi=100)
         try:
             yield fig, axes
@@ -88,7 +96,7 @@ def write_timeline(report: Report, path: Path) -> Path:
             ax.set_yscale("log")
         n_compiled = int(np.count_nonzero(report.steps.values("compile_count")))
         ax.set_title(f"{_title(report)}\n{n_compiled} of {report.summary.steps} steps compiled",
-                     fontsize=9)
+                     fontsize=9, **LITERAL)
         ax.grid(alpha=0.3)
         ax.legend(fontsize=8, loc="upper right")
     return Path(path)

@@ -73,6 +73,7 @@ from lazyscope.render.tensorboard import (
     start_tensorboard,
     stop_tensorboard,
 )
+from lazyscope.render.tensorboard import urls as tensorboard_urls
 from lazyscope.render.views import write_views
 from lazyscope.runner import (
     SCENARIOS,
@@ -404,6 +405,16 @@ def diff_cmd(run_a: Path, run_b: Path, fmt: str) -> None:
 # -- views: HTML report, TensorBoard ----------------------------------------------------------
 
 
+#: what a profile of XLA:CPU can and cannot show (docs/profiles.md says why)
+PROFILE_ON_CPU = ("XLA:CPU: the overview's step time is host time; its device fields stay 0, "
+                  "there is no device plane on a CPU")
+
+
+def _profiled_on_cpu(report: Any) -> bool:
+    profile = report.profile or {}
+    return bool(profile.get("captured_steps")) and "CPU" in (report.summary.device or "")
+
+
 def _profile_window(profile: bool, profile_steps: str | None, steps: int | None, out: Path):
     """The ProfileWindow that --profile/--profile-steps ask for, or None."""
     if not profile and profile_steps is None:
@@ -415,10 +426,16 @@ def _profile_window(profile: bool, profile_steps: str | None, steps: int | None,
 @cli.command("tensorboard")
 @click.argument("run_dir", type=click.Path(path_type=Path))
 @click.option("--port", type=click.IntRange(0, 65535), default=6006, show_default=True,
-              help="port on 127.0.0.1 (0: any free port)")
-def tensorboard_cmd(run_dir: Path, port: int) -> None:
-    """Serve a run's profile and scalars with TensorBoard on 127.0.0.1 until Ctrl-C.
+              help="port to serve on (0: any free port)")
+@click.option("--host", default="127.0.0.1", show_default=True,
+              help="address to bind: 0.0.0.0 serves every interface (a TPU VM you reach "
+              "without an ssh tunnel); the default is reachable through `ssh -L`")
+def tensorboard_cmd(run_dir: Path, port: int, host: str) -> None:
+    """Serve a run's profile and scalars with TensorBoard until Ctrl-C.
 
+    \b
+    On a remote machine (a TPU VM), forward the port from your own machine:
+      ssh -L 6006:127.0.0.1:6006 VM      then open http://127.0.0.1:6006/
     A run on a read-only file system is served from a temporary copy of its log directory."""
     import signal
 
@@ -433,9 +450,15 @@ def tensorboard_cmd(run_dir: Path, port: int) -> None:
     logdir, cleanup = serving_dir(report, run_dir)
     port = port or free_port()
     try:
-        proc = start_tensorboard(logdir, port)
-        click.echo(f"TensorBoard for {run_dir}: http://127.0.0.1:{port}/ "
-                   f"(profile: http://127.0.0.1:{port}/#profile); Ctrl-C to stop")
+        proc = start_tensorboard(logdir, port, host=host)
+        shown = "127.0.0.1" if host in ("0.0.0.0", "::", "") else host
+        links = tensorboard_urls(shown, port)
+        click.echo(f"TensorBoard for {run_dir}: http://{shown}:{port}/ (Ctrl-C to stop)")
+        click.echo(f"  scalars, unsmoothed: {links['scalars']}  (legacy dashboard: "
+                   f"{links['scalars (legacy)']})")
+        click.echo(f"  counts per step:     {links['counts']}")
+        click.echo(f"  profile:             {links['profile']}"
+                   + (f"  ({PROFILE_ON_CPU})" if _profiled_on_cpu(report) else ""))
         try:
             proc.wait()
         finally:

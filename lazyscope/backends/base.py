@@ -231,6 +231,11 @@ class Collector:
     def stop_profile(self) -> None:
         raise NotImplementedError(f"the {self.name} backend cannot capture a profile")
 
+    def profile_step(self, index: int | None) -> None:
+        """While a profile is captured, at a step boundary: end the step annotation now open
+        and open one for step ``index`` (None: open none), for profilers that need the
+        program's steps marked (XProf's step-time views). A no-op where nothing is needed."""
+
     def on_user_barrier(self) -> None:
         """``lazyscope.barrier()`` was called by the program (backends without barriers of
         their own record a step here)."""

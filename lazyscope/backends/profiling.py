@@ -13,6 +13,12 @@ Step boundaries come from the :class:`~lazyscope.backends.base.Recorder`'s ``ste
 window is also given the boundary before step 0 when it is attached, and is closed when the
 trace ends (a run shorter than ``B`` steps still gets its profile).
 
+Inside the window each step is annotated as a step through the backend's ``profile_step``
+(opened at the boundary before it, closed at the one after it, the last one closed before the
+capture stops): XProf's overview and input-pipeline pages need one root event per step, which
+a program's ``xp.StepTrace`` makes and a loop of bare ``torch_xla.sync()`` / ``xm.mark_step()``
+barriers does not (see docs/profiles.md).
+
 A profiler that fails never fails the traced program: the error is kept in ``error`` and ends up
 in ``meta.json`` ``info.profile``. This module imports no torch_xla; the backend does.
 """
@@ -62,6 +68,8 @@ class ProfileWindow:
     started_at_step: int | None = None
     stopped_at_step: int | None = None
     error: str | None = None
+    #: marking steps failed (the capture goes on without step annotations)
+    mark_error: str | None = None
     _backend: Any = field(default=None, repr=False)
 
     @property
@@ -85,10 +93,23 @@ class ProfileWindow:
                 self.started_at_step = next_index
             except Exception as err:  # noqa: BLE001 - a profiler never fails the program
                 self.error = f"could not start the profiler: {type(err).__name__}: {err}"
+                return
+            self._mark(next_index)
         elif self.active and next_index > self.last:
             # This boundary is the barrier of step ``last``, called inside that step's
             # StepTrace: steps first .. last-1 are complete in the capture.
             self._stop(self.last)
+        elif self.active:
+            self._mark(next_index if next_index < self.last else None)
+
+    def _mark(self, index: int | None) -> None:
+        if self.mark_error is not None:
+            return
+        try:
+            self._backend.profile_step(index)
+        except Exception as err:  # noqa: BLE001 - a profiler never fails the program
+            self.mark_error = (f"could not mark step {index} in the profile: "
+                               f"{type(err).__name__}: {err}")
 
     def close(self, next_index: int) -> None:
         """End of the trace: stop a capture still running."""
@@ -96,6 +117,7 @@ class ProfileWindow:
             self._stop(next_index)
 
     def _stop(self, end_step: int) -> None:
+        self._mark(None)  # a step annotation still open ends before the capture does
         try:
             self._backend.stop_profile()
         except Exception as err:  # noqa: BLE001 - a profiler never fails the program
@@ -112,6 +134,8 @@ class ProfileWindow:
             "requested_steps": [self.first, self.last],
             "captured_steps": captured,
         }
+        if self.mark_error:
+            info["mark_error"] = self.mark_error
         if self.error:
             info["error"] = self.error
         elif captured is None:

@@ -11,11 +11,20 @@ duplicates a series; a long run's series is bucketed like the plots):
     lazyscope/transfers_to_device / transfers_from_device   transfers in the step
     lazyscope/cumulative_wall_s   wall time from the run's start to the end of the step
 
+Counts (compilations, transfers) are integers: TensorBoard draws every scalar smoothed by
+default (0.6, a setting of the page only: no event or summary field changes it), which turns
+0, 0, 1, 0 into fractions. So the same events file also holds a text summary,
+``lazyscope/per_step_counts``: a table of the counts per step (every step of a short run, the
+steps with something to count of a long one) that the Text tab shows as numbers; and
+:func:`urls` gives the links ``lazyscope tensorboard`` prints, which open the scalars with
+smoothing 0 (``?smoothing=0#timeseries``; the legacy dashboard: ``#scalars&_smoothingWeight=0``).
+
 The XProf profile of ``lazyscope trace --profile`` lands in the same log directory
 (``plugins/profile/<time>/``), so one TensorBoard shows both.
 
-``start_tensorboard(logdir, port)`` starts TensorBoard on 127.0.0.1 in a child process and waits
-(bounded) until it answers. Uses TensorBoard's own event writer (no TensorFlow, no torch).
+``start_tensorboard(logdir, port, host=...)`` starts TensorBoard in a child process (on
+127.0.0.1 unless told otherwise) and waits (bounded) until it answers. Uses TensorBoard's own
+event writer (no TensorFlow, no torch).
 """
 
 from __future__ import annotations
@@ -80,11 +89,57 @@ def scalar_series(report: Report) -> dict[str, list[tuple[int, float]]]:
     return out
 
 
+#: rows of the per-step counts table; a longer run lists the steps that have something to count
+MAX_COUNT_ROWS = 200
+COUNTS_TAG = "lazyscope/per_step_counts"
+
+
+def _count(value: float) -> str:
+    return str(int(value)) if value == value else "-"  # NaN: not measured in that step
+
+
+def count_table(report: Report) -> str:
+    """The per-step counts as a markdown table (TensorBoard's Text tab renders it): step,
+    compilations, executions, transfers to and from the device, host syncs, CPU-fallback
+    executions (the columns the backend measures)."""
+    steps = report.steps
+    n = len(steps)
+    columns = [(title, steps.col(field)) for title, field in (
+        ("compilations", "compile_count"), ("executions", "execute_count"),
+        ("to device", "to_device_count"), ("from device", "from_device_count"))]
+    columns.append(("host syncs", report.syncs_per_step))
+    columns.append(("CPU fallbacks", steps.col("fallback_count")))
+    columns = [(title, col) for title, col in columns if col is not None and len(col) == n]
+    head = "| step | " + " | ".join(t for t, _ in columns) + " |\n|---:|" + "---:|" * len(columns)
+    rows = list(range(n))
+    note = ""
+    if n > MAX_COUNT_ROWS:
+        worth = {"compilations", "from device", "host syncs", "CPU fallbacks"}
+        rows = [i for i in rows if any(col[i] for t, col in columns if t in worth)]
+        note = (f"{n} steps; listed: the {min(len(rows), MAX_COUNT_ROWS)} first steps that "
+                "compiled, read from the device, synced or fell back to the CPU "
+                f"(`lazyscope report {report.run_dir}` has every step)\n\n")
+        rows = rows[:MAX_COUNT_ROWS]
+    body = "\n".join("| " + " | ".join([str(i), *[_count(col[i]) for _, col in columns]])
+                     + " |" for i in rows)
+    return note + head + ("\n" + body if body else "")
+
+
+def urls(host: str, port: int) -> dict[str, str]:
+    """Where TensorBoard shows a run: the scalars with smoothing off (Time Series, and the
+    legacy Scalars dashboard), the count table, the profile."""
+    base = f"http://{host}:{port}"
+    return {"scalars": f"{base}/?smoothing=0#timeseries",
+            "scalars (legacy)": f"{base}/#scalars&_smoothingWeight=0",
+            "counts": f"{base}/#text", "profile": f"{base}/#profile"}
+
+
 def write_scalars(report: Report, logdir: Path) -> Path:
     """Write the report's per-step series as TensorBoard scalars into ``logdir``; return the
     events file's path."""
     check_tensorboard()
     from tensorboard.compat.proto import event_pb2, summary_pb2
+    from tensorboard.plugins.text.summary_v2 import text_pb
     from tensorboard.summary.writer.record_writer import RecordWriter
 
     logdir = Path(logdir)
@@ -109,6 +164,9 @@ def write_scalars(report: Report, logdir: Path) -> Path:
                 )
                 records.write(event_pb2.Event(wall_time=t0, step=int(step),
                                               summary=summary).SerializeToString())
+        counts = text_pb(COUNTS_TAG, count_table(report),
+                         description="lazyscope's integer series per step, unsmoothed")
+        records.write(event_pb2.Event(wall_time=t0, step=0, summary=counts).SerializeToString())
         f.flush()
     return path
 
@@ -142,18 +200,21 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def start_tensorboard(logdir: Path, port: int, *, timeout: float = 90.0) -> subprocess.Popen[bytes]:
+def start_tensorboard(logdir: Path, port: int, *, host: str = "127.0.0.1",
+                      timeout: float = 90.0) -> subprocess.Popen[bytes]:
     """Start TensorBoard (with every installed plugin, the profile plugin included) on
-    127.0.0.1:``port`` for ``logdir``; return the process once it answers HTTP.
+    ``host``:``port`` for ``logdir``; return the process once it answers HTTP.
 
     Raises LazyscopeError when it exits or does not answer within ``timeout`` seconds.
     """
     check_tensorboard()
     cmd = [sys.executable, "-m", "tensorboard.main", "--logdir", str(logdir),
-           "--host", "127.0.0.1", "--port", str(port), "--reload_interval", "5"]
+           "--host", host, "--port", str(port), "--reload_interval", "5"]
     log = tempfile.TemporaryFile()  # a file, not a pipe: a long-running server never blocks
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=log)
-    url = f"http://127.0.0.1:{port}/data/plugins_listing"
+    # a server bound to every interface answers on the loopback too
+    local = "127.0.0.1" if host in ("0.0.0.0", "::", "") else host
+    url = f"http://{local}:{port}/data/plugins_listing"
     deadline = time.monotonic() + timeout
     try:
         while time.monotonic() < deadline:
@@ -161,7 +222,7 @@ def start_tensorboard(logdir: Path, port: int, *, timeout: float = 90.0) -> subp
                 log.seek(0)
                 err = log.read().decode(errors="replace").strip()
                 last = err.splitlines()[-1] if err else f"exit status {proc.returncode}"
-                raise LazyscopeError(f"TensorBoard did not start on port {port}: {last}")
+                raise LazyscopeError(f"TensorBoard did not start on {host}:{port}: {last}")
             try:
                 with urllib.request.urlopen(url, timeout=2) as resp:
                     if resp.status == 200:
@@ -174,7 +235,7 @@ def start_tensorboard(logdir: Path, port: int, *, timeout: float = 90.0) -> subp
         stop_tensorboard(proc)
         raise
     stop_tensorboard(proc)
-    raise LazyscopeError(f"TensorBoard did not answer on 127.0.0.1:{port} within {timeout:.0f} s")
+    raise LazyscopeError(f"TensorBoard did not answer on {host}:{port} within {timeout:.0f} s")
 
 
 def stop_tensorboard(proc: subprocess.Popen[bytes]) -> None:

@@ -58,6 +58,8 @@ def test_profile_window_captures_whole_steps(profiled_run: Path) -> None:
                    if e.get("name") == "dummy_step" and e.get("ph") == "X")
     assert steps == [1, 2, 3]  # StepTrace of each step in the window, whole
     assert sum(1 for e in events if e.get("name") == "forward") >= 3  # backend.region
+    # the program marks its steps itself (StepTrace): lazyscope adds no second marker
+    assert not [e for e in events if e.get("name") == "lazyscope_step"]
 
 
 def test_scalars_match_the_steps(profiled_run: Path) -> None:
@@ -133,3 +135,91 @@ def test_tensorboard_on_missing_run_is_one_line(tmp_path: Path, capsys) -> None:
     code = main(["tensorboard", str(tmp_path / "nope")])
     err = capsys.readouterr().err.strip().splitlines()
     assert code == 3 and len(err) == 1 and err[0].startswith("lazyscope: ")
+
+
+# -- a script that marks no steps: lazyscope marks them, XProf's overview shows step time -------
+
+MARK_STEP_LOOP = """\
+import torch, torch_xla
+import torch_xla.core.xla_model as xm
+dev = torch_xla.device()
+w = torch.randn(64, 64).to(dev)
+for step in range(6):
+    x = torch.randn(16, 64).to(dev)
+    y = torch.tanh(x @ w).sum()
+    xm.mark_step()
+"""
+
+
+@pytest.fixture(scope="module")
+def script_profile(tmp_path_factory) -> Path:
+    base = tmp_path_factory.mktemp("script_profile")
+    script = base / "loop.py"
+    script.write_text(MARK_STEP_LOOP)
+    out = base / "run"
+    proc = lazyscope_cmd("trace", "--profile-steps", "1:4", "--out", str(out), str(script))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    return out
+
+
+def test_a_loop_without_step_trace_gets_lazyscope_steps(script_profile: Path) -> None:
+    events = _trace_events(script_profile)
+    marks = [e for e in events if e.get("name") == "lazyscope_step" and e.get("ph") == "X"]
+    assert sorted(int(e["args"]["step_num"]) for e in marks) == [1, 2, 3]
+    assert all(e["dur"] > 0 for e in marks)
+    # one after the other on one thread, never overlapping
+    marks.sort(key=lambda e: e["ts"])
+    assert len({(e["pid"], e["tid"]) for e in marks}) == 1
+    assert all(a["ts"] + a["dur"] <= b["ts"] for a, b in zip(marks, marks[1:], strict=False))
+
+
+def test_tensorboard_overview_shows_each_step(script_profile: Path) -> None:
+    """Through the profile plugin's own data endpoint (what its overview page draws): one row
+    per step of the window with its time, and no "No step marker observed" diagnostic; the
+    count table in the Text tab; links that open the scalars unsmoothed."""
+    port = free_port()
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "lazyscope", "tensorboard", "--host", "0.0.0.0", "--port",
+         str(port), str(script_profile)],
+        cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )
+    lines: list[str] = []
+    reader = threading.Thread(target=lambda: lines.extend(iter(proc.stdout.readline, "")),
+                              daemon=True)
+    reader.start()
+    try:
+        deadline = time.monotonic() + 120
+        while len(lines) < 4 and time.monotonic() < deadline and proc.poll() is None:
+            time.sleep(0.5)
+        text = "".join(lines)
+        base = f"http://127.0.0.1:{port}"
+        assert f"{base}/?smoothing=0#timeseries" in text, text
+        assert f"{base}/#scalars&_smoothingWeight=0" in text and f"{base}/#text" in text
+        assert "device fields stay 0" in text  # said next to the profile link on XLA:CPU
+        (capture,) = [p.name for p in (script_profile / "tensorboard/plugins/profile").iterdir()]
+        while time.monotonic() < deadline:
+            if capture in json.loads(_get(f"{base}/data/plugin/profile/runs")):
+                break
+            time.sleep(1)
+        (host,) = json.loads(_get(f"{base}/data/plugin/profile/hosts?run={capture}"
+                                  "&tag=overview_page"))
+        tables = json.loads(_get(f"{base}/data/plugin/profile/data?run={capture}"
+                                 f"&tag=overview_page&host={host['hostname']}"))
+        step_graph = next(t for t in tables if isinstance(t, dict) and any(
+            c["id"] == "stepnum" for c in t.get("cols", [])))
+        ids = [c["id"] for c in step_graph["cols"]]
+        rows = [[c.get("v") for c in r["c"]] for r in step_graph["rows"]]
+        assert [r[ids.index("stepnum")] for r in rows] == [
+            "lazyscope_step 1", "lazyscope_step 2", "lazyscope_step 3"]
+        assert all(r[ids.index("stepTimeMs")] > 0 for r in rows), rows
+        assert float(step_graph["p"]["steptime_ms_average"]) > 0
+        assert step_graph["p"]["hardware_type"] == "CPU_ONLY"
+        assert "No step marker observed" not in json.dumps(tables)
+        counts = json.loads(_get(f"{base}/data/plugin/text/text?run=.&tag="
+                                 "lazyscope/per_step_counts"))
+        assert "<th>compilations</th>" in counts[0]["text"]
+        assert counts[0]["text"].count("<tr>") == 1 + 6  # the header and every step
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)

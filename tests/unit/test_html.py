@@ -196,11 +196,19 @@ class FakeBackend:
     def stop_profile(self) -> None:
         self.calls.append(("stop", self.recorder.next_index))
 
+    def profile_step(self, index) -> None:
+        self.calls.append(("mark", index))
 
+
+# each step of the window is marked from the boundary before it to the one after it; the last
+# mark ends (None) before the capture stops
 @pytest.mark.parametrize("window, steps, calls, captured", [
-    ((1, 3), 6, [("start", 1), ("stop", 4)], [1, 3]),   # stops in step 3's barrier (index 4 next)
-    ((0, 2), 6, [("start", 0), ("stop", 3)], [0, 2]),
-    ((2, 9), 4, [("start", 2), ("stop", 4)], [2, 4]),   # run ended first: closed at the end
+    ((1, 3), 6, [("start", 1), ("mark", 1), ("mark", 2), ("mark", None), ("mark", None),
+                 ("stop", 4)], [1, 3]),   # stops in step 3's barrier (index 4 next)
+    ((0, 2), 6, [("start", 0), ("mark", 0), ("mark", 1), ("mark", None), ("mark", None),
+                 ("stop", 3)], [0, 2]),
+    ((2, 9), 4, [("start", 2), ("mark", 2), ("mark", 3), ("mark", 4), ("mark", None),
+                 ("stop", 4)], [2, 4]),                # run ended first: closed at the end
     ((5, 7), 3, [], None),                              # never reached
 ])
 def test_profile_window(tmp_path, window, steps, calls, captured) -> None:
@@ -250,3 +258,34 @@ def test_compare_directory_page(tmp_path, capsys) -> None:
     (tmp_path / "compare.json").write_text("[1, 2]")
     assert main(["report", str(tmp_path), "--format", "html"]) == 3
     assert "not a lazyscope comparison" in capsys.readouterr().err
+
+
+def test_tensorboard_count_table_and_links(data_run) -> None:
+    from lazyscope.render.tensorboard import MAX_COUNT_ROWS, count_table, urls
+
+    run = load_run(data_run("dynamic20"))
+    report = build_report(run)
+    table = count_table(report).splitlines()
+    assert table[0].startswith("| step | compilations | executions | to device | from device |")
+    assert len(table) == 2 + len(run.steps)  # every step of a short run
+    cells = [row.strip("|").split("|") for row in table[2:]]
+    assert [int(c[1]) for c in cells] == [s.compile_count for s in run.steps]
+    assert urls("127.0.0.1", 6006) == {
+        "scalars": "http://127.0.0.1:6006/?smoothing=0#timeseries",
+        "scalars (legacy)": "http://127.0.0.1:6006/#scalars&_smoothingWeight=0",
+        "counts": "http://127.0.0.1:6006/#text", "profile": "http://127.0.0.1:6006/#profile"}
+    assert MAX_COUNT_ROWS < 1000
+
+
+def test_tensorboard_count_table_of_a_long_run(tmp_path) -> None:
+    from lazyscope.render.tensorboard import MAX_COUNT_ROWS, count_table
+
+    writer = RunWriter(tmp_path / "long", Meta(target="t"))
+    for i in range(3 * MAX_COUNT_ROWS):
+        writer.write_step(i, {"wall_s": 0.01, "compile_count": 1 if i % 100 == 7 else 0,
+                              "execute_count": 1, "from_device_count": 0})
+    writer.finish("ok")
+    lines = count_table(build_report(load_run(tmp_path / "long"))).splitlines()
+    assert lines[0].startswith(f"{3 * MAX_COUNT_ROWS} steps; listed: the 6 first steps that")
+    assert [ln.split("|")[1].strip() for ln in lines[4:]] == ["7", "107", "207", "307", "407",
+                                                            "507"]

@@ -113,6 +113,8 @@ class XlaCollector(Collector):
         self._debug: DebugFileReader | None = None
         self._debug_from = 0
         self._in_barrier = False
+        #: the root TraceMe of the step now in a profile window (profile_step)
+        self._step_marker: Any = None
         self._graphs: HloDumpReader | None = None
         self._reads: ValueReadHooks | None = None
         self._watch: CallWatch | None = None
@@ -573,5 +575,30 @@ class XlaCollector(Collector):
 
         xm.wait_device_ops()
         xp.stop_trace()
+
+    def profile_step(self, index: int | None) -> None:
+        """End the step annotation now open; open ``lazyscope_step`` for step ``index``.
+
+        XProf groups a host-only profile into steps by *root* TraceMe events (the ``_r`` stat):
+        ``xp.StepTrace`` makes one per step, a loop of bare barriers none, and the overview
+        page then says "No step marker observed". So when the program has not entered a
+        StepTrace (``xp.get_tracer_marked_step()``), each step of the window gets a raw root
+        TraceMe named ``lazyscope_step`` with its ``step_num``, opened and closed here, at the
+        step barriers, on the step thread (TraceMe events are per thread). Not ``xp.Trace``:
+        its IR scope makes the sync inside the step raise "Expecting scope to be empty". Step
+        0 of a window that starts at 0 is not marked: before the program has run, whether it
+        uses StepTrace is unknown, and two roots overlapping one step would confuse XProf."""
+        marker, self._step_marker = self._step_marker, None
+        if marker is not None:
+            marker.__exit__(None, None, None)
+        if index is None or index == 0:
+            return
+        import torch_xla
+        import torch_xla.debug.profiler as xp
+
+        if xp.get_tracer_marked_step():  # the program's StepTrace marks its steps
+            return
+        self._step_marker = torch_xla._XLAC.profiler.TraceMe("lazyscope_step", step_num=index,
+                                                              _r=1)
 
 

@@ -21,20 +21,29 @@ Hugging Face model's forward, say) is never reported as the line to change: the 
 into it is. :func:`capture_stack` walks the Python stack without building a traceback and keeps
 what events store: the few library frames just inside the innermost user frame (which torch or
 torch_xla call was running) and the user frames outward, bounded (``benchmarks/scale.py``: full
-stacks made events 25x larger). Pure standard library.
+stacks made events 25x larger).
+
+:func:`source_map` records, when a run ends, what its user frames point at
+(:class:`~lazyscope.model.frames.SourceMap`): the text of each line (``linecache``, which also
+holds a notebook cell's source), and for a file that is a Jupyter/IPython cell
+(``/tmp/ipykernel_<pid>/<hash>.py``, ``<ipython-input-N-...>``) its label, ``cell N``
+(:func:`cell_number`; the kernel is alive only while the run is made). Pure standard library.
 """
 
 from __future__ import annotations
 
+import builtins
 import functools
+import linecache
 import os
+import re
 import site
 import sys
 import sysconfig
 from pathlib import Path
 from typing import Any
 
-from lazyscope.model import Frame, Stack
+from lazyscope.model import Frame, SourceMap, Stack
 
 _PACKAGE_DIR = str(Path(__file__).resolve().parent) + os.sep
 #: path parts that mark installed or framework code wherever it is
@@ -204,3 +213,64 @@ def frames_from_summary(stack: Any) -> list[Frame]:
     """Classified frames, innermost first, from a traceback ``StackSummary`` (outermost first)."""
     return [make_frame(str(fr.filename), int(fr.lineno or 0), str(fr.name))
             for fr in reversed(list(stack or []))]
+
+
+#: a plain IPython (and older Colab) cell: ``<ipython-input-3-1a2b3c4d5e6f>``
+_IPYTHON_INPUT = re.compile(r"^<ipython-input-(\d+)-[0-9a-f]+>$")
+
+
+def cell_number(filename: str) -> int | None:
+    """The execution number of the Jupyter/IPython cell compiled as ``filename``, or None
+    (not in IPython, or not a cell). IPython 8+ keeps a map from the file name ipykernel gave a
+    cell to its number; IPython 7 (Colab's runtime) does not, so the cell's text, which
+    ``linecache`` holds, is looked up in the input history (the latest cell with that text: two
+    cells with the same text are compiled under the same file name)."""
+    get_ipython = getattr(builtins, "get_ipython", None)
+    if get_ipython is None:
+        return None
+    try:
+        shell = get_ipython()
+    except Exception:  # noqa: BLE001 - not a live shell
+        return None
+    if shell is None:
+        return None
+    found = getattr(getattr(shell, "compile", None), "_filename_map", None)
+    if isinstance(found, dict) and filename in found:
+        return int(found[filename])
+    match = _IPYTHON_INPUT.match(filename)
+    if match:
+        return int(match.group(1))
+    entry = linecache.cache.get(filename)
+    history = getattr(getattr(shell, "history_manager", None), "input_hist_parsed", None)
+    if entry and len(entry) >= 3 and history:
+        text = "".join(entry[2]).rstrip("\n")
+        for n in range(len(history) - 1, 0, -1):
+            if str(history[n]).rstrip("\n") == text:
+                return n
+    return None
+
+
+#: what a run records of its user files' text (larger files are labelled, not copied)
+MAX_SOURCE_FILE_LINES = 5000
+MAX_SOURCE_LINES = 20000
+
+
+def source_map(files: set[str]) -> SourceMap:
+    """What to record about the user files a run's frames point at: a label for each file
+    that is a notebook cell, and the text of its lines (every line of a file, so that any line
+    the run names, a stack's or a compiled graph's, can be found again; non-blank lines, up to
+    :data:`MAX_SOURCE_FILE_LINES` per file and :data:`MAX_SOURCE_LINES` in all)."""
+    out = SourceMap()
+    budget = MAX_SOURCE_LINES
+    for file in sorted(files):
+        cell = cell_number(file)
+        if cell is not None:
+            out.labels[file] = f"cell {cell}"
+        text = linecache.getlines(file)
+        if not text or len(text) > min(MAX_SOURCE_FILE_LINES, budget):
+            continue
+        budget -= len(text)
+        lines = {n: t.strip() for n, t in enumerate(text, 1) if t.strip()}
+        if lines:
+            out.lines[file] = lines
+    return out

@@ -45,8 +45,9 @@ from lazyscope.errors import (
     TargetFailed,
     UsageError,
 )
-from lazyscope.frames import make_frame, set_user_roots
+from lazyscope.frames import make_frame, set_user_roots, source_map
 from lazyscope.model import (
+    SOURCES_KEY,
     STATUS_FAILED,
     STATUS_INTERRUPTED,
     STATUS_NO_SPACE,
@@ -318,6 +319,10 @@ class Tracer:
         if stop_error is not None and self.status == STATUS_OK:
             self.status = STATUS_FAILED
             self.error = f"lazyscope failed to stop collection: {describe_exception(stop_error)}"
+        try:  # what the user lines said, while they (and a notebook's kernel) are here to ask
+            self.writer.meta.info[SOURCES_KEY] = source_map(self.writer.user_files()).to_json()
+        except Exception:  # noqa: BLE001 - descriptive only: locations fall back to file:line
+            pass
         self.writer.finish(self.status, self.error)
         if failed is not None:
             raise failed

@@ -1,31 +1,41 @@
-"""What changed between two runs: per-metric deltas and ratios, and sites that came or went.
+"""What changed between two runs: per-metric deltas and ratios, and sites that came, went or
+moved.
 
-``diff_reports(a, b) -> dict``. Pure: no I/O, no printing (:mod:`lazyscope.render.diff`
+``diff_reports(a, b) -> RunDiff``. Pure: no I/O, no printing (:mod:`lazyscope.render.diff`
 renders it). Both sides are :class:`~lazyscope.analyze.report.Report` s, built once each.
 
-The dict has:
+A site is where events of a kind happened (the innermost user frame: ``file:line`` in its
+function). Two runs of a script edited in between name the same code at other line numbers, so
+sites are matched by what they are, not only by where:
 
-* ``a`` / ``b``: each run's ``run_dir``, ``target``, ``args``, ``backend``, ``status``, ``steps``;
-* ``metrics``: a list of ``{"name", "a", "b", "delta", "ratio"}`` (``delta = b - a``;
-  ``ratio = b / a``, ``None`` when ``a`` is 0 or either side does not measure it) for
-  compilations, recompilations, distinct graphs, compile and execute seconds, executions,
-  transfers both ways, host syncs, CPU-fallback executions, graph breaks, median step seconds
-  and wall seconds;
-* ``compile_sites`` / ``sync_sites`` / ``fallback_sites`` / ``break_sites``: events of that kind
-  grouped by ``file:line``, as ``{"appeared": [...], "disappeared": [...], "changed": [...]}``;
-  each entry ``{"site", "a", "b"}`` with the event counts in each run;
-* ``fallback_ops``: the same shape, keyed by op name, with execution counts;
-* ``findings``: recompile/sync/fallback/graph-break findings (``kind`` at ``file:line``) that
-  appeared or disappeared;
-* ``warnings``: each run's load warnings, prefixed with ``a:`` / ``b:``.
+1. the same file and line, with the same source text (or a text one run did not record:
+   runs made before lazyscope recorded source text match by line alone);
+2. then the same function and the same source text (runs of blanks count as one), in the same
+   file first, else in any file (a script saved under a new name): the line **moved**;
+3. what is left appeared (only in B) or disappeared (only in A).
+
+The source text of a line comes from each run's own :class:`~lazyscope.model.SourceMap`,
+recorded when the run was made (so the diff is right after the file was edited again).
+Findings are matched the same way, by kind and the line to change.
+
+:class:`RunDiff` has ``a`` / ``b`` (each run's directory, target, arguments, backend, status and
+steps), ``metrics`` (:class:`MetricDelta`: ``b - a`` and ``b / a``, None where either side does
+not measure it or ``a`` is 0, for compilations, recompilations, distinct graphs, compile and
+execute seconds, executions, transfers both ways, host syncs, CPU-fallback executions, graph
+breaks, the median step and the wall time), ``compile_sites`` / ``sync_sites`` /
+``fallback_sites`` / ``break_sites`` (:class:`SiteChanges`), ``fallback_ops`` (the same, keyed by
+op name), ``findings`` (:class:`FindingChanges`) and ``warnings`` (each run's load warnings,
+``a:`` / ``b:``). :meth:`RunDiff.to_json` is the ``--format json`` object.
 """
 
 from __future__ import annotations
 
-from collections import Counter
+from collections.abc import Iterable
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from lazyscope.analyze.report import Report
+from lazyscope.model import Frame, SourceMap, location
 
 #: (name in the diff, attribute of Summary; "" = computed here)
 METRICS: list[tuple[str, str]] = [
@@ -46,6 +56,108 @@ METRICS: list[tuple[str, str]] = [
 ]
 
 
+@dataclass
+class Side:
+    """One run of the diff."""
+
+    run_dir: str
+    target: str
+    args: list[str]
+    backend: str
+    status: str
+    steps: int
+
+
+@dataclass
+class MetricDelta:
+    name: str
+    a: Any
+    b: Any
+    delta: Any
+    ratio: float | None
+
+
+@dataclass
+class SiteChange:
+    """A site (or a fallback op) and its event counts in each run. ``site`` is where it is in
+    B (in A for one that disappeared); ``moved_from`` where it was in A, for a moved line;
+    ``text`` the line's source text when a run recorded it."""
+
+    site: str
+    a: int
+    b: int
+    moved_from: str | None = None
+    text: str | None = None
+
+
+@dataclass
+class SiteChanges:
+    appeared: list[SiteChange] = field(default_factory=list)
+    disappeared: list[SiteChange] = field(default_factory=list)
+    #: the same site in both runs, with other counts
+    changed: list[SiteChange] = field(default_factory=list)
+    #: the same code at another line (counts may differ too)
+    moved: list[SiteChange] = field(default_factory=list)
+
+    def __bool__(self) -> bool:
+        return bool(self.appeared or self.disappeared or self.changed or self.moved)
+
+    def to_json(self, key: str = "site") -> dict[str, list[dict[str, Any]]]:
+        def entry(c: SiteChange) -> dict[str, Any]:
+            out: dict[str, Any] = {key: c.site, "a": c.a, "b": c.b}
+            if c.moved_from is not None:
+                out["moved_from"] = c.moved_from
+            if c.text is not None:
+                out["text"] = c.text
+            return out
+
+        return {name: [entry(c) for c in getattr(self, name)]
+                for name in ("appeared", "disappeared", "changed", "moved")}
+
+
+@dataclass
+class FindingChanges:
+    """Findings (``kind at where``) only in B, only in A, and those whose line moved
+    (``kind at A's where -> B's where``)."""
+
+    appeared: list[str] = field(default_factory=list)
+    disappeared: list[str] = field(default_factory=list)
+    moved: list[str] = field(default_factory=list)
+
+
+@dataclass
+class RunDiff:
+    a: Side
+    b: Side
+    metrics: list[MetricDelta]
+    compile_sites: SiteChanges
+    sync_sites: SiteChanges
+    fallback_sites: SiteChanges
+    break_sites: SiteChanges
+    fallback_ops: SiteChanges
+    findings: FindingChanges
+    warnings: list[str]
+
+    def metric(self, name: str) -> MetricDelta:
+        return next(m for m in self.metrics if m.name == name)
+
+    def to_json(self) -> dict[str, Any]:
+        """The ``--format json`` object: site lists keyed ``appeared`` / ``disappeared`` /
+        ``changed`` / ``moved``, each entry ``{site (op for fallback_ops), a, b}`` with
+        ``moved_from`` and ``text`` where known."""
+        return {
+            "a": asdict(self.a), "b": asdict(self.b),
+            "metrics": [asdict(m) for m in self.metrics],
+            "compile_sites": self.compile_sites.to_json(),
+            "sync_sites": self.sync_sites.to_json(),
+            "fallback_sites": self.fallback_sites.to_json(),
+            "break_sites": self.break_sites.to_json(),
+            "fallback_ops": self.fallback_ops.to_json(key="op"),
+            "findings": asdict(self.findings),
+            "warnings": list(self.warnings),
+        }
+
+
 def _ratio(a: Any, b: Any) -> float | None:
     if a is None or b is None or a == 0:
         return None
@@ -61,49 +173,138 @@ def _metric(report: Report, name: str, attr: str) -> Any:
     return sum(s.fallback_ops.values())
 
 
-def _set_diff(a: Counter[str] | dict[str, int], b: Counter[str] | dict[str, int]) -> dict[str, Any]:
-    appeared = [{"site": k, "a": 0, "b": b[k]} for k in sorted(b) if k not in a]
-    disappeared = [{"site": k, "a": a[k], "b": 0} for k in sorted(a) if k not in b]
-    changed = [{"site": k, "a": a[k], "b": b[k]} for k in sorted(a) if k in b and a[k] != b[k]]
-    return {"appeared": appeared, "disappeared": disappeared, "changed": changed}
+@dataclass
+class _Site:
+    """A site of one run: its place, the text of its line there, its count."""
+
+    frame: Frame
+    count: int
+    text: str | None
+    where: str
 
 
-def _sites(report: Report, kind: str) -> Counter[str]:
-    counts: Counter[str] = Counter()
+def _sites(report: Report, kind: str, sources: SourceMap) -> list[_Site]:
+    """The sites of ``kind`` events, counts summed over the causes at each ``file:line``."""
+    found: dict[tuple[str, int], _Site] = {}
     for g in report.groups:
-        if g.kind == kind:
-            counts[g.site.split(" (")[0]] += g.count
-    return counts
+        if g.kind != kind:
+            continue
+        frame = g.frame or Frame("", 0)  # an event with no stack at all
+        key = (frame.file, frame.line)
+        site = found.get(key)
+        if site is None:
+            found[key] = _Site(frame, g.count, sources.text(*key),
+                               location(frame, sources) if frame.file else "?")
+        else:
+            site.count += g.count
+    return sorted(found.values(), key=lambda s: (s.frame.file, s.frame.line))
 
 
-def _side(report: Report) -> dict[str, Any]:
+def _code(text: str | None) -> str | None:
+    """A line's text as code compares: runs of blanks are one (a reformatted line is the same
+    line)."""
+    return " ".join(text.split()) if text is not None else None
+
+
+def _pairs(a: list[_Site], b: list[_Site]) -> tuple[list[tuple[_Site, _Site]],
+                                                     list[_Site], list[_Site]]:
+    """Match A's sites to B's (see the module docstring): ``(pairs, only in A, only in B)``."""
+    pairs: list[tuple[_Site, _Site]] = []
+    left, right = list(a), list(b)
+
+    def take(match: Any) -> None:
+        for x in list(left):
+            candidates = [y for y in right if match(x, y)]
+            if candidates:  # the nearest line first: several copies of a line keep their order
+                y = min(candidates, key=lambda y: abs(y.frame.line - x.frame.line))
+                pairs.append((x, y))
+                left.remove(x)
+                right.remove(y)
+
+    def same_text(x: _Site, y: _Site) -> bool:
+        return x.text is not None and _code(x.text) == _code(y.text) and \
+            x.frame.function == y.frame.function
+
+    take(lambda x, y: (x.frame.file, x.frame.line) == (y.frame.file, y.frame.line)
+         and (x.text is None or y.text is None or _code(x.text) == _code(y.text)))
+    take(lambda x, y: x.frame.file == y.frame.file and same_text(x, y))
+    take(same_text)
+    return pairs, left, right
+
+
+def _site_changes(a: list[_Site], b: list[_Site]) -> SiteChanges:
+    pairs, only_a, only_b = _pairs(a, b)
+    out = SiteChanges(
+        appeared=[SiteChange(y.where, 0, y.count, text=y.text) for y in only_b],
+        disappeared=[SiteChange(x.where, x.count, 0, text=x.text) for x in only_a])
+    for x, y in pairs:
+        if (x.frame.file, x.frame.line) != (y.frame.file, y.frame.line):
+            out.moved.append(SiteChange(y.where, x.count, y.count, moved_from=x.where,
+                                        text=y.text or x.text))
+        elif x.count != y.count:
+            out.changed.append(SiteChange(y.where, x.count, y.count, text=y.text or x.text))
+    return out
+
+
+def _op_changes(a: dict[str, int], b: dict[str, int]) -> SiteChanges:
+    return SiteChanges(
+        appeared=[SiteChange(k, 0, b[k]) for k in sorted(b) if k not in a],
+        disappeared=[SiteChange(k, a[k], 0) for k in sorted(a) if k not in b],
+        changed=[SiteChange(k, a[k], b[k]) for k in sorted(a) if k in b and a[k] != b[k]])
+
+
+def _finding_sites(report: Report, sources: SourceMap) -> dict[str, list[_Site]]:
+    """Each finding kind's lines to change, as sites (count: the finding's count)."""
+    out: dict[str, list[_Site]] = {}
+    for f in report.findings:
+        frame = Frame(f.file, f.line, f.function)
+        where = location(frame, sources) if f.file else f.where
+        out.setdefault(f.kind, []).append(
+            _Site(frame, f.count, sources.text(f.file, f.line), where))
+    return out
+
+
+def _finding_changes(a: Report, b: Report, src_a: SourceMap, src_b: SourceMap
+                     ) -> FindingChanges:
+    fa, fb = _finding_sites(a, src_a), _finding_sites(b, src_b)
+    out = FindingChanges()
+    for kind in sorted(set(fa) | set(fb)):
+        pairs, only_a, only_b = _pairs(fa.get(kind, []), fb.get(kind, []))
+        out.appeared += [f"{kind} at {y.where}" for y in only_b]
+        out.disappeared += [f"{kind} at {x.where}" for x in only_a]
+        out.moved += [f"{kind} at {x.where} -> {y.where}" for x, y in pairs
+                      if (x.frame.file, x.frame.line) != (y.frame.file, y.frame.line)]
+    for names in (out.appeared, out.disappeared, out.moved):
+        names.sort()
+    return out
+
+
+def _side(report: Report) -> Side:
     s = report.summary
-    return {"run_dir": report.run_dir, "target": s.target, "args": s.args,
-            "backend": s.backend, "status": s.status, "steps": s.steps}
+    return Side(report.run_dir, s.target, list(s.args), s.backend, s.status, s.steps)
 
 
-def diff_reports(a: Report, b: Report) -> dict[str, Any]:
+def _prefixed(prefix: str, lines: Iterable[str]) -> list[str]:
+    return [f"{prefix}: {w}" for w in lines]
+
+
+def diff_reports(a: Report, b: Report) -> RunDiff:
     """Compare run ``b`` against run ``a`` (the baseline); see the module docstring."""
     metrics = []
     for name, attr in METRICS:
         va, vb = _metric(a, name, attr), _metric(b, name, attr)
         delta = vb - va if va is not None and vb is not None else None
-        metrics.append({"name": name, "a": va, "b": vb, "delta": delta, "ratio": _ratio(va, vb)})
-    by_op = _set_diff(a.summary.fallback_ops, b.summary.fallback_ops)
-    fallback_ops = {k: [{"op": e["site"], "a": e["a"], "b": e["b"]} for e in v]
-                    for k, v in by_op.items()}
-    fa = {f"{f.kind} at {f.where}" for f in a.findings}
-    fb = {f"{f.kind} at {f.where}" for f in b.findings}
-    return {
-        "a": _side(a),
-        "b": _side(b),
-        "metrics": metrics,
-        "compile_sites": _set_diff(_sites(a, "compile"), _sites(b, "compile")),
-        "sync_sites": _set_diff(_sites(a, "sync"), _sites(b, "sync")),
-        "fallback_sites": _set_diff(_sites(a, "fallback"), _sites(b, "fallback")),
-        "break_sites": _set_diff(_sites(a, "graph_break"), _sites(b, "graph_break")),
-        "fallback_ops": fallback_ops,
-        "findings": {"appeared": sorted(fb - fa), "disappeared": sorted(fa - fb)},
-        "warnings": [f"a: {w}" for w in a.summary.warnings]
-        + [f"b: {w}" for w in b.summary.warnings],
-    }
+        metrics.append(MetricDelta(name, va, vb, delta, _ratio(va, vb)))
+    src_a, src_b = a.sources, b.sources
+
+    def sites(kind: str) -> SiteChanges:
+        return _site_changes(_sites(a, kind, src_a), _sites(b, kind, src_b))
+
+    return RunDiff(
+        a=_side(a), b=_side(b), metrics=metrics,
+        compile_sites=sites("compile"), sync_sites=sites("sync"),
+        fallback_sites=sites("fallback"), break_sites=sites("graph_break"),
+        fallback_ops=_op_changes(a.summary.fallback_ops, b.summary.fallback_ops),
+        findings=_finding_changes(a, b, src_a, src_b),
+        warnings=_prefixed("a", a.summary.warnings) + _prefixed("b", b.summary.warnings),
+    )

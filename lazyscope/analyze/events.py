@@ -9,12 +9,12 @@ row per (kind, site, cause). Pure functions: no I/O, no printing.
 from __future__ import annotations
 
 from collections.abc import Callable, Hashable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 import numpy as np
 
-from lazyscope.model import EventTable, Stack, user_site
+from lazyscope.model import EventTable, Frame, Stack, user_site
 
 
 def distinct(values: np.ndarray) -> np.ndarray:
@@ -155,6 +155,9 @@ class EventGroup:
     seconds: float
     steps: list[int]
     phase: str = ""
+    #: the place ``site`` names (the innermost user frame, else the innermost frame); for the
+    #: views (a notebook cell's name, a diff's matching), not in the JSON
+    frame: Frame | None = field(default=None, metadata={"json": False})
 
 
 #: kinds listed in the events table, in this order
@@ -168,13 +171,13 @@ def event_groups(events: EventTable, max_steps: int = 12) -> list[EventGroup]:
         def key(stack: Stack, data: Any, kind: str = kind) -> Hashable:
             site = user_site(stack) or (stack[0] if stack else None)
             phase = data.phase if kind == "compile" and data is not None else ""
-            return (phase, str(site) if site else "?", event_cause(kind, data))
+            return (phase, site, event_cause(kind, data))
 
         for (phase, site, cause), sel in group_events(events, kind, key):
             steps = steps_of(events, sel)
-            rows.append(EventGroup(kind, site, cause, len(sel),
+            rows.append(EventGroup(kind, str(site) if site else "?", cause, len(sel),
                                    float(events.seconds[sel].sum()),
-                                   [int(s) for s in steps[:max_steps]], phase))
+                                   [int(s) for s in steps[:max_steps]], phase, frame=site))
     order = {k: i for i, k in enumerate(TABLE_KINDS)}
     rows.sort(key=lambda r: (order.get(r.kind, 99), -r.count))
     return rows

@@ -28,7 +28,7 @@ from lazyscope.analyze.findings import Finding, RecompileFacts, SourceLookup, ma
 from lazyscope.analyze.recompiles import SiteCompiles, explain_recompiles, library_compiles
 from lazyscope.analyze.summary import Summary, summarize
 from lazyscope.analyze.syncs import SyncSite, sync_sites, syncs_per_step
-from lazyscope.model import OWNER_LIBRARY, Capabilities, Run, StepTable, user_site
+from lazyscope.model import OWNER_LIBRARY, Capabilities, Run, SourceMap, StepTable, user_site
 from lazyscope.units import counted
 from lazyscope.wording import plural, say
 
@@ -156,6 +156,9 @@ class Report:
     steps: StepTable = field(default_factory=lambda: StepTable.empty([]), metadata=_VIEW)
     syncs_per_step: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64),
                                        metadata=_VIEW)
+    #: what the run recorded of its user files: notebook cells' names and the lines' text
+    #: (locations read "cell 3, line 12"; a diff follows a line that moved)
+    sources: SourceMap = field(default_factory=SourceMap, metadata=_VIEW)
     #: how a notebook shows a report: ``{"html": ..., "text": ...}``, registered by
     #: lazyscope.render when it is imported (this layer does not import render)
     notebook_views: ClassVar[dict[str, Callable[[Report], str]]] = {}
@@ -371,5 +374,5 @@ def build_report(run: Run, *, warmup_steps: int | None = None,
         advice=advice_if_recompiling(run, sites),
         profile=profile if isinstance(profile, dict) else None,
         recompiles=sites, syncs=syncs, fallbacks=fallbacks, series=series, steps=run.steps,
-        syncs_per_step=per_step_syncs,
+        syncs_per_step=per_step_syncs, sources=SourceMap.from_info(run.meta.info),
     )

@@ -35,7 +35,15 @@ from __future__ import annotations
 
 from lazyscope.model.codec import validate
 from lazyscope.model.events import Event, EventTable, Interned, Lookup, table_from_events
-from lazyscope.model.frames import Frame, Stack, user_frames, user_site
+from lazyscope.model.frames import (
+    SOURCES_KEY,
+    Frame,
+    SourceMap,
+    Stack,
+    location,
+    user_frames,
+    user_site,
+)
 from lazyscope.model.meta import (
     SCHEMA_VERSION,
     STATUS_FAILED,
@@ -70,6 +78,7 @@ from lazyscope.model.steps import STEP_FIELDS, Step, StepTable
 
 __all__ = [
     "EVENT_KINDS", "KIND_CODE", "OWNER_LIBRARY", "OWNER_USER", "PAYLOADS", "SCHEMA_VERSION",
+    "SOURCES_KEY", "SourceMap", "location",
     "STATUSES", "STATUS_FAILED", "STATUS_INTERRUPTED", "STATUS_NO_SPACE", "STATUS_OK",
     "STATUS_RUNNING", "STEP_FIELDS", "Capabilities", "Change", "Compile", "EagerFallback", "Event",
     "EventTable", "Execute", "Fallback", "FallbackExec", "Frame", "GraphBreak", "GraphInput", "Interned",

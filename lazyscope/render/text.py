@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from lazyscope.analyze.findings import Finding
 from lazyscope.analyze.report import RankRow, Report
-from lazyscope.model import Step
+from lazyscope.model import Frame, SourceMap, Step, location
 from lazyscope.units import NOT_MEASURED, nbytes
 from lazyscope.units import seconds as fmt_seconds
 
@@ -95,24 +95,30 @@ def render_summary_text(report: Report) -> list[str]:
 def _event_rows(report: Report) -> list[str]:
     if not report.groups:
         return []
+    sources = report.sources
     rows = ["", "  events (kind x count at site: cause; steps)"]
     for g in report.groups[:MAX_GROUPS]:
         steps = ",".join(str(s) for s in g.steps) + (",..." if g.count > len(g.steps) else "")
         kind = f"{g.kind} ({g.phase})" if g.phase == "backward" else g.kind
-        rows.append(f"  {kind:<18} x{g.count:<4} at {g.site}: {g.cause} (steps {steps})")
+        site = g.site if g.frame is None or g.frame.file not in sources.labels else \
+            location(g.frame, sources) + (f" ({g.frame.function})" if g.frame.function else "")
+        rows.append(f"  {kind:<18} x{g.count:<4} at {site}: {g.cause} (steps {steps})")
     if len(report.groups) > MAX_GROUPS:
         rows.append(f"  ... {len(report.groups) - MAX_GROUPS} more groups (lazyscope report "
                     "--format json)")
     return rows
 
 
-def _finding_lines(i: int, f: Finding) -> list[str]:
-    lines = [f"  {i}. [{f.kind}] {f.where} x{f.count}, ~{fmt_seconds(f.seconds)}"]
+def _finding_lines(i: int, f: Finding, sources: SourceMap) -> list[str]:
+    where = location(Frame(f.file, f.line), sources) if f.file else f.where
+    lines = [f"  {i}. [{f.kind}] {where} x{f.count}, ~{fmt_seconds(f.seconds)}"]
     if f.compiled_at is not None and (f.compiled_at.file, f.compiled_at.line) != (f.file, f.line):
-        lines.append(f"     compiled at {f.compiled_at}")
+        at = f.compiled_at
+        lines.append(f"     compiled at {location(at, sources)}"
+                     + (f" ({at.function})" if at.function else ""))
     callers = [fr for fr in f.stack[1:4]]
     if callers:
-        lines.append("     called from " + " <- ".join(f"{fr.file}:{fr.line}" for fr in callers))
+        lines.append("     called from " + " <- ".join(location(fr, sources) for fr in callers))
     lines.append(f"     {f.detail}" + (f" (on ranks {', '.join(map(str, f.ranks))})"
                                         if f.ranks and f.ranks != [0] else ""))
     lines.append(f"     fix: {f.fix}")
@@ -122,16 +128,17 @@ def _finding_lines(i: int, f: Finding) -> list[str]:
 def render_findings_text(report: Report) -> list[str]:
     """Findings ranked by estimated time, each with its fix; then the notes."""
     lines: list[str] = []
+    sources = report.sources  # notebook cells: "cell 3, line 12"
     if not report.findings:
         lines += ["", "findings: none"]
     else:
         lines += ["", f"findings ({len(report.findings)}, most expensive first):"]
         for i, f in enumerate(report.findings, start=1):
-            lines += _finding_lines(i, f)
+            lines += _finding_lines(i, f, sources)
     if report.notes:
         lines += ["", f"notes ({len(report.notes)}: worth knowing, not findings):"]
         for i, f in enumerate(report.notes, start=1):
-            lines += _finding_lines(i, f)
+            lines += _finding_lines(i, f, sources)
     return lines
 
 

@@ -233,6 +233,10 @@ class RunWriter:
         return self._intern_line(key, _ENCODER.encode(
             {"f": [frame.file, frame.line, frame.function, frame.library]}))
 
+    def user_files(self) -> set[str]:
+        """The files of the user's code that the recorded events' stacks point at."""
+        return {key[1] for key in self._ids if key[0] == "f" and not key[4]}
+
     def stack_id(self, stack: Stack | None) -> int:
         if not stack:
             return 0

@@ -6,7 +6,6 @@ PYTHON ?= python3
 VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.lazyscope-installed
-export PJRT_DEVICE ?= $(shell ls /dev/accel[0-9]* /dev/vfio/[0-9]* >/dev/null 2>&1 && echo TPU || echo CPU)
 
 .PHONY: venv demo test test-fast lint bench clean chromium
 

@@ -39,6 +39,7 @@ from lazyscope.analyze.ranks import build_any
 from lazyscope.backends import BACKENDS, get_runtime
 from lazyscope.backends.base import Runtime, TraceOptions, active
 from lazyscope.backends.pytorch.collector import synchronize
+from lazyscope.backends.xla.runtime import default_pjrt_device
 from lazyscope.integrations.jupyter import load_ipython_extension
 from lazyscope.model import Run
 from lazyscope.render import RENDERERS
@@ -50,8 +51,9 @@ from lazyscope.store import load_run, load_target
 
 __version__ = "0.3.0"
 __all__ = ["Advice", "Run", "Runtime", "TraceOptions", "Tracer", "__version__", "advise",
-           "annotate_step", "backend_names", "barrier", "load_ipython_extension", "load_run",
-           "note", "report", "runtime", "set_info", "trace", "tracing"]
+           "annotate_step", "backend_names", "barrier", "default_pjrt_device",
+           "load_ipython_extension", "load_run", "note", "report", "runtime", "set_info", "trace",
+           "tracing"]
 
 
 def trace(
@@ -84,10 +86,12 @@ def trace(
     return api_tracer(out, options=options, force=force, target=name or caller)
 
 
-def report(run: Run | str | os.PathLike[str], fmt: str = "text") -> Any:
+def report(run: Run | str | os.PathLike[str], fmt: str = "text", *,
+           fragment: bool = False) -> Any:
     """Render a run (a run directory, or a multi-process run's directory) as ``text``,
     ``json`` or ``html`` (a string; the HTML page has its plots inline, written into the run
-    directory on the way)."""
+    directory on the way). ``fragment=True``: HTML to embed in another page, a notebook's
+    output (``display(HTML(...))``), with no global style and no ``<html>`` of its own."""
     from pathlib import Path
 
 
@@ -96,7 +100,7 @@ def report(run: Run | str | os.PathLike[str], fmt: str = "text") -> Any:
     if fmt == "html":
 
         images, _ = write_plots(built, Path(built.run_dir))
-        return render_html(built, images)
+        return render_html(built, images, fragment=fragment)
     return RENDERERS[fmt](built)
 
 

@@ -26,7 +26,7 @@ stacks made events 25x larger).
 :func:`source_map` records, when a run ends, what its user frames point at
 (:class:`~lazyscope.model.frames.SourceMap`): the text of each line (``linecache``, which also
 holds a notebook cell's source), and for a file that is a Jupyter/IPython cell
-(``/tmp/ipykernel_<pid>/<hash>.py``, ``<ipython-input-N-...>``) its label, ``cell N``
+(``/tmp/ipykernel_<pid>/<hash>.py``, ``<ipython-input-N-...>``) its label, ``cell In[N]``
 (:func:`cell_number`; the kernel is alive only while the run is made). Pure standard library.
 """
 
@@ -265,7 +265,7 @@ def source_map(files: set[str]) -> SourceMap:
     for file in sorted(files):
         cell = cell_number(file)
         if cell is not None:
-            out.labels[file] = f"cell {cell}"
+            out.labels[file] = f"cell In[{cell}]"
         text = linecache.getlines(file)
         if not text or len(text) > min(MAX_SOURCE_FILE_LINES, budget):
             continue

@@ -145,7 +145,8 @@ def scenario_options(target: Target) -> set[str]:
     module = importlib.import_module(target.module)
     if not hasattr(module, "__path__"):
         sys.modules.pop(target.module, None)
-    return set(module.build_parser()._option_string_actions)
+    build = getattr(module, "build_parser", None)
+    return set(build()._option_string_actions) if build is not None else set()
 
 
 def launcher_rank(env: dict[str, str] | None = None) -> tuple[int, int] | None:

@@ -5,6 +5,11 @@ Each runs on its own (``python -m lazyscope_scenarios.NAME --help``) and under l
 more privileged than user code. In the repository they live in ``scenarios/``; installed, they
 are the package ``lazyscope_scenarios`` (``pyproject.toml`` maps the one to the other). This
 module only names them; importing it imports neither torch nor lazyscope.
+
+A scenario's module defines ``build_parser()`` (its argparse parser: ``lazyscope trace`` checks
+a scenario's arguments with it before anything runs, and tells an option of lazyscope's written
+after the scenario from one of the scenario's own) and may define ``parse_args(argv)`` when its
+arguments need checks beyond the parser.
 """
 
 from __future__ import annotations

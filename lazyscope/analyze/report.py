@@ -157,7 +157,7 @@ class Report:
     syncs_per_step: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64),
                                        metadata=_VIEW)
     #: what the run recorded of its user files: notebook cells' names and the lines' text
-    #: (locations read "cell 3, line 12"; a diff follows a line that moved)
+    #: (locations read "cell In[3], line 12"; a diff follows a line that moved)
     sources: SourceMap = field(default_factory=SourceMap, metadata=_VIEW)
     #: how a notebook shows a report: ``{"html": ..., "text": ...}``, registered by
     #: lazyscope.render when it is imported (this layer does not import render)

@@ -3,15 +3,16 @@ user's frames of a stack. Which file is the user's is decided when a frame is ma
 (:mod:`lazyscope.frames`); here a frame only carries the answer (``library``).
 
 :class:`SourceMap` is what a run recorded, when it was made, about the files its user frames
-point at: a label for a file that is no file to a reader (a notebook cell, ``cell 3``) and the
+point at: a label for a file that is no file to a reader (a notebook cell, ``cell In[3]``) and the
 text of each line a frame points at (so that a diff of two runs can follow a line that moved).
 It lives in ``meta.json`` (``info.sources``); a run made before it has none. :func:`location`
-is how every renderer names a frame's place: ``cell 3, line 12`` in a notebook, else
-``file:line``.
+is how every renderer names a frame's place: ``cell In[3], line 12`` in a notebook (IPython's
+own wording), else ``file:line``.
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -58,7 +59,7 @@ SOURCES_KEY = "sources"
 @dataclass
 class SourceMap:
     """What a run knows of the files its user frames point at (see the module docstring):
-    ``labels`` maps a file name to what to call it (``cell 3``), ``lines`` a file name to the
+    ``labels`` maps a file name to what to call it (``cell In[3]``), ``lines`` a file name to the
     text of its lines that frames point at (``{line: text}``, stripped)."""
 
     labels: dict[str, str] = field(default_factory=dict)
@@ -95,8 +96,14 @@ class SourceMap:
         return cls.from_json(info.get(SOURCES_KEY))
 
 
+#: a cell's code as the ``%%lazyscope`` magic names it (no file: the name is the label)
+_CELL_NAME = re.compile(r"^cell In\[\d+\]$")
+
+
 def location(frame: Frame, sources: SourceMap | None = None) -> str:
-    """Where ``frame`` is, as a reader names it: ``cell 3, line 12`` for a notebook cell the
-    run labelled, else ``file:line``."""
+    """Where ``frame`` is, as a reader names it: ``cell In[3], line 12`` (IPython's own
+    wording) for a notebook cell, else ``file:line``."""
     label = sources.labels.get(frame.file) if sources is not None else None
+    if label is None and _CELL_NAME.match(frame.file):
+        label = frame.file
     return f"{label}, line {frame.line}" if label else f"{frame.file}:{frame.line}"

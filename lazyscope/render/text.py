@@ -128,7 +128,7 @@ def _finding_lines(i: int, f: Finding, sources: SourceMap) -> list[str]:
 def render_findings_text(report: Report) -> list[str]:
     """Findings ranked by estimated time, each with its fix; then the notes."""
     lines: list[str] = []
-    sources = report.sources  # notebook cells: "cell 3, line 12"
+    sources = report.sources  # notebook cells: "cell In[3], line 12"
     if not report.findings:
         lines += ["", "findings: none"]
     else:

@@ -52,7 +52,7 @@ from __future__ import annotations
 
 from lazyscope_scenarios.decoder.data import Batch, make_batch
 from lazyscope_scenarios.decoder.model import PRESETS, VARIANTS, Preset, Variant, build_model
-from lazyscope_scenarios.decoder.run import main, parse_args
+from lazyscope_scenarios.decoder.run import build_parser, main, parse_args
 
-__all__ = ["PRESETS", "VARIANTS", "Batch", "Preset", "Variant", "build_model", "main",
-           "make_batch", "parse_args"]
+__all__ = ["PRESETS", "VARIANTS", "Batch", "Preset", "Variant", "build_model", "build_parser",
+           "main", "make_batch", "parse_args"]

@@ -89,3 +89,24 @@ def test_trace_progress_line(monkeypatch) -> None:
     assert live._fields(3, 1, 0.245, 4.12) == {
         "step": "step 3/20", "info": "4.1 steps/s · 1 compile · last 245 ms"}
     assert TraceProgress(None, enabled=False)._fields(7, 2, 1.5)["step"] == "step 7"
+
+
+def test_tpu_chips_are_found_by_pci_id_not_by_dev_accel(tmp_path) -> None:
+    """A TPU VM / Colab TPU runtime: Google's vendor id with a TPU device id. Google's virtual
+    NIC (same vendor, device 0x0042) and an NVIDIA GPU (which creates /dev/accel* too) are not
+    TPUs."""
+    from lazyscope.backends.xla.runtime import tpu_chips
+
+    def device(name: str, vendor: str, dev: str) -> None:
+        d = tmp_path / name
+        d.mkdir()
+        (d / "vendor").write_text(vendor + "\n")
+        (d / "device").write_text(dev + "\n")
+
+    device("0000:00:04.0", "0x1ae0", "0x0042")  # gVNIC
+    device("0000:00:05.0", "0x10de", "0x2330")  # NVIDIA H100
+    assert tpu_chips(str(tmp_path)) == 0
+    device("0000:00:06.0", "0x1ae0", "0x0063")  # TPU v5e
+    device("0000:00:07.0", "0x1ae0", "0x0063")
+    assert tpu_chips(str(tmp_path)) == 2
+    assert tpu_chips(str(tmp_path / "missing")) == 0

@@ -7,17 +7,38 @@ import contextlib
 import glob
 import os
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 from lazyscope.backends.base import Runtime
 
+#: Google's PCI vendor id and the device ids of TPU chips: torch_xla's own test for TPU chips
+#: (``torch_xla._internal.tpu.num_available_chips``, used by its default-device choice), read
+#: here without importing torch_xla (lazyscope sets the environment before torch_xla loads).
+#: Not ``/dev/accel*``: NVIDIA's drivers create those too.
+GOOGLE_PCI_VENDOR = "0x1ae0"
+TPU_PCI_DEVICES = frozenset({"0x0027", "0x005e", "0x0063", "0x006f", "0x0056", "0x0062",
+                             "0x0076"})
+
+
+def tpu_chips(pci_root: str = "/sys/bus/pci/devices") -> int:
+    """The TPU chips attached to this machine through PCI."""
+    found = 0
+    for vendor in glob.glob(os.path.join(pci_root, "*", "vendor")):
+        try:
+            if Path(vendor).read_text().strip() != GOOGLE_PCI_VENDOR:
+                continue
+            device = (Path(vendor).parent / "device").read_text().strip()
+        except OSError:
+            continue
+        found += device in TPU_PCI_DEVICES
+    return found
+
 
 def default_pjrt_device() -> str:
-    """TPU when this machine has TPU chips, else CPU."""
-    if glob.glob("/dev/accel[0-9]*") or glob.glob("/dev/vfio/[0-9]*"):
-        return "TPU"
-    return "CPU"
-
+    """The ``PJRT_DEVICE`` lazyscope uses when none is set: TPU when this machine has TPU chips
+    (a TPU VM, a Colab TPU runtime), else CPU."""
+    return "TPU" if tpu_chips() else "CPU"
 
 
 

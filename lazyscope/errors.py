@@ -3,7 +3,7 @@
 Every failure lazyscope can foresee raises a subclass of :class:`LazyscopeError`; the CLI's
 ``main()`` prints ``lazyscope: <message>`` on stderr (no traceback) and returns ``exit_code``.
 
-Exit codes (also in the README):
+Exit codes (also in docs/faults.md):
 
 ====  ====================================================================
 0     success

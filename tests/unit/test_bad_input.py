@@ -1,5 +1,5 @@
 """The bad-input matrix, in-process: each case is one ``lazyscope: ...`` line on stderr, no
-traceback, the documented exit code (lazyscope/errors.py, README), and nothing recorded is lost.
+traceback, the documented exit code (lazyscope/errors.py, docs/faults.md), and nothing recorded is lost.
 
 Cases already in test_cli.py (unknown scenario, missing/unparsable script, --steps -3, a bad
 --mode choice, an unknown backend, an existing --out) are not repeated here.

@@ -21,7 +21,7 @@ SCRIPT = textwrap.dedent("""\
         dev = torch_xla.device()
         w = torch.ones(8, 8, device=dev)
         for step in range(6):
-            x = torch.randn(4 + step % 3, 8).to(dev)   # three shapes: a recompile finding
+            x = torch.randn(4 + step, 8).to(dev)       # a new shape every step: a recompile finding
             loss = (x @ w).sum()
             print(loss.item())                          # a host sync every step
             torch_xla.sync()

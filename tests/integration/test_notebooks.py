@@ -48,8 +48,8 @@ def _text(book: nbformat.NotebookNode) -> str:
 def _shown_as_fragment(book: nbformat.NotebookNode) -> None:
     """The report shown inline is a fragment: no document, no style outside its wrapper (a
     JupyterLab page keeps its own look)."""
-    shown = [o["data"]["text/html"] for c in book.cells for o in c.get("outputs", [])
-             if "text/html" in o.get("data", {})]
+    shown = [o["data"]["text/html"] for c in book.cells if "lazyscope.report(" in c.source
+             for o in c.get("outputs", []) if "text/html" in o.get("data", {})]
     assert shown and all("<h1>lazyscope report" in h for h in shown)
     for html in shown:
         assert "<html" not in html and "<body" not in html and "<!DOCTYPE" not in html

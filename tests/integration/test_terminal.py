@@ -43,7 +43,7 @@ PROGRAM = textwrap.dedent("""\
     dev = torch_xla.device()
     w = torch.ones(8, 8, device=dev)
     for step in range(6):
-        x = torch.randn(4 + step % 3, 8).to(dev)   # three shapes: recompiles
+        x = torch.randn(4 + step, 8).to(dev)       # a new shape every step: recompiles
         y = (x @ w).sum()
         torch_xla.sync()
         print(f"program step {step}", flush=True)

@@ -77,42 +77,57 @@ def _fmt_ms(seconds: float | None) -> str:
     return f"{seconds:.2f} s" if seconds >= 1 else f"{seconds * 1e3:.0f} ms"
 
 
-class TraceProgress:
+class _LiveLines:
+    """Live lines drawn by a rich ``Progress`` on a stderr of its own, with rich's stream
+    redirection off (see the module docstring); stopped, and its file closed, on exit."""
+
+    def __init__(self) -> None:
+        self._progress: Any = None
+        self._file: IO[str] | None = None
+
+    def _start(self, *columns: Any, **options: Any) -> None:
+        from rich.console import Console
+        from rich.progress import Progress
+
+        self._file = _own_stderr()
+        self._progress = Progress(*columns, console=Console(file=self._file, highlight=False),
+                                  redirect_stdout=False, redirect_stderr=False,
+                                  refresh_per_second=4, **options)
+        self._progress.start()
+
+    def __exit__(self, *exc: object) -> None:
+        if self._progress is not None:
+            self._progress.stop()
+            self._progress = None
+        if self._file is not None:
+            self._file.close()
+            self._file = None
+
+
+class TraceProgress(_LiveLines):
     """The live line of ``lazyscope trace`` (see the module docstring). A context manager:
     nothing is drawn unless ``enabled``; :meth:`attach` is given the run's recorder once the
     trace has started."""
 
     def __init__(self, limit: int | None, *, enabled: bool):
+        super().__init__()
         self.limit = limit
         self.enabled = enabled
-        self._progress: Any = None
         self._task: Any = None
-        self._file: IO[str] | None = None
         self._recorder: Any = None
 
     def __enter__(self) -> TraceProgress:
         if not self.enabled:
             return self
-        from rich.console import Console
-        from rich.progress import (
-            BarColumn,
-            Progress,
-            SpinnerColumn,
-            TextColumn,
-            TimeElapsedColumn,
-        )
+        from rich.progress import BarColumn, SpinnerColumn, TextColumn, TimeElapsedColumn
 
-        self._file = _own_stderr()
         # fits 80 columns: step 12/100 ━━━━━━━━━━ 4.1 steps/s · 3 compiles · last 245 ms 0:00:03
         columns: list[Any] = [SpinnerColumn(), TextColumn("[bold]{task.fields[step]}")]
         if self.limit is not None:
             columns.append(BarColumn(bar_width=10))
         columns += [TextColumn("{task.fields[info]}"), TimeElapsedColumn()]
-        self._progress = Progress(*columns, console=Console(file=self._file, highlight=False),
-                                  redirect_stdout=False, redirect_stderr=False,
-                                  refresh_per_second=4, speed_estimate_period=10)
+        self._start(*columns, speed_estimate_period=10)
         self._task = self._progress.add_task("trace", total=self.limit, **self._fields(0))
-        self._progress.start()
         return self
 
     def _fields(self, steps: int, compiles: int = 0, last: float | None = None,
@@ -137,14 +152,6 @@ class TraceProgress:
         self._progress.update(self._task, completed=index, **self._fields(
             index, recorder.compiles, recorder.last_wall_s, speed))
 
-    def __exit__(self, *exc: object) -> None:
-        if self._progress is not None:
-            self._progress.stop()
-            self._progress = None
-        if self._file is not None:
-            self._file.close()
-            self._file = None
-
 
 @dataclass
 class CaseUpdate:
@@ -161,7 +168,7 @@ class CaseUpdate:
     line: str = ""
 
 
-class CompareProgress:
+class CompareProgress(_LiveLines):
     """The live lines of ``lazyscope compare``: one per case and the elapsed time; finished
     cases print their one-line summary above. Without a terminal (``enabled`` False) only the
     summaries are printed, through ``echo``; with one, through ``echo`` too when
@@ -169,36 +176,29 @@ class CompareProgress:
 
     def __init__(self, title: str, steps: int, *, enabled: bool,
                  echo: Callable[[str], None], echo_when_live: bool = False):
+        super().__init__()
         self.title = title
         self.steps = steps
         self.enabled = enabled
         self.echo = echo
         self.echo_when_live = echo_when_live
-        self._progress: Any = None
-        self._file: IO[str] | None = None
         self._tasks: dict[int, Any] = {}
         self._overall: Any = None
 
     def __enter__(self) -> CompareProgress:
         if not self.enabled:
             return self
-        from rich.console import Console
         from rich.progress import (
             BarColumn,
             MofNCompleteColumn,
-            Progress,
             SpinnerColumn,
             TextColumn,
             TimeElapsedColumn,
         )
 
-        self._file = _own_stderr()
-        self._progress = Progress(
-            SpinnerColumn(), TextColumn("{task.description:<16}"), BarColumn(bar_width=24),
-            MofNCompleteColumn(), TextColumn("{task.fields[info]}"), TimeElapsedColumn(),
-            console=Console(file=self._file, highlight=False),
-            redirect_stdout=False, redirect_stderr=False, refresh_per_second=4)
-        self._progress.start()
+        self._start(SpinnerColumn(), TextColumn("{task.description:<16}"),
+                    BarColumn(bar_width=24), MofNCompleteColumn(),
+                    TextColumn("{task.fields[info]}"), TimeElapsedColumn())
         return self
 
     def update(self, event: CaseUpdate) -> None:
@@ -227,14 +227,6 @@ class CompareProgress:
                                      soft_wrap=True)
         if self.echo_when_live:
             self.echo(event.line)
-
-    def __exit__(self, *exc: object) -> None:
-        if self._progress is not None:
-            self._progress.stop()
-            self._progress = None
-        if self._file is not None:
-            self._file.close()
-            self._file = None
 
 
 class ProgressPipe:

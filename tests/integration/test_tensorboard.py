@@ -41,6 +41,20 @@ def _get(url: str) -> bytes:
         return body
 
 
+def _serve(run: Path, *options: str) -> tuple[subprocess.Popen[str], list[str]]:
+    """`lazyscope tensorboard RUN OPTIONS` in a child process, and the lines it prints (read as
+    they come)."""
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "lazyscope", "tensorboard", *options, str(run)],
+        cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )
+    lines: list[str] = []
+    threading.Thread(target=lambda: lines.extend(iter(proc.stdout.readline, "")),
+                     daemon=True).start()
+    return proc, lines
+
+
 def _trace_events(run: Path) -> list[dict]:
     (capture,) = sorted((run / "tensorboard" / "plugins" / "profile").iterdir())
     (trace,) = capture.glob("*.trace.json.gz")
@@ -81,15 +95,7 @@ def test_scalars_match_the_steps(profiled_run: Path) -> None:
 
 def test_tensorboard_serves_the_profile(profiled_run: Path) -> None:
     port = free_port()
-    env = {**os.environ, "PYTHONPATH": str(REPO)}
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "lazyscope", "tensorboard", str(profiled_run), "--port", str(port)],
-        cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-    )
-    lines: list[str] = []
-    reader = threading.Thread(target=lambda: lines.extend(iter(proc.stdout.readline, "")),
-                              daemon=True)
-    reader.start()
+    proc, lines = _serve(profiled_run, "--port", str(port))
     try:
         deadline = time.monotonic() + 120
         while not lines and time.monotonic() < deadline and proc.poll() is None:
@@ -178,16 +184,7 @@ def test_tensorboard_overview_shows_each_step(script_profile: Path) -> None:
     per step of the window with its time, and no "No step marker observed" diagnostic; the
     count table in the Text tab; links that open the scalars unsmoothed."""
     port = free_port()
-    env = {**os.environ, "PYTHONPATH": str(REPO)}
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "lazyscope", "tensorboard", "--host", "0.0.0.0", "--port",
-         str(port), str(script_profile)],
-        cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-    )
-    lines: list[str] = []
-    reader = threading.Thread(target=lambda: lines.extend(iter(proc.stdout.readline, "")),
-                              daemon=True)
-    reader.start()
+    proc, lines = _serve(script_profile, "--host", "0.0.0.0", "--port", str(port))
     try:
         deadline = time.monotonic() + 120
         while len(lines) < 4 and time.monotonic() < deadline and proc.poll() is None:

@@ -74,8 +74,8 @@ def lazytensor_runs(tmp_path_factory) -> dict[str, Path]:
     runs = {}
     for mode in ("static", "dynamic"):
         out = base / mode
-        proc = lazyscope_cmd("trace", "lazytensor-dynamic", "--mode", mode, "--steps", "20",
-                             "--out", str(out))
+        proc = lazyscope_cmd("trace", "--steps", "20", "--out", str(out), "lazytensor-dynamic",
+                             "--mode", mode)
         assert proc.returncode == 0, proc.stdout + proc.stderr
         runs[mode] = out
         runs[mode + "_stdout"] = proc.stdout

@@ -100,7 +100,7 @@ def _event_rows(report: Report) -> list[str]:
     for g in report.groups[:MAX_GROUPS]:
         steps = ",".join(str(s) for s in g.steps) + (",..." if g.count > len(g.steps) else "")
         kind = f"{g.kind} ({g.phase})" if g.phase == "backward" else g.kind
-        site = g.site if g.frame is None or g.frame.file not in sources.labels else \
+        site = g.site if g.frame is None else \
             location(g.frame, sources) + (f" ({g.frame.function})" if g.frame.function else "")
         rows.append(f"  {kind:<18} x{g.count:<4} at {site}: {g.cause} (steps {steps})")
     if len(report.groups) > MAX_GROUPS:

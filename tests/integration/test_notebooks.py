@@ -96,16 +96,16 @@ def test_your_own_loop(tmp_path: Path, monkeypatch) -> None:
     assert "verdict: recompiles in steady state" in text
     _shown_as_fragment(book)
     # locations name the cell (Jupyter's [2]), not ipykernel's /tmp/ipykernel_<pid>/<hash>.py:
-    # the varying input is made at its line 12, the barrier is its line 17
+    # the varying input is made at its line 14, the barrier is its line 19
     report = "".join(o.get("text", "") for o in book.cells[3].outputs)
-    assert "  1. [recompile] cell In[2], line 12 x" in report, report
-    assert "     compiled at cell In[2], line 17 (<module>)" in report
-    assert "x5    at cell In[2], line 17 (<module>): step barrier" in report
+    assert "  1. [recompile] cell In[2], line 14 x" in report, report
+    assert "     compiled at cell In[2], line 19 (<module>)" in report
+    assert "x6    at cell In[2], line 19 (<module>): step barrier" in report
     from lazyscope.store import load_run
 
     run = load_run(tmp_path / "runs/own-loop")
     assert run.status == "ok" and len(run.steps) == 6
-    assert sum(s.compile_count for s in run.steps) >= 5  # 5 distinct sequence lengths
+    assert sum(s.compile_count for s in run.steps) == 6  # 6 distinct sequence lengths
 
     # %%lazyscope: the cell traced, its report shown inline as a fragment
     outputs = _outputs(book, "%%lazyscope")

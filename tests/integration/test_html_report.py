@@ -25,6 +25,7 @@ from typing import Any
 
 import pytest
 
+from lazyscope.analyze.buckets import advise
 from lazyscope.analyze.findings import Finding, RecompileFacts, VaryingInput
 from lazyscope.analyze.report import build_report
 from lazyscope.cli import main
@@ -231,10 +232,8 @@ def test_report_format_html_with_every_section(browser: int, lazytensor_runs,
                           varying=[VaryingInput("x", "dim", 1, [17, 33])], graphs=2,
                           dynamic=[], classes={}, verdict="churn", runs=[1, 1]))
     report = replace(build_report(load_run(run)), verdict="recompiled on 18 of 18 steps",
-                     findings=[finding], advice={
-                         "best": {"name": "3 buckets", "boundaries": [64, 128, 256],
-                                  "predicted_total": 2.0, "padding_efficiency": 0.5},
-                         "horizon": 40, "per_k": [{"name": "1 bucket", "boundaries": [256]}]})
+                     findings=[finding], advice=advise([17, 33, 64, 90, 120, 200, 256] * 12,
+                                                  batch=4, top=256, horizon=40))
     page = tmp_path / "full.html"
     page.write_text(render_html(report, {"timeline": png, "compare": png}))
     assert_clean(check_page(browser, page), min_images=2)

@@ -161,7 +161,7 @@ class RunDiff:
 def _ratio(a: Any, b: Any) -> float | None:
     if a is None or b is None or a == 0:
         return None
-    return b / a
+    return float(b / a)
 
 
 def _metric(report: Report, name: str, attr: str) -> Any:

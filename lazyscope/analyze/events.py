@@ -168,7 +168,8 @@ def event_groups(events: EventTable, max_steps: int = 12) -> list[EventGroup]:
     """Rows ``(kind, site, cause, count, seconds, first steps)`` sorted by kind, then count."""
     rows: list[EventGroup] = []
     for kind in TABLE_KINDS:
-        def key(stack: Stack, data: Any, kind: str = kind) -> Hashable:
+        def key(stack: Stack, data: Any,
+                kind: str = kind) -> tuple[str, Frame | None, str]:
             site = user_site(stack) or (stack[0] if stack else None)
             phase = data.phase if kind == "compile" and data is not None else ""
             return (phase, site, event_cause(kind, data))

@@ -77,7 +77,7 @@ def steady_mask_of(steps: StepTable, warmup_steps: int | None) -> np.ndarray:
     compiles = steps.col("compile_count")
     if compiles is None:
         return np.ones(n, dtype=bool)
-    return compiles == 0
+    return np.asarray(compiles == 0)
 
 
 def timed_steps(steps: StepTable, warmup_steps: int | None) -> tuple[np.ndarray, str]:

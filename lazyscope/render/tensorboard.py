@@ -65,6 +65,8 @@ def scalar_series(report: Report) -> dict[str, list[tuple[int, float]]]:
     """The series written as scalars: tag -> [(step, value)]. A long run's series is bucketed
     (each point at its bucket's first step, the bucket's mean time or sum of counts)."""
     series = report.series
+    if series is None:  # a report loaded from JSON has no view series
+        return {}
     per = series.size
     out: dict[str, list[tuple[int, float]]] = {
         "lazyscope/step_time_ms": list(zip(series.step.tolist(),
@@ -104,12 +106,12 @@ def count_table(report: Report) -> str:
     executions (the columns the backend measures)."""
     steps = report.steps
     n = len(steps)
-    columns = [(title, steps.col(field)) for title, field in (
+    measured = [(title, steps.col(field)) for title, field in (
         ("compilations", "compile_count"), ("executions", "execute_count"),
         ("to device", "to_device_count"), ("from device", "from_device_count"))]
-    columns.append(("host syncs", report.syncs_per_step))
-    columns.append(("CPU fallbacks", steps.col("fallback_count")))
-    columns = [(title, col) for title, col in columns if col is not None and len(col) == n]
+    measured.append(("host syncs", report.syncs_per_step))
+    measured.append(("CPU fallbacks", steps.col("fallback_count")))
+    columns = [(title, col) for title, col in measured if col is not None and len(col) == n]
     head = "| step | " + " | ".join(t for t, _ in columns) + " |\n|---:|" + "---:|" * len(columns)
     rows = list(range(n))
     note = ""

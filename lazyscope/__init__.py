@@ -48,6 +48,7 @@ from lazyscope.render.views import write_plots
 from lazyscope.runner import Tracer, api_tracer
 from lazyscope.sources import SOURCES
 from lazyscope.store import load_run, load_target
+from lazyscope.values import host_values, note_text
 
 __version__ = "0.3.0"
 __all__ = ["Advice", "Run", "Runtime", "TraceOptions", "Tracer", "__version__", "advise",
@@ -106,17 +107,19 @@ def report(run: Run | str | os.PathLike[str], fmt: str = "text", *,
 
 def annotate_step(**values: Any) -> None:
     """Attach values (``real_tokens=``, ``seq_len=`` ...) to the step in progress of the active
-    trace; a no-op when nothing is traced."""
+    trace; a no-op when nothing is traced. Values are host values: numbers, strings, lists and
+    dicts of them; a tensor is refused (UsageError), never read (see :mod:`lazyscope.values`)."""
     trace_ = active()
     if trace_ is not None:
-        trace_.recorder.annotate(**values)
+        trace_.recorder.annotate(**host_values("lazyscope.annotate_step", values))
 
 
 def set_info(**values: Any) -> None:
-    """Attach run-wide values to the active trace's ``meta.json``; a no-op when not traced."""
+    """Attach run-wide values to the active trace's ``meta.json``; a no-op when not traced.
+    Host values only, as :func:`annotate_step`."""
     trace_ = active()
     if trace_ is not None:
-        trace_.recorder.set_info(**values)
+        trace_.recorder.set_info(**host_values("lazyscope.set_info", values))
 
 
 def note(text: str) -> None:
@@ -124,7 +127,7 @@ def note(text: str) -> None:
     traced."""
     trace_ = active()
     if trace_ is not None:
-        trace_.recorder.note(text)
+        trace_.recorder.note(note_text(text))
 
 
 def barrier() -> None:

@@ -1,19 +1,29 @@
 """The command line. Each command: validate -> core call -> render. No logic lives here.
 
-``main(argv) -> int`` never lets a foreseen error escape as a traceback: a LazyscopeError or a
-click usage error becomes one line on stderr (``lazyscope: ...``) and its exit code (see
-:mod:`lazyscope.errors`).
+``main(argv) -> int`` is the one error boundary: a LazyscopeError or a click usage error becomes
+one line on stderr (``lazyscope: ...``) and its exit code (see :mod:`lazyscope.errors`); an
+OSError nobody foresaw (a path too long to even look at) is a run-directory line (exit 3), and
+any other exception of lazyscope's own is "internal error" with its traceback in a crash file
+(exit 70), never a traceback on the terminal. Everything lazyscope writes goes through
+:mod:`lazyscope.streams` (private copies of stdout and stderr taken before the traced program
+runs), and termination signals finalise a trace like Ctrl-C (:mod:`lazyscope.signals`). In a
+forked child of a traced program, main() lets whatever ends the child through untouched.
 """
 
 from __future__ import annotations
 
 import datetime as _dt
+import math
+import os
 import sys
+import tempfile
+import traceback
 from pathlib import Path
 from typing import Any
 
 import click
 
+from lazyscope import signals, streams
 from lazyscope.analyze.buckets import DEFAULT_HORIZON
 from lazyscope.analyze.check import Rules, check_report
 from lazyscope.analyze.diff import diff_reports
@@ -31,15 +41,24 @@ from lazyscope.compare import (
 )
 from lazyscope.errors import (
     EXIT_CHECK_FAILED,
+    EXIT_INTERNAL,
     EXIT_INTERRUPTED,
+    EXIT_RUN_DIR,
+    EXIT_SIGNAL_BASE,
     EXIT_TARGET_FAILED,
+    BrokenOutput,
     Interrupted,
     LazyscopeError,
     NoSpaceError,
     OutputError,
     RunDirError,
+    Signalled,
     TargetFailed,
     UsageError,
+    one_line,
+    os_reason,
+    show_path,
+    signal_name,
 )
 from lazyscope.model import runs_by_rank
 from lazyscope.render import RENDERERS, render_text
@@ -79,7 +98,6 @@ from lazyscope.runner import (
     SCENARIOS,
     Target,
     launcher_rank,
-    ranked_out,
     resolve_target,
     scenario_options,
     trace_target,
@@ -116,10 +134,8 @@ def scenarios_cmd() -> None:
 
 def _default_out(name: str) -> Path:
     """``runs/NAME-TIMESTAMP``; under a launcher, one directory shared by all ranks (named by
-    the launcher's run id, else the minute)."""
-    import os
-
-
+    the launcher's run id, else the minute). Without a launcher it is created exclusively
+    (``-2`` ... when a trace started in the same second took it: see ``Tracer``)."""
     stem = Path(name).stem if name.endswith(".py") else name
     if launcher_rank() is not None:
         stamp = os.environ.get("TORCHELASTIC_RUN_ID") or _dt.datetime.now().strftime(
@@ -131,7 +147,7 @@ def _default_out(name: str) -> Path:
 
 def _warn(lines: list[str]) -> None:
     for line in lines:
-        click.echo(f"lazyscope: warning: {line}", err=True)
+        streams.echo(f"lazyscope: warning: {one_line(line)}", to_err=True)
 
 
 def _report_and_views(run_dir: Path, *, warmup_steps: int | None = None,
@@ -232,6 +248,7 @@ def trace_cmd(target: str, target_args: tuple[str, ...], steps: int | None, out:
 
     args = program_args(target_args)
     resolved = resolve_target(target, args)
+    unique = out is None and launcher_rank() is None
     out = out if out is not None else _default_out(target)
     window = _profile_window(profile, profile_steps, steps, out)
     options = TraceOptions(backend=backend, device=device, dynamic=DYNAMIC[dynamic],
@@ -241,19 +258,27 @@ def trace_cmd(target: str, target_args: tuple[str, ...], steps: int | None, out:
     pipe = ProgressPipe(progress_fd) if progress_fd is not None else None
     live = TraceProgress(steps, enabled=live_wanted(quiet, launched=launcher_rank() is not None))
     observers = [live.attach] + ([pipe.attach] if pipe is not None else [])
+
+    def hard_exit(tracer: Any, code: int | None) -> int | None:
+        # the program ends the process with os._exit()/os.abort(): its run is finalised
+        live.__exit__(None, None, None)  # the live line goes before the report is printed
+        return _ended_without_unwinding(tracer, code, resolved.name, views, quiet)
+
     try:
-        with live:
-            trace_target(resolved, out, options=options, force=force, profile=window,
-                         observers=observers)
+        with live, streams.theirs():  # the program's own stdout/stderr while it runs
+            tracer = trace_target(resolved, out, options=options, force=force, profile=window,
+                                  observers=observers, unique_out=unique, on_hard_exit=hard_exit)
     except UsageError as err:
         if misplaced:  # the scenario refused an option that was meant for lazyscope
             raise UsageError(f"{err}; {_order_hint('trace', misplaced, target)}") from None
+        if getattr(err, "run_dir", None):  # lazyscope refused inside the program: a run is kept
+            err.after = _show_kept(err.run_dir, views=views)  # type: ignore[attr-defined]
         raise
-    except (TargetFailed, Interrupted, OutputError) as err:
-        if not getattr(err, "nothing_recorded", False):
+    except (TargetFailed, Interrupted, Signalled, OutputError) as err:
+        if not getattr(err, "nothing_recorded", False) and getattr(err, "run_dir", None):
             # the error line first, then what could not be written: views are not even tried
             # on a full disk
-            err.after = _show_kept(_run_dir_of(out),
+            err.after = _show_kept(err.run_dir,  # type: ignore[attr-defined]
                                    views=views and not isinstance(err, NoSpaceError))
         if misplaced and isinstance(err, TargetFailed):
             err.after = [*(getattr(err, "after", None) or []),
@@ -262,16 +287,45 @@ def trace_cmd(target: str, target_args: tuple[str, ...], steps: int | None, out:
     finally:
         if pipe is not None:
             pipe.close()
-    run_dir = _run_dir_of(out)
+    _show_run(tracer, views, quiet)
+
+
+def _show_run(tracer: Any, views: bool, quiet: bool) -> None:
+    """The report of a finished trace, and where its run is."""
+    run_dir = tracer.path
     report = _report_and_views(run_dir, views=views)
     print_report(render_text(report) + "\n", clean=report.clean, colour=colour_wanted(quiet),
                  echo=_echo_as_is)
-    click.echo(f"run saved in {run_dir}")
+    if tracer.moved_to is not None:
+        _warn([f"{show_path(tracer.out)} was moved to {show_path(tracer.moved_to)} while the "
+               "program ran; the run is kept there"])
+        streams.echo(f"run saved in {show_path(tracer.moved_to)}")
+    else:
+        streams.echo(f"run saved in {show_path(tracer.out)}")
 
 
-def _run_dir_of(out: Path) -> Path:
-    """Where this process's run went (``OUT/rank<N>`` under a launcher)."""
-    return ranked_out(out)[0]
+def _ended_without_unwinding(tracer: Any, code: int | None, name: str, views: bool,
+                             quiet: bool) -> int | None:
+    """The program called ``os._exit(code)`` (``code`` None: ``os.abort()``) with a trace live;
+    its run is finalised: print what a normal end prints; the exit status to end with."""
+    streams.revalidate()
+    try:
+        if code == 0 and tracer.status == "ok":
+            _show_run(tracer, views, quiet)
+            return 0
+        line = (f"lazyscope: {show_path(name)} failed: {tracer.error}; the run so far is kept "
+                f"in {show_path(tracer.out)} (status {tracer.status})")
+        streams.echo(one_line(line), to_err=True)
+        return EXIT_TARGET_FAILED if code is not None else None
+    except LazyscopeError as err:
+        if str(err):
+            streams.echo(f"lazyscope: {one_line(str(err))}", to_err=True)
+        return err.exit_code
+    finally:
+        try:
+            streams.flush()
+        except LazyscopeError:
+            pass
 
 
 def _show_kept(out: Path, *, views: bool = True) -> list[str]:
@@ -280,10 +334,12 @@ def _show_kept(out: Path, *, views: bool = True) -> list[str]:
 
     warnings: list[str] = []
     try:
-        if (out / "meta.json").exists():
-            click.echo(render_text(_report_and_views(out, views=views, warnings=warnings)))
+        if (Path(out) / "meta.json").exists():
+            streams.echo(render_text(_report_and_views(out, views=views, warnings=warnings)))
+    except BrokenOutput:
+        pass  # stdout's reader went away: the error line still goes to stderr
     except (LazyscopeError, OSError) as err:
-        warnings.append(f"could not render {out}: {err}")
+        warnings.append(f"could not render {show_path(out)}: {err}")
     return warnings
 
 
@@ -318,7 +374,7 @@ def report_cmd(run_dir: Path, fmt: str, warmup_steps: int | None) -> None:
 
 
 def _echo_as_is(text: str) -> None:
-    click.echo(text, nl=False)
+    streams.echo(text, nl=False)
 
 
 @cli.command("export")
@@ -351,11 +407,51 @@ def export_cmd(run_dir: Path, fmt: str, out: Path | None, warmup_steps: int | No
         click.echo(str(path))
 
 
+class _PositiveSeconds(click.ParamType):
+    """Seconds > 0 (``inf``: a limit that never fails); ``nan`` is refused (every comparison
+    with it is false: the rule would pass anything)."""
+
+    name = "seconds"
+
+    def convert(self, value: Any, param: Any, ctx: Any) -> float:
+        try:
+            seconds = float(value)
+        except (TypeError, ValueError):
+            self.fail(f"{value!r} is not a number of seconds", param, ctx)
+        if math.isnan(seconds) or seconds <= 0:
+            self.fail(f"{value!r} is not a number of seconds above 0", param, ctx)
+        return seconds
+
+
+def _one_rule(new: int | None, old: int | None) -> int | None:
+    """--max-recompiles and its old name --max-compiles-after-warmup are one rule: given both
+    with different values, which one was meant is not known."""
+    if new is not None and old is not None and new != old:
+        raise UsageError(f"--max-recompiles {new} and --max-compiles-after-warmup {old} are one "
+                         "rule (the second is the first's old name) given two limits; give one")
+    return new if new is not None else old
+
+
+def _measured_for(report: Any, rules: Rules) -> None:
+    """Refuse a rule on a metric the run does not measure (it would pass whatever the program
+    did): exit 2."""
+    summary = getattr(report, "summary", None)
+    if rules.max_syncs_per_step is not None and summary is not None and \
+            getattr(summary, "syncs", 0) is None:
+        raise UsageError(
+            f"--max-syncs-per-step cannot be checked: host syncs are not measured by the "
+            f"{summary.backend} backend on {summary.device or 'this device'} (see the run's "
+            "notes)")
+
+
 @cli.command("check")
 @click.argument("run_dir", type=click.Path(path_type=Path))
-@click.option("--max-recompiles", "--max-compiles-after-warmup", "max_recompiles",
+@click.option("--max-recompiles", "max_recompiles",
               type=click.IntRange(min=0), default=None, metavar="N",
               help="at most N recompilations in steady state (the default rule, N=0)")
+@click.option("--max-compiles-after-warmup", "max_recompiles_old",
+              type=click.IntRange(min=0), default=None, metavar="N", hidden=True,
+              help="the old name of --max-recompiles")
 @click.option("--warmup-steps", type=click.IntRange(min=0), default=None, metavar="N",
               help="steady state starts at step N: every compilation from there on counts")
 @click.option("--max-syncs-per-step", type=click.IntRange(min=0), default=None, metavar="N",
@@ -364,13 +460,14 @@ def export_cmd(run_dir: Path, fmt: str, out: Path | None, warmup_steps: int | No
 @click.option("--no-graph-breaks", is_flag=True, help="no torch.compile graph break")
 @click.option("--no-rank-divergence", is_flag=True,
               help="a multi-process run's ranks compile the same graphs at the same pace")
-@click.option("--max-step-seconds", type=click.FloatRange(min=0, min_open=True), default=None,
+@click.option("--max-step-seconds", type=_PositiveSeconds(), default=None,
               metavar="S", help="no steady step may take longer than S seconds")
 @click.option("--allow-incomplete", is_flag=True,
               help="check a failed, interrupted or killed run's recorded steps instead of failing")
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text",
               show_default=True)
-def check_cmd(run_dir: Path, max_recompiles: int | None, warmup_steps: int | None,
+def check_cmd(run_dir: Path, max_recompiles: int | None, max_recompiles_old: int | None,
+              warmup_steps: int | None,
               max_syncs_per_step: int | None, no_fallbacks: bool, no_graph_breaks: bool,
               no_rank_divergence: bool, max_step_seconds: float | None,
               allow_incomplete: bool, fmt: str) -> int:
@@ -380,11 +477,13 @@ def check_cmd(run_dir: Path, max_recompiles: int | None, warmup_steps: int | Non
     did not end ok (failed, interrupted, killed) fails unless --allow-incomplete.
     """
 
+    max_recompiles = _one_rule(max_recompiles, max_recompiles_old)
     rules = Rules(max_recompiles=max_recompiles, max_syncs_per_step=max_syncs_per_step,
                   no_fallbacks=no_fallbacks, no_graph_breaks=no_graph_breaks,
                   no_rank_divergence=no_rank_divergence, max_step_seconds=max_step_seconds,
                   allow_incomplete=allow_incomplete)
     report = _report_and_views(run_dir, warmup_steps=warmup_steps, views=False)
+    _measured_for(report, rules)
     result = check_report(report, rules)
     click.echo(CHECK_RENDERERS[fmt](result), nl=False)
     return 0 if result.passed else EXIT_CHECK_FAILED
@@ -607,27 +706,86 @@ def _no_such_option(err: click.NoSuchOption) -> str:
             f"{err.option_name} ...)")
 
 
-def main(argv: list[str] | None = None) -> int:
-    """Run the CLI; return the exit code instead of raising."""
+def _say(message: str) -> None:
+    """The one line of an error, on lazyscope's own stderr."""
+    if message:
+        streams.echo(f"lazyscope: {one_line(message)}", to_err=True)
+
+
+def _crash_file(exc: BaseException) -> str | None:
+    """Write the traceback of an internal error; its path, or None when it cannot be."""
+    path = os.path.join(tempfile.gettempdir(), f"lazyscope-crash-{os.getpid()}.txt")
     try:
-        result = cli.main(args=argv, prog_name="lazyscope", standalone_mode=False)
+        with open(path, "w", encoding="utf-8", errors="backslashreplace") as fh:
+            fh.write(f"lazyscope {' '.join(sys.argv[1:])}\n\n")
+            fh.write("".join(traceback.format_exception(type(exc), exc, exc.__traceback__)))
+    except OSError:
+        return None
+    return path
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the CLI; return the exit code instead of raising (see the module docstring)."""
+    pid = os.getpid()
+    streams.capture()
+    try:
+        with signals.handlers(), streams.ours():
+            try:
+                result = cli.main(args=argv, prog_name="lazyscope", standalone_mode=False)
+                streams.flush()
+            except BaseException as exc:
+                if os.getpid() != pid:
+                    raise  # a forked child of the traced program ends as the program's would
+                return _exit_code(exc)
+    except BaseException:
+        if os.getpid() != pid:
+            raise
+        return EXIT_INTERNAL
+    finally:
+        if os.getpid() == pid:
+            streams.release()
+    return result if isinstance(result, int) else 0
+
+
+def _exit_code(exc: BaseException) -> int:
+    """The error boundary: one line on stderr for ``exc``, and the exit code."""
+    try:
+        raise exc
+    except BrokenOutput as err:
+        return err.exit_code
     except click.exceptions.Abort:
-        click.echo("lazyscope: aborted", err=True)
+        _say("aborted")
         return EXIT_INTERRUPTED
     except click.NoSuchOption as err:
-        click.echo(f"lazyscope: {_no_such_option(err)}", err=True)
+        _say(_no_such_option(err))
         return err.exit_code
     except click.ClickException as err:
-        click.echo(f"lazyscope: {err.format_message()}", err=True)
+        _say(err.format_message())
+        return err.exit_code
+    except click.exceptions.Exit as err:
         return err.exit_code
     except LazyscopeError as err:
-        click.echo(f"lazyscope: {err}", err=True)
+        _say(str(err))
         _warn(getattr(err, "after", None) or [])
         return err.exit_code
     except KeyboardInterrupt:
-        click.echo("lazyscope: interrupted", err=True)
+        _say("interrupted")
         return EXIT_INTERRUPTED
-    return result if isinstance(result, int) else 0
+    except signals.Terminated as err:
+        _say(f"terminated by {signal_name(err.signum)}")
+        return EXIT_SIGNAL_BASE + err.signum
+    except OSError as err:  # a path no check could even look at (a name too long ...)
+        where = f"{show_path(err.filename)}: " if err.filename else ""
+        _say(f"{where}{os_reason(err)}")
+        return EXIT_RUN_DIR
+    except SystemExit as err:
+        code = err.code
+        return code if isinstance(code, int) else (0 if code is None else 1)
+    except Exception as err:  # noqa: BLE001 - lazyscope's own bug: one line, never a traceback
+        where = _crash_file(err)
+        _say(f"internal error: {type(err).__name__}: {err}"
+             + (f" (details in {where}; please report it)" if where else ""))
+        return EXIT_INTERNAL
 
 
 __all__ = ["RunDirError", "cli", "main"]

@@ -50,6 +50,7 @@ from lazyscope.errors import LazyscopeError, RunDirError, UsageError
 from lazyscope.padding import Policy, read_lengths
 from lazyscope.render.console import CaseUpdate, read_progress
 from lazyscope.runner import resolve_target, validate_scenario_args
+from lazyscope.signals import Terminated
 from lazyscope.store import atomic_write_text, load_run
 
 COMPARE_JSON = "compare.json"
@@ -242,6 +243,10 @@ def _run_case(scenario: str, policy: str, policy_name: str, backend: str | None,
     return str(run_dir), compare_row(policy, run), err if code else None
 
 
+#: how long a policy's trace may take to finalise its run after compare was stopped
+STOP_GRACE_S = 60
+
+
 def _run_process(cmd: list[str], env: dict[str, str], log: Path, timeout: float | None,
                  on_step: Callable[[int, int], None]) -> tuple[int, str]:
     """Run one case's ``lazyscope trace`` (``cmd``) with a progress pipe; its stdout, then its
@@ -274,6 +279,9 @@ def _run_process(cmd: list[str], env: dict[str, str], log: Path, timeout: float 
             proc.kill()
             proc.wait()
             code, err = -1, f"timed out after {timeout} s"
+        except BaseException as exc:
+            _stop_with(proc, exc)
+            raise
         reader.join(timeout=10)
         err_file.seek(0)
         with open(log, "a", encoding="utf-8") as out_file:
@@ -281,6 +289,20 @@ def _run_process(cmd: list[str], env: dict[str, str], log: Path, timeout: float 
     if code != 0 and err == "no output":
         err = _last_line(log.read_text(encoding="utf-8", errors="replace"))
     return code, err
+
+
+def _stop_with(proc: subprocess.Popen[str], exc: BaseException) -> None:
+    """compare itself was stopped while a policy's trace ran: a termination signal is passed
+    on to the trace and it is waited for, so it finalises its run (status ``interrupted``)
+    instead of being killed or left running on its own; Ctrl-C reaches it from the terminal
+    already and it is only waited for."""
+    if isinstance(exc, Terminated) and proc.poll() is None:
+        proc.send_signal(exc.signum)
+    try:
+        proc.wait(timeout=STOP_GRACE_S)
+    except BaseException:  # noqa: BLE001 - stopped again: stop waiting
+        proc.kill()
+        proc.wait()
 
 
 def _median_row(done: list[tuple[str, CompareRow | None]]) -> CompareRow | None:

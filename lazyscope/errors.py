@@ -8,19 +8,34 @@ Exit codes (also in docs/faults.md):
 ====  ====================================================================
 0     success
 1     a ``lazyscope check`` rule was violated (a finding, not an error)
-2     bad input: unknown scenario, bad option value, unreadable script
-3     a run directory problem: exists without --force, corrupt, newer schema, cannot be
-      created or written (permissions, read-only file system, a full disk)
+2     bad input: unknown scenario, bad option value, unreadable script, a value the Python
+      API refuses (a tensor handed to ``lazyscope.annotate_step``)
+3     a run directory problem: exists without --force, being written by another trace,
+      corrupt, newer schema, cannot be created, read or written (permissions, read-only file
+      system, a full disk, a name too long), stdout cannot be written
 4     a missing optional dependency (torch_xla, a GPU, a browser ...)
-5     the traced scenario or script raised; the run is kept, status ``failed``
+5     the traced scenario or script raised or exited with a non-zero status (``sys.exit(3)``,
+      ``os._exit(3)``); the run is kept, status ``failed``
+70    an internal error of lazyscope (a bug): one line, the traceback in a crash file
+128+N terminated by signal N while tracing (SIGHUP 129, SIGQUIT 131, SIGUSR1 138, SIGUSR2
+      140, SIGTERM 143): the run is finalised like Ctrl-C, status ``interrupted``; 134: the
+      traced program called ``os.abort()`` (the run is kept, status ``failed``)
 130   interrupted (Ctrl-C); the run is kept, status ``interrupted``
+141   stdout was closed by its reader (``lazyscope report RUN | head``): nothing more is
+      written, no line (the code a shell gives a command killed by SIGPIPE)
 ====  ====================================================================
+
+Messages are one line whatever they quote: :func:`one_line` escapes control characters
+(a newline in a path), writes bytes that are not UTF-8 as ``\\xff`` and cuts what is too long;
+:func:`show_path` does the same for a path.
 """
 
 from __future__ import annotations
 
 import errno
 import os
+import re
+import signal
 from typing import Any
 
 EXIT_OK = 0
@@ -29,7 +44,52 @@ EXIT_USAGE = 2
 EXIT_RUN_DIR = 3
 EXIT_MISSING_DEPENDENCY = 4
 EXIT_TARGET_FAILED = 5
+EXIT_INTERNAL = 70
+#: a termination signal N ends a trace with 128 + N
+EXIT_SIGNAL_BASE = 128
 EXIT_INTERRUPTED = 130
+EXIT_BROKEN_PIPE = 141
+
+#: a message longer than this is cut (a 10 MB exception message is not a "line")
+MAX_LINE = 2000
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+
+
+def _printable(text: str) -> str:
+    """``text`` with lone surrogates (bytes of a file name that are not UTF-8, as
+    ``os.fsdecode`` gives them) written as ``\\xff`` and control characters escaped."""
+    try:
+        raw = text.encode("utf-8", "surrogateescape")
+    except UnicodeEncodeError:
+        raw = text.encode("utf-8", "backslashreplace")
+    text = raw.decode("utf-8", "backslashreplace")
+    return _CONTROL.sub(lambda m: m.group().encode("unicode_escape").decode("ascii"), text)
+
+
+def one_line(text: str, limit: int = MAX_LINE) -> str:
+    """``text`` as one printable line of at most about ``limit`` characters."""
+    text = _printable(str(text))
+    if len(text) > limit:
+        text = f"{text[:limit]}... ({len(text)} characters)"
+    return text
+
+
+#: a path longer than this is shown by its two ends
+MAX_PATH = 400
+
+
+def show_path(path: Any) -> str:
+    """A path for a message: bytes that are not UTF-8 as ``\\xff``, control characters
+    escaped (a newline in a file name does not split the line), a path of thousands of bytes
+    shown by its two ends."""
+    try:
+        text = os.fsdecode(path)
+    except TypeError:
+        text = str(path)
+    text = _printable(text)
+    if len(text) > MAX_PATH:
+        text = f"{text[:150]}...{text[-200:]} ({len(text)} characters)"
+    return text
 
 
 class LazyscopeError(Exception):
@@ -60,15 +120,9 @@ class OutputError(RunDirError):
         checking that an old run at ``path`` can be replaced)."""
         if err.errno in (errno.ENOSPC, errno.EDQUOT):
             return NoSpaceError.for_path(path, steps)
-        where = err.filename or path
-        reason = {
-            errno.EACCES: "permission denied",
-            errno.EPERM: "operation not permitted",
-            errno.EROFS: "read-only file system",
-            errno.ELOOP: "too many levels of symbolic links",
-            errno.ENOTDIR: "a part of the path is not a directory",
-            errno.ENAMETOOLONG: "the name is too long",
-        }.get(err.errno or 0, err.strerror or str(err))
+        where = show_path(err.filename or path)
+        path = show_path(path)
+        reason = os_reason(err)
         if replacing:
             text = f"cannot replace {path}: {reason}"
             if str(where) != str(path):
@@ -81,6 +135,23 @@ class OutputError(RunDirError):
         return cls(text)
 
 
+def os_reason(err: OSError) -> str:
+    """Why an operating-system call failed, in a few words."""
+    return {
+        errno.EACCES: "permission denied",
+        errno.EPERM: "operation not permitted",
+        errno.EROFS: "read-only file system",
+        errno.ELOOP: "too many levels of symbolic links",
+        errno.ENOTDIR: "a part of the path is not a directory",
+        errno.ENAMETOOLONG: "the name is too long",
+    }.get(err.errno or 0, err.strerror or str(err))
+
+
+def cannot_read(err: OSError, path: Any) -> RunDirError:
+    """One line for an OSError met while reading a run at ``path`` (exit 3)."""
+    return RunDirError(f"cannot read {show_path(err.filename or path)}: {os_reason(err)}")
+
+
 class NoSpaceError(OutputError):
     """The disk filled while a run was written; what was recorded before is kept (exit 3)."""
 
@@ -88,7 +159,7 @@ class NoSpaceError(OutputError):
     def for_path(cls, path: Any, steps: int | None) -> NoSpaceError:
         device = _device_of(path)
         kept = f"; {steps} steps kept" if steps is not None else ""
-        return cls(f"no space left on {device} while writing {path}{kept}")
+        return cls(f"no space left on {show_path(device)} while writing {show_path(path)}{kept}")
 
 
 def _device_of(path: Any) -> str:
@@ -120,3 +191,36 @@ class Interrupted(LazyscopeError):
     """The user pressed Ctrl-C; the run is finalised as ``interrupted``."""
 
     exit_code = EXIT_INTERRUPTED
+
+
+def signal_name(signum: int) -> str:
+    """``SIGTERM`` for 15 (the number for a signal Python has no name for)."""
+    try:
+        return signal.Signals(signum).name
+    except ValueError:
+        return f"signal {signum}"
+
+
+class Signalled(LazyscopeError):
+    """A termination signal (SIGTERM, SIGHUP ...) ended a trace; the run is finalised as
+    ``interrupted``; exit 128 + N."""
+
+    def __init__(self, signum: int, message: str):
+        super().__init__(message)
+        self.signum = signum
+        self.exit_code = EXIT_SIGNAL_BASE + signum
+
+
+class BrokenOutput(LazyscopeError):
+    """stdout's reader went away (EPIPE): nothing more is written, no line (exit 141)."""
+
+    exit_code = EXIT_BROKEN_PIPE
+
+    def __init__(self) -> None:
+        super().__init__("")
+
+
+class InternalError(LazyscopeError):
+    """An error of lazyscope itself (a bug): one line, exit 70."""
+
+    exit_code = EXIT_INTERNAL

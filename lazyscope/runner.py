@@ -8,7 +8,17 @@ before the output directory is touched; the environment the backend needs is set
 backend's heavy imports; nothing touches a device or starts a runtime before the program does
 (``xmp.spawn`` and ``use_spmd()`` refuse to run after that); the run's status is written however
 the program ends (normally, at the step limit, by an exception, by ``sys.exit``, by Ctrl-C, by a
-full disk).
+termination signal the CLI turns into :class:`~lazyscope.signals.Terminated`, by ``os._exit``
+or ``os.abort()``, by a full disk).
+
+A trace belongs to the process that entered it: in a forked child (``os.fork()``, a
+``DataLoader`` worker) ``Tracer.__exit__`` does nothing, so a child that ends normally never
+finalises its parent's run. Its run directory is fixed when it starts (an absolute path and a
+descriptor: ``os.chdir()`` in the program moves nothing) and locked for as long as it is written.
+
+The Python API says what it cannot observe, in the run's notes (every report shows them): a
+trace entered inside another one of the same process records nothing itself (the outer one
+records the steps; both runs say so), and entering one trace object twice is a UsageError.
 """
 
 from __future__ import annotations
@@ -19,12 +29,13 @@ import io
 import os
 import runpy
 import sys
+import threading
 import traceback
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
-from typing import TextIO
+from typing import Any
 
 import lazyscope_scenarios
 from lazyscope.backends import get_collector
@@ -34,6 +45,7 @@ from lazyscope.backends.base import (
     StepLimitReached,
     TraceAborted,
     TraceOptions,
+    active,
     set_active,
 )
 from lazyscope.backends.profiling import ProfileWindow
@@ -42,8 +54,13 @@ from lazyscope.errors import (
     LazyscopeError,
     NoSpaceError,
     OutputError,
+    RunDirError,
+    Signalled,
     TargetFailed,
     UsageError,
+    one_line,
+    show_path,
+    signal_name,
 )
 from lazyscope.frames import make_frame, set_user_roots, source_map
 from lazyscope.model import (
@@ -56,7 +73,9 @@ from lazyscope.model import (
     Run,
     user_site,
 )
+from lazyscope.signals import Terminated
 from lazyscope.store import RunWriter, check_run_dir, load_run, prepare_run_dir, rank_dir
+from lazyscope.store.writer import UMASK
 
 ERROR_FILE = "error.txt"
 SCENARIOS = lazyscope_scenarios.SCENARIOS
@@ -151,18 +170,17 @@ def scenario_options(target: Target) -> set[str]:
 
 def launcher_rank(env: dict[str, str] | None = None) -> tuple[int, int] | None:
     """``(rank, world size)`` when a launcher (torchrun, mpirun-style, any that sets ``RANK``
-    and ``WORLD_SIZE``) started this process as one of several; None otherwise."""
+    and ``WORLD_SIZE``, or ``LOCAL_RANK`` and ``LOCAL_WORLD_SIZE``) started this process as one
+    of several; None otherwise. A rank without a world size above 1 (a scheduler that exports
+    ``LOCAL_RANK=0`` for a single process) is not a launch of several."""
     env = os.environ if env is None else env
     rank, world = env.get("RANK", ""), env.get("WORLD_SIZE", "")
     if not rank.isdigit():
         rank = env.get("LOCAL_RANK", "")
         world = world or env.get("LOCAL_WORLD_SIZE", "")
-    if not rank.isdigit():
+    if not rank.isdigit() or not world.isdigit() or int(world) <= 1:
         return None
-    size = int(world) if world.isdigit() else None
-    if size is not None and size <= 1:
-        return None
-    return int(rank), size or 0
+    return int(rank), int(world)
 
 
 def ranked_out(out: str | os.PathLike[str]) -> tuple[Path, int | None, int | None]:
@@ -174,14 +192,101 @@ def ranked_out(out: str | os.PathLike[str]) -> tuple[Path, int | None, int | Non
     return rank_dir(out, rank), rank, world or None
 
 
+#: the longest exception message kept in a line and in meta.json (error.txt keeps all of it)
+MAX_MESSAGE = 400
+
+
 def describe_exception(exc: BaseException) -> str:
-    """``Type: message (at file:line)`` with the innermost user frame."""
+    """``Type: first line of the message (+N more lines) (at file:line)`` with the innermost
+    user frame, as one printable line; a message longer than :data:`MAX_MESSAGE` is cut
+    (``error.txt`` keeps the whole traceback)."""
     frames = [make_frame(f.filename, f.lineno or 0, f.name)
               for f in traceback.extract_tb(exc.__traceback__)]
     site = user_site(tuple(reversed(frames)))
-    text = "".join(traceback.format_exception_only(type(exc), exc)).strip()
-    text = " ".join(text.split("\n")[-1:]) if "\n" in text else text
-    return f"{text} (at {site.file}:{site.line})" if site else text
+    name = type(exc).__qualname__
+    module = type(exc).__module__
+    if module not in ("builtins", "__main__", None):
+        name = f"{module}.{name}"
+    try:
+        message = str(exc)
+    except Exception:  # noqa: BLE001 - the program's __str__ raised
+        message = "<exception str() failed>"
+    lines = [ln for ln in message.splitlines() if ln.strip()] or [""]
+    first = lines[0].strip()
+    if len(first) > MAX_MESSAGE:
+        first = (f"{first[:MAX_MESSAGE]}... ({len(message)} characters; the whole message is "
+                 f"in {ERROR_FILE})")
+    text = f"{name}: {first}" if first else name
+    if len(lines) > 1:
+        text += f" (+{len(lines) - 1} more line{'s' if len(lines) > 2 else ''})"
+    text = one_line(text)
+    return f"{text} (at {show_path(site.file)}:{site.line})" if site else text
+
+
+def _utf8(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def _free_name(path: Path) -> Path:
+    """``path``, or the first of ``path-2``, ``path-3`` ... that does not exist."""
+    candidate, n = path, 2
+    while os.path.lexists(candidate):
+        candidate, n = path.with_name(f"{path.name}-{n}"), n + 1
+    return candidate
+
+
+class _HardExits:
+    """``os._exit`` and ``os.abort`` end the process without unwinding: no ``__exit__``, no
+    ``finally``. While a trace is live they are wrapped: the innermost live trace of this
+    process is finalised first (``ok`` for ``os._exit(0)``, ``failed`` otherwise), then the
+    process ends as the program asked. In any other process (a forked child: a multiprocessing
+    worker ends with ``os._exit``) the wrappers call straight through."""
+
+    live: list[Tracer] = []
+    real_exit: Any = None
+    real_abort: Any = None
+
+    @classmethod
+    def enter(cls, tracer: Tracer) -> None:
+        if cls.real_exit is None:
+            cls.real_exit, cls.real_abort = os._exit, os.abort
+            os._exit = _exit_wrapper  # type: ignore[assignment]
+            os.abort = _abort_wrapper  # type: ignore[assignment]
+        cls.live.append(tracer)
+
+    @classmethod
+    def leave(cls, tracer: Tracer) -> None:
+        if tracer in cls.live:
+            cls.live.remove(tracer)
+        if not cls.live and cls.real_exit is not None:
+            os._exit, os.abort = cls.real_exit, cls.real_abort  # type: ignore[assignment]
+            cls.real_exit = cls.real_abort = None
+
+    @classmethod
+    def innermost(cls) -> Tracer | None:
+        pid = os.getpid()
+        mine = [t for t in cls.live if t.owner_pid == pid]
+        return mine[-1] if mine else None
+
+
+def _exit_wrapper(code: int) -> None:
+    tracer = _HardExits.innermost()
+    real = _HardExits.real_exit or os._exit
+    if tracer is not None:
+        code = tracer.ended_by(code, f"the program ended the process with os._exit({code})")
+    real(code)
+
+
+def _abort_wrapper() -> None:
+    tracer = _HardExits.innermost()
+    real = _HardExits.real_abort or os.abort
+    if tracer is not None:
+        tracer.ended_by(None, "the program aborted (os.abort(): SIGABRT)")
+    real()
 
 
 class Tracer:
@@ -189,8 +294,14 @@ class Tracer:
 
     ``options.max_steps`` stops the traced program at that many barriers (StepLimitReached,
     swallowed here). On exit the run's status is ``ok``, ``failed`` (an exception; re-raised),
-    ``interrupted`` (KeyboardInterrupt; re-raised) or ``no_space`` (the disk filled; the
-    NoSpaceError is raised, what was recorded is kept).
+    ``interrupted`` (KeyboardInterrupt or a termination signal; re-raised) or ``no_space``
+    (the disk filled; the NoSpaceError is raised, what was recorded is kept).
+
+    ``unique_out``: ``out`` is a default name, created exclusively (``OUT-2`` ... when taken;
+    :attr:`out` says which). ``protect``: paths ``--force`` must not delete (the script).
+    ``on_hard_exit(code, status)``: called when the program ends the process with
+    ``os._exit(code)`` (``code`` None: ``os.abort()``) after the run was finalised; returns the
+    exit status to end with (the CLI prints its report or its line there).
     """
 
     def __init__(
@@ -206,11 +317,22 @@ class Tracer:
         rank: int | None = None,
         world_size: int | None = None,
         observers: list[Callable[[Recorder], None]] | None = None,
+        unique_out: bool = False,
+        protect: tuple[Path, ...] = (),
+        on_hard_exit: Callable[[int | None, str], int | None] | None = None,
     ):
         self.options = options or TraceOptions()
+        if str(out) in ("", "."):
+            raise RunDirError("the output directory must be a new directory, not the current one")
         if self.options.max_steps is not None and self.options.max_steps < 1:
             raise UsageError(f"steps must be at least 1, got {self.options.max_steps}")
+        #: the run directory as given (messages), and absolute (fixed now: a program that
+        #: changes its working directory does not move it)
         self.out = Path(out)
+        self.path = Path(os.path.abspath(out))
+        self.unique_out = unique_out
+        self.protect = tuple(protect)
+        self.on_hard_exit = on_hard_exit
         self.collector = get_collector(self.options.backend, self.options)
         self.collector.worker_tracer = Tracer
         self.force = force
@@ -237,27 +359,71 @@ class Tracer:
         self.profile = profile
         #: called with the recorder once the trace has started (a progress display hooks in)
         self.observers = list(observers or [])
+        self.owner_pid = os.getpid()
+        #: the run directory of the trace of this process this one was entered inside (it
+        #: records nothing itself then)
+        self.nested_in: Path | None = None
+        self._outer: ActiveTrace | None = None
+        self._ending = threading.Lock()
+        self._ended = False
+        #: where the run directory is at the end, when it was moved while the run was written
+        self.moved_to: Path | None = None
         if profile is not None and not self.collector.supports_profile:
             raise UsageError(
                 f"--profile is not supported by the {self.collector.name} backend (use --backend "
                 "xla)")
 
+    def _command(self) -> str:
+        """What writes the run, for another process's "being written by" message."""
+        name = os.path.basename(self.meta.target) if self.meta.target_kind != "scenario" \
+            else self.meta.target
+        if self.meta.target_kind == "api":
+            return f"lazyscope.trace() in {name}"
+        return f"lazyscope trace {name}"
+
+    @property
+    def foreign(self) -> bool:
+        """True in a process other than the one that entered the trace (a forked child)."""
+        return os.getpid() != self.owner_pid
+
     def __enter__(self) -> Tracer:
+        if self.writer is not None:
+            raise UsageError(
+                f"the trace into {show_path(self.out)} was already entered once: a "
+                "lazyscope.trace() object cannot be entered again (make a new one)")
+        self.owner_pid = os.getpid()
+        outer = active()
+        if outer is not None and not outer.recorder.forgotten:
+            return self._enter_nested(outer)
         try:
             # the backend is imported (describe) before the run directory is touched: a broken
             # install is one line and no half-made run
             self.collector.check_available()
-            check_run_dir(self.out, self.force)  # no side effect, before the slow import
-            self.collector.prepare_env(self.out)
+            # no side effect, before the slow import (a default name: the one it would take)
+            check_run_dir(_free_name(self.path) if self.unique_out else self.path, self.force,
+                          protect=self.protect)
+            self.collector.prepare_env(self.path)
             device, versions = self.collector.describe()
-            prepare_run_dir(self.out, self.force)
+            run_dir = prepare_run_dir(self.path, self.force, protect=self.protect,
+                                      unique=self.unique_out, command=self._command())
         except LazyscopeError as err:
             err.nothing_recorded = True  # type: ignore[attr-defined]
             raise
+        except OSError as err:  # a path the checks above could not even look at
+            error = OutputError.from_os(err, self.out)
+            error.nothing_recorded = True  # type: ignore[attr-defined]
+            raise error from None
+        if run_dir.path != self.path:  # a default name that was taken: OUT-2 ...
+            self.out = self.out.with_name(run_dir.path.name)
+            self.path = run_dir.path
         self.meta.versions = {"python": sys.version.split()[0], **versions}
         self.meta.device = device
         self.meta.capabilities = self.collector.capabilities()
-        self.writer = RunWriter(self.out, self.meta)
+        try:
+            self.writer = RunWriter(self.path, self.meta, run_dir=run_dir)
+        except BaseException:
+            run_dir.close()
+            raise
         self.recorder = Recorder(self.writer, self.options.max_steps)
         try:
             self.writer.write_meta()
@@ -267,12 +433,50 @@ class Tracer:
             for observe in self.observers:
                 observe(self.recorder)
         except BaseException as exc:
+            with contextlib.suppress(Exception):
+                self.collector.stop()
             self.writer.finish(STATUS_FAILED, describe_exception(exc))
             if isinstance(exc, OSError):
                 raise OutputError.from_os(exc, self.out) from None
             raise
         set_active(ActiveTrace(self.recorder, self.collector, self.options))
+        _HardExits.enter(self)
         return self
+
+    def _enter_nested(self, outer: ActiveTrace) -> Tracer:
+        """Entered while another trace of this process is active: lazyscope records one trace
+        per process at a time, so this one records nothing and both runs say why."""
+        self._outer = outer
+        self.nested_in = outer.recorder.writer.path
+        run_dir = prepare_run_dir(self.path, self.force, protect=self.protect,
+                                  unique=self.unique_out, command=self._command())
+        self.path, self.out = run_dir.path, self.out.with_name(run_dir.path.name)
+        step = outer.recorder.next_index
+        self.meta.capabilities.unmeasured = [
+            f"everything: this trace was entered inside the trace writing "
+            f"{show_path(self.nested_in)} (at its step {step}); lazyscope records one trace per "
+            "process at a time, so its steps are recorded there"]
+        self.writer = RunWriter(self.path, self.meta, run_dir=run_dir)
+        outer.recorder.note(
+            f"a nested lazyscope.trace({show_path(self.out)}) was entered at step {step}: its "
+            "steps are recorded in this run (one trace per process at a time)")
+        return self
+
+    def _exit_nested(self, exc: BaseException | None) -> bool:
+        assert self.writer is not None and self._outer is not None
+        if exc is None or isinstance(exc, StepLimitReached):
+            self.status = STATUS_OK
+        elif isinstance(exc, SystemExit) and exc.code in (0, None):
+            self.status = STATUS_OK
+        elif isinstance(exc, (KeyboardInterrupt, Terminated)):
+            self.status, self.error = STATUS_INTERRUPTED, str(exc) or "interrupted"
+        else:
+            self.status, self.error = STATUS_FAILED, describe_exception(exc)
+        self._outer.recorder.note(
+            f"the nested lazyscope.trace({show_path(self.out)}) ended at step "
+            f"{self._outer.recorder.next_index}")
+        self.writer.finish(self.status, self.error)
+        return False
 
     def __exit__(
         self,
@@ -280,19 +484,36 @@ class Tracer:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> bool:
+        if self.foreign:
+            return False  # a forked child: the run is its parent's
+        if self._outer is not None:
+            return self._exit_nested(exc)
+        with self._ending:
+            if self._ended:  # finalised already (os._exit from another thread)
+                return False
+            self._ended = True
+            _HardExits.leave(self)
+            return self._finalise(exc_type, exc, tb)
+
+    def _finalise(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                  tb: TracebackType | None) -> bool:
         set_active(None)
         assert self.writer is not None and self.recorder is not None
-        if self.profile is not None:
-            self.profile.close(self.recorder.next_index)
-            self.recorder.set_info(profile=self.profile.info())
         stop_error: BaseException | None = None
         try:
+            if self.profile is not None:
+                self.profile.close(self.recorder.next_index)
+                self.recorder.set_info(profile=self.profile.info())
             self.collector.stop()
         except BaseException as err:  # noqa: BLE001 - recorded, the run is still finalised
             stop_error = err
         failed = self.recorder.failed
         if isinstance(exc, TraceAborted):
             failed = exc.error
+        if self.recorder.past_limit:
+            self.recorder.note(
+                f"the program caught lazyscope's stop at --steps {self.recorder.max_steps} and "
+                f"went on: its {self.recorder.past_limit} later barrier(s) were not recorded")
         if failed is not None:
             self.exception = self.aborted = failed
             self.status = STATUS_NO_SPACE if isinstance(failed, NoSpaceError) else STATUS_FAILED
@@ -305,33 +526,71 @@ class Tracer:
         elif isinstance(exc, KeyboardInterrupt):
             self.status = STATUS_INTERRUPTED
             self.error = "interrupted by the user (Ctrl-C)"
+        elif isinstance(exc, Terminated):
+            self.status = STATUS_INTERRUPTED
+            self.error = f"terminated by {signal_name(exc.signum)}"
         else:
             self.status = STATUS_FAILED
             if isinstance(exc, SystemExit):
-                self.error = f"the program exited with status {exc.code}"
+                self.error = f"the program exited with status {one_line(str(exc.code), 200)}"
             else:
                 self.exception = exc
                 self.error = describe_exception(exc)
                 try:
-                    (self.out / ERROR_FILE).write_text(
-                        "".join(traceback.format_exception(exc_type, exc, tb)), encoding="utf-8")
-                except OSError:
+                    self.writer.write_text(ERROR_FILE, "".join(
+                        traceback.format_exception(exc_type, exc, tb)))
+                except Exception:  # noqa: BLE001 - the run's status matters more
                     pass
         if stop_error is not None and self.status == STATUS_OK:
             self.status = STATUS_FAILED
             self.error = f"lazyscope failed to stop collection: {describe_exception(stop_error)}"
-        try:  # what the user lines said, while they (and a notebook's kernel) are here to ask
-            self.writer.meta.info[SOURCES_KEY] = source_map(self.writer.user_files()).to_json()
-        except Exception:  # noqa: BLE001 - descriptive only: locations fall back to file:line
-            pass
-        self.writer.finish(self.status, self.error)
+        try:
+            self._finish()
+        except LazyscopeError as err:  # the run cannot be finalised (its directory is gone)
+            self.aborted = err
+            raise
         if failed is not None:
             raise failed
         return exc is None or isinstance(exc, StepLimitReached)
 
+    def _finish(self) -> None:
+        """Record the end (status, error) and where the run directory is now."""
+        assert self.writer is not None and self.status is not None
+        try:  # what the user lines said, while they (and a notebook's kernel) are here to ask
+            self.writer.meta.info[SOURCES_KEY] = source_map(self.writer.user_files()).to_json()
+        except Exception:  # noqa: BLE001 - descriptive only: locations fall back to file:line
+            pass
+        where = self.writer.where()
+        self.writer.finish(self.status, self.error)
+        if where is not None and where != self.path:
+            self.moved_to = where
+            self.path = where
+
+    def ended_by(self, code: int | None, why: str) -> int:
+        """The program is ending the process without unwinding (``os._exit(code)``; None:
+        ``os.abort()``): finalise the run now; the exit status to end with."""
+        with self._ending:
+            if self._ended:
+                return code if code is not None else 134
+            self._ended = True
+            _HardExits.leave(self)
+            set_active(None)
+            with contextlib.suppress(BaseException):
+                self.collector.stop()
+            self.status = STATUS_OK if code == 0 else STATUS_FAILED
+            self.error = None if code == 0 else why
+            with contextlib.suppress(BaseException):
+                self._finish()
+        if self.on_hard_exit is not None:
+            with contextlib.suppress(BaseException):
+                result = self.on_hard_exit(code, self.status)
+                if result is not None:
+                    return result
+        return code if code is not None else 134
+
     def load(self) -> Run:
         """The run as written (after the context has exited)."""
-        return load_run(self.out)
+        return load_run(self.path)
 
 
 def api_tracer(out: str | os.PathLike[str], *, options: TraceOptions, force: bool = False,
@@ -341,17 +600,6 @@ def api_tracer(out: str | os.PathLike[str], *, options: TraceOptions, force: boo
     run_dir, rank, world = ranked_out(out)
     return Tracer(run_dir, options=options, force=force, target=target,
                   target_kind=target_kind, rank=rank, world_size=world)
-def _usable(stream: TextIO, fd: int) -> TextIO:
-    """The stream lazyscope prints the report to once the program is over: the one it had
-    before the program ran, or, when the program closed that one, a new one on the same file
-    descriptor (Python's standard streams never close their descriptors)."""
-    if not getattr(stream, "closed", False):
-        return stream
-    try:
-        return open(fd, "w", buffering=1, encoding=getattr(stream, "encoding", None) or "utf-8",
-                    errors="backslashreplace", closefd=False)
-    except OSError:
-        return open(os.devnull, "w", encoding="utf-8")  # nowhere to print
 
 
 def trace_target(
@@ -362,16 +610,30 @@ def trace_target(
     force: bool = False,
     profile: ProfileWindow | None = None,
     observers: list[Callable[[Recorder], None]] | None = None,
-) -> Run:
-    """Run ``target`` under the backend of ``options`` into ``out`` and return the loaded run.
+    unique_out: bool = False,
+    on_hard_exit: Callable[[Tracer, int | None], int | None] | None = None,
+) -> Tracer:
+    """Run ``target`` under the backend of ``options`` into ``out``; return the finished
+    tracer (``tracer.path``: where the run is; ``tracer.load()``: the run).
 
     A scenario gets ``--steps``/``--backend`` passed on (when it does not have them); a script
     is stopped after ``options.max_steps`` barriers. ``observers`` are called with the recorder
     once the trace has started (a progress display adds its step hook). Raises TargetFailed
-    (exit 5), Interrupted (exit 130) or NoSpaceError (exit 3) after finalising the run.
+    (exit 5), Interrupted (exit 130), Signalled (exit 128 + N) or NoSpaceError (exit 3) after
+    finalising the run; the error's ``run_dir`` is where the run is. ``unique_out``: ``out`` is
+    a default name (see :class:`Tracer`). In a forked child of the program, whatever ends the
+    child propagates unchanged (``SystemExit``, the child's own exception): the run is its
+    parent's.
     """
     argv = list(target.argv)
     steps = options.max_steps
+    if options.backend == "xla" and target.kind == "script" and not _utf8(str(target.path)):
+        # torch_xla's compilation analysis (PT_XLA_DEBUG_LEVEL, which a trace needs) cannot
+        # encode such a file name: the program would fail only because it is traced
+        raise UsageError(
+            f"cannot trace {show_path(target.path)} on XLA: its path is not valid UTF-8, and "
+            "torch_xla's compilation analysis fails on such a file name (the program would "
+            "fail only because it is traced); rename it, or copy it to a UTF-8 name")
     if target.kind == "scenario":
         if steps is not None and "--steps" not in argv:
             argv += ["--steps", str(steps)]
@@ -392,11 +654,14 @@ def trace_target(
         rank=rank,
         world_size=world,
         observers=observers,
+        unique_out=unique_out and rank is None,
+        protect=(target.path,) if target.kind == "script" else (),
+        on_hard_exit=(lambda code, status: on_hard_exit(tracer, code))
+        if on_hard_exit is not None else None,
     )
     if target.kind == "scenario" and steps is not None:
         tracer.meta.steps_requested = steps
     saved_argv, saved_path = sys.argv[:], sys.path[:]
-    saved_streams = sys.stdout, sys.stderr
     sys.argv = [str(target.path), *argv]
     if target.kind == "script":
         sys.path.insert(0, str(target.path.parent))
@@ -410,25 +675,44 @@ def trace_target(
             else:
                 runpy.run_path(str(target.path), run_name="__main__")
     except BaseException as exc:
+        if tracer.foreign:
+            raise  # a forked child of the program ends as the program's child would
         if not entered or tracer.aborted is not None:
             # lazyscope's own set-up failed (nothing of the program ran), or recording had to
             # stop (a full disk): the run is finalised, the error says so
+            if entered:
+                exc.run_dir = tracer.path  # type: ignore[attr-defined]
             raise
+        kept = show_path(tracer.out)
         if isinstance(exc, KeyboardInterrupt):
-            raise Interrupted(
-                f"interrupted; the run so far is kept in {out} (status interrupted)"
-            ) from None
+            err: LazyscopeError = Interrupted(
+                f"interrupted; the run so far is kept in {kept} (status interrupted)")
+            err.run_dir = tracer.path  # type: ignore[attr-defined]
+            raise err from None
+        if isinstance(exc, Terminated):
+            err = Signalled(exc.signum, f"terminated by {signal_name(exc.signum)}; the run so "
+                            f"far is kept in {kept} (status interrupted)")
+            err.run_dir = tracer.path  # type: ignore[attr-defined]
+            raise err from None
         # SystemExit or an exception of the program: status and traceback are recorded
     finally:
-        sys.argv, sys.path = saved_argv, saved_path
-        sys.stdout, sys.stderr = (_usable(stream, fd) for stream, fd in zip(saved_streams, (1, 2),
-                                                                              strict=True))
+        if not tracer.foreign:
+            sys.argv, sys.path = saved_argv, saved_path
+            # the program is over: lazyscope's own files (views, a report) get the permission
+            # bits of the umask it started with, not of one the program set
+            os.umask(UMASK)
+    if tracer.foreign:
+        raise SystemExit(0)  # a forked child that fell off the end of the program
+    shown = show_path(tracer.out)
     if tracer.status == STATUS_FAILED:
         if isinstance(tracer.exception, LazyscopeError):
             # lazyscope itself refused inside the program (no CUDA device, say): keep its code
-            raise type(tracer.exception)(
-                f"{tracer.exception}; the run so far is kept in {run_dir} (status failed)")
-        raise TargetFailed(
-            f"{target.name} failed: {tracer.error}; the run so far is kept in {run_dir} (status "
-            "failed)")
-    return tracer.load()
+            err = type(tracer.exception)(
+                f"{tracer.exception}; the run so far is kept in {shown} (status failed)")
+        else:
+            err = TargetFailed(
+                f"{show_path(target.name)} failed: {tracer.error}; the run so far is kept in "
+                f"{shown} (status failed)")
+        err.run_dir = tracer.path  # type: ignore[attr-defined]
+        raise err
+    return tracer

@@ -29,6 +29,9 @@ BASE: dict[str, str] = {
     "verdict_only_notes": "no recompilation in steady state ({compiles} compilation{s} in all; "
                           "{notes} one-off note{ns} below)",
     "verdict_no_compile": "no compilation: the program ran eagerly",
+    "verdict_unexplained": "compile causes unknown: {compiles} compilation{s} counted, none "
+                           "recorded with its graph and cause (see the notes), so recompilation "
+                           "cannot be judged",
     "verdict_eager_mode": "eager mode: each op ran on its own ({compiles} compilations, "
                           "{executions} executions)",
     "extra_fallbacks": "{n} CPU fallback op executions ({ops})",

@@ -22,8 +22,9 @@ state", the assertion serving stacks run in CI):
   step times drift apart (a straggler). Evidence: the divergence found.
 
 A run that did not end ``ok`` (``failed``, ``interrupted``, ``no_space``, or ``incomplete``:
-killed) fails the gate with a ``run-status`` violation; ``allow_incomplete=True`` checks the
-recorded steps anyway and turns that into a note.
+killed) fails the gate with a ``run-status`` violation, and one whose files loaded with a
+warning (a record file emptied or missing, values no step can have) with ``run-files``;
+``allow_incomplete=True`` checks the recorded steps anyway and turns either into a note.
 """
 
 from __future__ import annotations
@@ -211,6 +212,16 @@ def check_report(report: Report, rules: Rules) -> CheckResult:
                 rule="run-status", limit="ok", actual=s.status,
                 message=what + "; a gate cannot vouch for steps that never ran "
                 "(--allow-incomplete checks the recorded steps anyway)"))
+    if s.warnings and s.status == "ok" and s.complete:
+        # the run's files are damaged (a record file emptied, values no step can have): what
+        # they lost cannot be vouched for
+        what = f"the run's files are damaged: {'; '.join(s.warnings[:3])}"
+        if rules.allow_incomplete:
+            notes.append(what + "; checked what loaded (--allow-incomplete)")
+        else:
+            violations.append(Violation(
+                rule="run-files", limit="intact", actual="damaged",
+                message=what + " (--allow-incomplete checks what loaded anyway)"))
     if rules.max_recompiles is not None:
         described.append(("max-recompiles",
                           f"at most {counted(rules.max_recompiles, 'recompilation')} in steady state"))

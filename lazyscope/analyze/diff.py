@@ -16,7 +16,9 @@ sites are matched by what they are, not only by where:
 
 The source text of a line comes from each run's own :class:`~lazyscope.model.SourceMap`,
 recorded when the run was made (so the diff is right after the file was edited again).
-Findings are matched the same way, by kind and the line to change.
+Findings are matched the same way, by kind and the line to change; a finding of a kind one
+run does not measure (a host sync in a run whose backend does not collect them) neither
+appears nor disappears, and neither do that kind's sites.
 
 :class:`RunDiff` has ``a`` / ``b`` (each run's directory, target, arguments, backend, status and
 steps), ``metrics`` (:class:`MetricDelta`: ``b - a`` and ``b / a``, None where either side does
@@ -253,6 +255,16 @@ def _op_changes(a: dict[str, int], b: dict[str, int]) -> SiteChanges:
         changed=[SiteChange(k, a[k], b[k]) for k in sorted(a) if k in b and a[k] != b[k]])
 
 
+#: the event kind a finding's kind is found from
+_FINDING_EVENTS = {"recompile": "compile", "reuse": "compile", "sync": "sync",
+                   "fallback": "fallback_exec", "graph_break": "graph_break",
+                   "eager_fallback": "eager_fallback"}
+
+
+def _measured(kind: str, events: set[str]) -> bool:
+    return _FINDING_EVENTS.get(kind, kind) in events or kind not in _FINDING_EVENTS
+
+
 def _finding_sites(report: Report, sources: SourceMap) -> dict[str, list[_Site]]:
     """Each finding kind's lines to change, as sites (count: the finding's count)."""
     out: dict[str, list[_Site]] = {}
@@ -264,11 +276,13 @@ def _finding_sites(report: Report, sources: SourceMap) -> dict[str, list[_Site]]
     return out
 
 
-def _finding_changes(a: Report, b: Report, src_a: SourceMap, src_b: SourceMap
-                     ) -> FindingChanges:
+def _finding_changes(a: Report, b: Report, src_a: SourceMap, src_b: SourceMap,
+                     measured: set[str]) -> FindingChanges:
+    """Findings that appeared, disappeared or moved; a kind whose events either run does not
+    collect (``measured``: the event kinds both collect) is left out."""
     fa, fb = _finding_sites(a, src_a), _finding_sites(b, src_b)
     out = FindingChanges()
-    for kind in sorted(set(fa) | set(fb)):
+    for kind in sorted(k for k in set(fa) | set(fb) if _measured(k, measured)):
         pairs, only_a, only_b = _pairs(fa.get(kind, []), fb.get(kind, []))
         out.appeared += [f"{kind} at {y.where}" for y in only_b]
         out.disappeared += [f"{kind} at {x.where}" for x in only_a]
@@ -296,8 +310,12 @@ def diff_reports(a: Report, b: Report) -> RunDiff:
         delta = vb - va if va is not None and vb is not None else None
         metrics.append(MetricDelta(name, va, vb, delta, _ratio(va, vb)))
     src_a, src_b = a.sources, b.sources
+    # what both runs collect: a kind one side does not measure shows no change
+    both = set(a.capabilities.events) & set(b.capabilities.events)
 
     def sites(kind: str) -> SiteChanges:
+        if kind == "sync" and "sync" not in both:
+            return SiteChanges()
         return _site_changes(_sites(a, kind, src_a), _sites(b, kind, src_b))
 
     return RunDiff(
@@ -305,6 +323,6 @@ def diff_reports(a: Report, b: Report) -> RunDiff:
         compile_sites=sites("compile"), sync_sites=sites("sync"),
         fallback_sites=sites("fallback"), break_sites=sites("graph_break"),
         fallback_ops=_op_changes(a.summary.fallback_ops, b.summary.fallback_ops),
-        findings=_finding_changes(a, b, src_a, src_b),
+        findings=_finding_changes(a, b, src_a, src_b, both),
         warnings=_prefixed("a", a.summary.warnings) + _prefixed("b", b.summary.warnings),
     )

@@ -280,6 +280,8 @@ def verdict(backend: str, summary: Summary, capabilities: Capabilities, findings
         prefix = f"run {summary.status} after {summary.steps} steps: "
     recompiles = [f for f in findings if f.kind == "recompile"]
     compiles = summary.compiles if summary.compiles is not None else 0
+    unexplained = bool(compiles and summary.distinct_graphs == 0 and capabilities.lazy
+                       and "compile" in capabilities.events and not eager_mode)
     if eager_mode:
         main = say(b, "verdict_eager_mode", compiles=compiles, executions=summary.executions)
     elif recompiles:
@@ -293,6 +295,10 @@ def verdict(backend: str, summary: Summary, capabilities: Capabilities, findings
         main = say(b, "verdict_no_steps")
     elif not compiles and not capabilities.lazy:
         main = say(b, "verdict_no_compile")
+    elif unexplained:
+        # counted by the backend's counters, but no compile event: nothing says whether the
+        # graph is static (a trace entered after the runtime compiled, say)
+        main = say(b, "verdict_unexplained", compiles=compiles, s=plural(compiles))
     elif any(n.kind == "recompile" for n in notes):
         k = sum(1 for n in notes if n.kind == "recompile")
         main = say(b, "verdict_only_notes", compiles=compiles, s=plural(compiles), notes=k,
@@ -315,7 +321,7 @@ def verdict(backend: str, summary: Summary, capabilities: Capabilities, findings
     eager = [f for f in findings if f.kind == "eager_fallback"]
     if eager:
         extras.append(say(b, "extra_eager", n=len(eager), s=plural(len(eager))))
-    clean = not findings and summary.status == "ok" and summary.complete
+    clean = not findings and summary.status == "ok" and summary.complete and not unexplained
     return prefix + main + (f"; {'; '.join(extras)}" if extras else ""), clean
 
 

@@ -49,7 +49,8 @@ class Summary:
     transfers_from_device: int | None
     bytes_from_device: int | None
     transfer_from_device_seconds: float | None
-    syncs: int
+    #: host syncs (``sync`` events); None when the backend does not measure them there
+    syncs: int | None
     fallback_ops: dict[str, int]
     graph_breaks: int
     eager_fallbacks: int
@@ -125,7 +126,8 @@ def summarize(run: Run, *, library_compiles: int = 0, distinct_graphs: int = 0,
         transfers_from_device=_int(steps.total("from_device_count")),
         bytes_from_device=_int(steps.total("from_device_bytes")),
         transfer_from_device_seconds=steps.total("from_device_s"),
-        syncs=ev.count("sync"), fallback_ops=fallbacks,
+        syncs=ev.count("sync") if "sync" in m.capabilities.events else None,
+        fallback_ops=fallbacks,
         graph_breaks=ev.count("graph_break"), eager_fallbacks=ev.count("eager_fallback"),
         median_step_seconds=float(np.median(walls[timed])) if timed.any() else None,
         median_step_seconds_all=float(np.median(walls)) if len(walls) else None,

@@ -16,6 +16,11 @@ outside. There is one active trace per process (:func:`active`): the public API
 (``lazyscope.annotate_step``, ``lazyscope.note``, ``lazyscope.barrier``) talks to it, and a
 collector that needs to see the program's barriers finds its recorder there.
 
+A trace belongs to the process that started it. A child made by ``os.fork()`` (a
+``DataLoader`` worker, a program's own fork) has no active trace, and every recorder it
+inherited is dropped (:meth:`Recorder.forget`): it never writes, truncates or finalises its
+parent's run, and its barriers are not its parent's steps.
+
 The :class:`Recorder` is the one object a collector writes to. It writes each step the moment it
 ends, merges what the traced program says about the step (annotations), and stops a script
 after ``max_steps`` barriers by raising :class:`StepLimitReached`.
@@ -26,14 +31,16 @@ Only this package imports torch_xla or torch internals; this module imports neit
 from __future__ import annotations
 
 import contextlib
+import os
 import threading
 import time
+import weakref
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from lazyscope.errors import OutputError
+from lazyscope.errors import LazyscopeError, OutputError
 from lazyscope.model import Capabilities, Stack
 from lazyscope.store import RunWriter
 
@@ -81,6 +88,12 @@ class Recorder:
         self.writer = writer
         self.max_steps = max_steps
         self.steps = 0
+        #: the process this recorder belongs to; in a forked child it is forgotten
+        self.owner_pid = os.getpid()
+        self.forgotten = False
+        #: the program caught the stop at the step limit and made more barriers (not recorded)
+        self.past_limit = 0
+        _RECORDERS.add(self)
         self._annotations: dict[str, Any] = {}
         self._lock = threading.RLock()
         self.t0 = time.perf_counter()
@@ -103,25 +116,47 @@ class Recorder:
     def meta(self) -> Any:
         return self.writer.meta
 
+    def forget(self) -> None:
+        """A forked child: this recorder is the parent's; record nothing more, write nothing."""
+        self.forgotten = True
+        self.writer.forget()
+
     def annotate(self, **values: Any) -> None:
         """Attach values (tokens, batch shape ...) to the step now in progress."""
+        if self.forgotten:
+            return
         with self._lock:
             self._annotations.update(values)
 
     def set_info(self, **info: Any) -> None:
         """Attach values that describe the whole run (``meta.json`` ``info``)."""
+        if self.forgotten:
+            return
         with self._lock:
             self.writer.meta.info.update(info)
             self._write_meta()
 
     def note(self, text: str) -> None:
         """Add a line to the run's notes (shown by every report), once."""
+        if self.forgotten:
+            return
         with self._lock:
             notes = list(self.writer.meta.info.get("notes") or [])
             if text not in notes:
                 notes.append(text)
                 self.writer.meta.info["notes"] = notes
                 self._write_meta()
+
+    def keep_text(self, name: str, text: str) -> None:
+        """Append ``text`` to the run's file ``name`` (evidence kept as the run goes: the XLA
+        debug analyses)."""
+        if self.failed is not None or self.forgotten:
+            return
+        with self._lock:
+            try:
+                self.writer.append_text(name, text)
+            except Exception as err:  # noqa: BLE001 - OutputError: stop writing, keep the run
+                self._fail(err)
 
     def _write_meta(self) -> None:
         try:
@@ -130,15 +165,24 @@ class Recorder:
             self._fail(err)
 
     def _fail(self, err: BaseException) -> None:
-        if self.failed is None:
-            self.failed = (err if not isinstance(err, OSError) else
-                           OutputError.from_os(err, self.writer.path, steps=self.steps))
+        """Stop recording with ``err`` (the trace ends with it): an OSError is the run
+        directory's problem (exit 3), anything else a LazyscopeError saying what could not be
+        recorded, never a raw exception out of lazyscope's internals."""
+        if self.failed is not None:
+            return
+        if isinstance(err, OSError):
+            self.failed = OutputError.from_os(err, self.writer.path, steps=self.steps)
+        elif isinstance(err, LazyscopeError):
+            self.failed = err
+        else:
+            self.failed = LazyscopeError(
+                f"could not record step {self.steps}: {type(err).__name__}: {err}")
 
     def event(self, kind: str, *, seconds: float = 0.0, stack: Stack | None = None,
               payload: Any = None, key: str = "", value: float = 0.0,
               step: int | None = None) -> None:
         """Record an event (in the step now in progress unless ``step`` is given)."""
-        if self.failed is not None:
+        if self.failed is not None or self.forgotten:
             return
         with self._lock:
             try:
@@ -150,7 +194,15 @@ class Recorder:
 
     def step(self, values: dict[str, float | None], *, enforce_limit: bool = True) -> None:
         """Record a finished step; raise StepLimitReached once the limit is reached, or the
-        writing error that stopped the run."""
+        writing error that stopped the run. Past the limit (the program caught the stop and
+        went on) nothing is recorded and the stop is raised again at every barrier."""
+        if self.forgotten:
+            return
+        if enforce_limit and self.max_steps is not None and self.steps >= self.max_steps:
+            with self._lock:
+                self.past_limit += 1
+                self._annotations = {}
+            raise StepLimitReached()
         with self._lock:
             if self.failed is None:
                 try:
@@ -174,7 +226,7 @@ class Recorder:
     def finish_tail(self, values: dict[str, float | None]) -> None:
         """Record work done after the last barrier."""
         with self._lock:
-            if self.failed is not None:
+            if self.failed is not None or self.forgotten:
                 return
             try:
                 self.writer.write_step(self.steps, values, tail=True,
@@ -277,6 +329,8 @@ class ActiveTrace:
 
 
 _ACTIVE: ActiveTrace | None = None
+#: every live recorder of this process (forgotten in a forked child)
+_RECORDERS: weakref.WeakSet[Recorder] = weakref.WeakSet()
 
 
 def active() -> ActiveTrace | None:
@@ -287,3 +341,16 @@ def active() -> ActiveTrace | None:
 def set_active(trace: ActiveTrace | None) -> None:
     global _ACTIVE
     _ACTIVE = trace
+
+
+def _after_fork_in_child() -> None:
+    """A forked child has no trace of its own: its parent's recorders are forgotten."""
+    global _ACTIVE
+    _ACTIVE = None
+    for recorder in list(_RECORDERS):
+        with contextlib.suppress(Exception):
+            recorder.forget()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)

@@ -77,8 +77,13 @@ class ProfileWindow:
         return self.started_at_step is not None and self.stopped_at_step is None
 
     def attach(self, backend: Any, recorder: Any) -> None:
-        """Hook into ``recorder``'s step boundaries; the next step is ``recorder.next_index``."""
+        """Hook into ``recorder``'s step boundaries; the next step is ``recorder.next_index``.
+        ``logdir`` (``RUN/tensorboard``) is reached through the run's own handle on its
+        directory (a program that changes its working directory does not move the profile)."""
         self._backend = backend
+        io_path = getattr(recorder.writer, "io_path", None)
+        if io_path is not None:
+            self.logdir = Path(io_path()) / self.logdir.name
         self.logdir.mkdir(parents=True, exist_ok=True)
         recorder.step_hooks.append(self.on_boundary)
         self.on_boundary(recorder.next_index)

@@ -59,7 +59,7 @@ from typing import Any
 
 from lazyscope.backends import BACKENDS
 from lazyscope.backends.base import TraceOptions, active
-from lazyscope.backends.xla.dump import set_up_dump_dir
+from lazyscope.backends.xla.session import session as xla_session
 from lazyscope.errors import UsageError
 from lazyscope.runner import Tracer, api_tracer, ranked_out
 from lazyscope.store import check_run_dir
@@ -91,8 +91,9 @@ class LazyscopeCallback:
         check_run_dir(ranked_out(out)[0], force)  # before the Trainer loads anything
         if backend in (None, "xla") and graph_shapes and importlib.util.find_spec("torch_xla"):
             # XLA reads its dump flags when its client starts, which the Trainer does (moving
-            # the model to the device) before on_train_begin: point them now
-            set_up_dump_dir(graph_shapes)
+            # the model to the device) before on_train_begin: the process's XLA session sets
+            # them (and torch_xla's debug settings) now
+            xla_session(graph_shapes)
         self.out = out
         self.backend = backend
         self.force = force

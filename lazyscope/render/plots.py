@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 
 from lazyscope.analyze.report import Report
+from lazyscope.errors import one_line
 
 TIMELINE_PNG = "timeline.png"
 TIME_SPLIT_PNG = "time_split.png"
@@ -64,8 +65,10 @@ def figure(path: Path, *, ncols: int = 1, figsize: tuple[float, float] = (8, 4)
 
 
 def _title(report: Report) -> str:
+    """The target and its arguments, printable (an argument that is not UTF-8 is written
+    ``\\xff``: matplotlib cannot draw a lone surrogate), and not too long for a title."""
     s = report.summary
-    return s.target + (" " + " ".join(s.args) if s.args else "")
+    return one_line(s.target + (" " + " ".join(s.args) if s.args else ""), 160)
 
 
 def _x(report: Report) -> np.ndarray:

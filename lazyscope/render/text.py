@@ -79,7 +79,7 @@ def render_summary_text(report: Report) -> list[str]:
         lines.append(f"  from device     {s.transfers_from_device} transfers, "
                      f"{nbytes(s.bytes_from_device or 0)}, "
                      f"{fmt_seconds(s.transfer_from_device_seconds)}")
-    lines.append(f"  host syncs      {s.syncs}")
+    lines.append(f"  host syncs      {NOT_MEASURED if s.syncs is None else s.syncs}")
     runtime = s.runtime_counts
     if runtime:  # the runtime's own counters over the same run, to check the counts above by
         lines.append("  runtime counts  " + ", ".join(f"{k} {v}" for k, v in runtime.items()))

@@ -1,17 +1,31 @@
 """Reading a run directory back (schema 2, and schema 1 through :mod:`lazyscope.store.schema1`):
 every finished record of a run killed mid-way; a half-written last record or line is dropped
-with a warning; anything else unreadable is a :class:`~lazyscope.errors.RunDirError` (exit 3)."""
+with a warning; anything else unreadable is a :class:`~lazyscope.errors.RunDirError` (exit 3).
+
+What loads is checked for range, never shown as data when it cannot be true, with one warning
+per file naming it (``Run.warnings``, printed by every report):
+
+* a step value that is not a number, a negative duration, a count that is negative, not whole
+  or beyond 2**53 (a damaged record) counts as 0;
+* an event at a step outside the run, or with a negative or non-finite count, is dropped;
+* a record file of a schema-2 run that is missing, and a step file that holds no step while the
+  backend's own counters say the program ran, are said;
+* a record file that is not a regular file (a FIFO would block every command) is corruption;
+  so is ``schema_version`` that is not a known version number (``true``, ``"2"``, ``0``);
+  a file that cannot be read is "cannot read", never "corrupt".
+"""
 
 from __future__ import annotations
 
 import json
 import os
+import stat
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from lazyscope.errors import RunDirError
+from lazyscope.errors import RunDirError, cannot_read, show_path
 from lazyscope.model import (
     EVENT_KINDS,
     PAYLOADS,
@@ -25,6 +39,7 @@ from lazyscope.model import (
     Stack,
     StepTable,
 )
+from lazyscope.store.lock import describe_holder, writer_of
 from lazyscope.store.records import (
     ANNOTATIONS_FILE,
     EVENT_DTYPE,
@@ -41,13 +56,46 @@ from lazyscope.store.schema1 import load_v1
 from lazyscope.units import counted
 
 
-def _read_bytes(path: Path) -> bytes | None:
+def _open_regular(path: Path) -> Any:
+    """``path`` opened for reading (unbuffered), or None when it does not exist; a FIFO, a
+    device or a directory is refused without blocking on it."""
     try:
-        return path.read_bytes()
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
     except FileNotFoundError:
         return None
     except OSError as err:
-        raise RunDirError(f"cannot read {path}: {err.strerror}") from None
+        raise cannot_read(err, path) from None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise RunDirError(f"{show_path(path)} is not a regular file: the run file is "
+                              "corrupt")
+        os.set_blocking(fd, True)
+    except BaseException:
+        os.close(fd)
+        raise
+    return open(fd, "rb", buffering=0)  # noqa: SIM115
+
+
+def _is_dir(path: Path) -> bool:
+    """Whether ``path`` is a directory; a path that cannot even be looked at (a name too
+    long, no permission) is a RunDirError saying so."""
+    try:
+        return stat.S_ISDIR(os.stat(path).st_mode)
+    except (FileNotFoundError, NotADirectoryError):
+        return False
+    except OSError as err:
+        raise cannot_read(err, path) from None
+
+
+def _read_bytes(path: Path) -> bytes | None:
+    fh = _open_regular(path)
+    if fh is None:
+        return None
+    with fh:
+        try:
+            return fh.readall()
+        except OSError as err:
+            raise RunDirError(f"cannot read {show_path(path)}: {err.strerror}") from None
 
 
 #: records read per chunk: about half a megabyte, so a chunk is still in cache when its fields
@@ -66,12 +114,10 @@ def _records(path: Path, dtype: np.dtype, warnings: list[str],
     field by field out of it (three times slower here, most of it page faults)."""
     names = [n for n in dtype.names if not n.startswith("_")]
     size = dtype.itemsize
-    try:
-        fh = open(path, "rb", buffering=0)
-    except FileNotFoundError:
+    fh = _open_regular(path)
+    if fh is None:
+        warnings.append(f"{path.name} is missing: what it recorded is lost")
         return {n: np.zeros(0, dtype=dtype[n].newbyteorder("=")) for n in names}
-    except OSError as err:
-        raise RunDirError(f"cannot read {path}: {err.strerror}") from None
     with fh:
         try:
             whole = os.fstat(fh.fileno()).st_size // size
@@ -96,11 +142,11 @@ def _records(path: Path, dtype: np.dtype, warnings: list[str],
                     break
             after = fh.read(1) if pos == whole else b""
         except OSError as err:
-            raise RunDirError(f"cannot read {path}: {err.strerror}") from None
+            raise cannot_read(err, path) from None
     valid = cols[first][:pos] != 0
     n = int(np.count_nonzero(valid))
     if n and not valid[:n].all():
-        raise RunDirError(f"{path} has an empty record in the middle: the run file is corrupt")
+        raise RunDirError(f"{show_path(path)} has an empty record in the middle: the run file is corrupt")
     # what follows the whole records is zero padding (a run still being written, or killed),
     # unless it starts with a record's non-zero tag byte: a cut record
     if n == pos and after not in (b"", b"\x00"):
@@ -189,19 +235,35 @@ class _InternTable:
 def read_meta(path: Path) -> tuple[Meta, int]:
     """The metadata of the run at ``path`` and the schema it was written with."""
     meta_path = path / META_FILE
-    if not meta_path.is_file():
-        raise RunDirError(f"{path} is not a lazyscope run: it has no {META_FILE}")
+    shown = show_path(meta_path)
     try:
-        meta_raw = json.loads(meta_path.read_text(encoding="utf-8"))
-        if not isinstance(meta_raw, dict):
-            raise ValueError("not an object")
-    except (ValueError, UnicodeDecodeError, OSError):
-        raise RunDirError(f"{meta_path} is not valid JSON: the run file is corrupt") from None
+        is_file = meta_path.is_file()
+    except OSError as err:
+        raise cannot_read(err, meta_path) from None
+    if not is_file:
+        if meta_path.exists() or meta_path.is_symlink():
+            raise RunDirError(f"{shown} is not a file: the run file is corrupt")
+        raise RunDirError(f"{show_path(path)} is not a lazyscope run: it has no {META_FILE}")
+    raw = _read_bytes(meta_path) or b""
+    try:
+        meta_raw = json.loads(raw.decode("utf-8"))
+    except (ValueError, UnicodeDecodeError, RecursionError):
+        raise RunDirError(f"{shown} is not valid JSON: the run file is corrupt") from None
+    if not isinstance(meta_raw, dict):
+        raise RunDirError(f"{shown} holds a JSON {type(meta_raw).__name__.replace('dict', 'object')}"
+                          ", not an object: the run file is corrupt")
     version = meta_raw.get("schema_version", 1)
-    if not isinstance(version, int) or version > SCHEMA_VERSION:
+    if isinstance(version, bool) or not isinstance(version, int):
+        raise RunDirError(f"{shown}: schema_version is {version!r} (a "
+                          f"{type(version).__name__}), not a schema number: the run file is "
+                          "corrupt")
+    if version < 1:
+        raise RunDirError(f"{shown}: schema_version {version} is not a lazyscope run schema: "
+                          "the run file is corrupt")
+    if version > SCHEMA_VERSION:
         raise RunDirError(
-            f"{path} was written with run schema {version}, newer than this lazyscope "
-            f"understands ({SCHEMA_VERSION}); upgrade lazyscope to read it")
+            f"{show_path(path)} was written with run schema {version}, newer than this "
+            f"lazyscope understands ({SCHEMA_VERSION}); upgrade lazyscope to read it")
     if version < 2:
         meta_raw.pop("capabilities", None)
         if meta_raw.get("warmup_steps") == 2:  # schema 1 always wrote its fixed warm-up
@@ -209,15 +271,49 @@ def read_meta(path: Path) -> tuple[Meta, int]:
     try:
         meta = Meta.from_json(meta_raw)
     except TypeError as err:
-        raise RunDirError(f"{meta_path} has unexpected content: {err}") from None
+        raise RunDirError(f"{shown} has unexpected content: {err}") from None
     return meta, version
+
+
+#: step fields that count things: whole numbers in [0, 2**53)
+COUNT_FIELDS = frozenset(f for f in STEP_FIELDS if f.endswith(("_count", "_bytes")))
+MAX_COUNT = float(1 << 53)
+
+
+def _check_steps(columns: dict[str, np.ndarray], measured: list[str],
+                 warnings: list[str]) -> None:
+    """Values no step can have (see the module docstring) count as 0, with one warning."""
+    bad_nan = bad_range = 0
+    example = ""
+    for f in measured:
+        col = columns[f]
+        finite = np.isfinite(col)
+        if f in COUNT_FIELDS:
+            ok = finite & (col >= 0) & (col < MAX_COUNT) & (np.floor(col) == col)
+        else:
+            ok = finite & (col >= 0)
+        if not ok.all():
+            nan = int((~finite).sum())
+            bad_nan += nan
+            bad_range += int((~ok).sum()) - nan
+            if not example and (finite & ~ok).any():
+                i = int(np.flatnonzero(finite & ~ok)[0])
+                example = f" (step {i}: {f} {float(col[i])!r})"
+            columns[f] = np.where(ok, col, 0.0)
+    if bad_nan:
+        warnings.append(f"{STEPS_FILE}: {counted(bad_nan, 'measured value')} "
+                        f"{'was not a number' if bad_nan == 1 else 'were not numbers'} (the file "
+                        "is damaged); they count as 0")
+    if bad_range:
+        warnings.append(f"{STEPS_FILE}: {counted(bad_range, 'value')} no step can have{example}, "
+                        "such as a negative time or count (the file is damaged); they count as 0")
 
 
 def load_run(path: str | os.PathLike[str]) -> Run:
     """Load the run at ``path``; see the module docstring for what is tolerated."""
     path = Path(path)
-    if not path.is_dir():
-        raise RunDirError(f"{path} is not a directory (expected a lazyscope run directory)")
+    if not _is_dir(path):
+        raise RunDirError(f"{show_path(path)} is not a directory (expected a lazyscope run directory)")
     meta, version = read_meta(path)
     if version < 2:
         return load_v1(path, meta)
@@ -239,24 +335,32 @@ def load_run(path: str | os.PathLike[str]) -> Run:
         is_step = kinds == KIND_STEP
         columns = {f: steps_cols[f][is_step] for f in STEP_FIELDS}
         tail_rows = {f: steps_cols[f][~is_step] for f in STEP_FIELDS}
-    bad = 0
-    for f in meta.capabilities.step_fields:
-        finite = np.isfinite(columns[f])
-        if not finite.all():
-            bad += int((~finite).sum())
-            columns[f] = np.where(finite, columns[f], 0.0)
-    if bad:
-        warnings.append(f"{STEPS_FILE}: {counted(bad, 'measured value')} "
-                        f"{'was not a number' if bad == 1 else 'were not numbers'} (the file is "
-                        "damaged); they count as 0")
-    tail = ({f: float(tail_rows[f][-1]) for f in STEP_FIELDS} if len(tail_rows["wall_s"])
+    columns = dict(columns)
+    _check_steps(columns, meta.capabilities.step_fields, warnings)
+    tail_cols = {f: tail_rows[f][-1:].copy() for f in STEP_FIELDS}
+    if len(tail_rows["wall_s"]):
+        _check_steps(tail_cols, meta.capabilities.step_fields, warnings)
+    tail = ({f: float(tail_cols[f][-1]) for f in STEP_FIELDS} if len(tail_rows["wall_s"])
             else None)
+    if not len(columns["wall_s"]) and tail is None:
+        runtime = meta.info.get("runtime_counts")
+        ran = sum(v for v in runtime.values() if isinstance(v, (int, float))) \
+            if isinstance(runtime, dict) else 0
+        if ran and not any(w.startswith(f"{STEPS_FILE} is missing") for w in warnings):
+            warnings.append(f"{STEPS_FILE} holds no step, yet the backend's own counters saw "
+                            f"the program run ({ran:g} compilations, executions and transfers): "
+                            "the file was emptied or cut; its steps are lost")
     steps = StepTable(columns, meta.capabilities.step_fields, tail, annotations)
 
     codes = cols["kind"]
     if len(codes) and int(codes.max()) > len(EVENT_KINDS):
-        raise RunDirError(f"{path} has events of a kind this lazyscope does not know; upgrade "
-                          "lazyscope to read it")
+        unknown = sorted({int(c) for c in codes if int(c) > len(EVENT_KINDS)})
+        raise RunDirError(
+            f"{show_path(path / EVENTS_FILE)} has {int((codes > len(EVENT_KINDS)).sum())} "
+            f"record(s) of no known kind (kind {unknown[0]}"
+            f"{', ...' if len(unknown) > 1 else ''}): the run file is corrupt")
+    cols = _check_events(cols, len(columns["wall_s"]), warnings)
+    codes = cols["kind"]
     refs = [cols[c] for c in ("stack", "payload", "key")]
     if len(codes) and max(int(r.max()) for r in refs) > len(intern):
         missing = max(int(r.max()) for r in refs)
@@ -273,9 +377,43 @@ def load_run(path: str | os.PathLike[str]) -> Run:
     code_of[cols["payload"]] = cols["kind"]
     kind_of = {int(pid): EVENT_KINDS[int(code_of[pid]) - 1]
                for pid in np.flatnonzero(code_of) if pid}
+    if meta.status == "running":
+        writer = writer_of(path)
+        if writer is not None:
+            warnings.append(f"the run is still being written by {describe_holder(writer)}: "
+                            "what it records from now on is not in this report")
     events = EventTable(cols, _LazyRef(intern.stack),
                         _LazyRef(lambda i: intern.payload(i, kind_of)), _LazyRef(intern.string))
     return Run(path=path, meta=meta, steps=steps, events=events, warnings=warnings)
+
+
+def _check_events(cols: dict[str, np.ndarray], n_steps: int,
+                  warnings: list[str]) -> dict[str, np.ndarray]:
+    """Events at a step outside the run (0 .. n_steps, the tail being n_steps), or with a
+    count that is negative or not a number, are dropped with one warning; a negative or
+    non-finite duration counts as 0."""
+    if not len(cols["kind"]):
+        return cols
+    step, value = cols["step"], cols["value"]
+    keep = (step >= 0) & (step <= n_steps) & np.isfinite(value) & (value >= 0)
+    if not keep.all():
+        outside = int(((step < 0) | (step > n_steps)).sum())
+        what = []
+        if outside:
+            first = int(step[(step < 0) | (step > n_steps)][0])
+            what.append(f"{outside} at a step outside the run's 0..{n_steps} (e.g. {first})")
+        if int((~keep).sum()) - outside:
+            what.append(f"{int((~keep).sum()) - outside} with a negative count")
+        warnings.append(f"{EVENTS_FILE}: {'; '.join(what)}: the file is damaged; dropped")
+        cols = {c: col[keep] for c, col in cols.items()}
+    seconds = cols["seconds"]
+    bad = ~(np.isfinite(seconds) & (seconds >= 0))
+    if bad.any():
+        cols = dict(cols)
+        cols["seconds"] = np.where(bad, 0.0, seconds)
+        warnings.append(f"{EVENTS_FILE}: {int(bad.sum())} duration(s) that are not times (the "
+                        "file is damaged); they count as 0")
+    return cols
 
 
 class _LazyRef:
@@ -301,7 +439,7 @@ def load_target(path: str | os.PathLike[str]) -> Run | RankedRun:
     """A run, or a multi-process run (:class:`~lazyscope.model.RankedRun`) when
     ``path`` holds ``rank<N>/`` runs."""
     path = Path(path)
-    ranks = rank_dirs(path) if path.is_dir() else {}
+    ranks = rank_dirs(path) if _is_dir(path) else {}
     if not ranks:
         return load_run(path)
     parent = read_meta(path)[0] if is_run_dir(path) else None
@@ -316,7 +454,7 @@ def _annotations(path: Path, warnings: list[str]) -> dict[int, dict[str, Any]]:
             obj = json.loads(line.decode("utf-8"))
             step = int(obj.pop("step"))
         except (ValueError, UnicodeDecodeError, KeyError, TypeError, AttributeError):
-            raise RunDirError(f"{path} line {number} is not a valid annotation: the run file is "
+            raise RunDirError(f"{show_path(path)} line {number} is not a valid annotation: the run file is "
                               "corrupt") from None
         out.setdefault(step, {}).update(obj)
     return out

@@ -2,18 +2,35 @@
 append-only logs, and :class:`RunWriter` (records appended, stacks and payloads interned).
 
 Writing errors: a full disk or an unwritable file raises :class:`~lazyscope.errors.OutputError`
-(exit 3) naming the file; what was written before stays readable."""
+(exit 3) naming the file; what was written before stays readable.
+
+The traced program shares the process, and this module survives what it may do meanwhile:
+
+* files are created relative to a descriptor of the run directory opened when the run began
+  (:class:`~lazyscope.store.rundir.RunDir`), so ``os.chdir()`` (or a rename of the directory)
+  does not move where the rest of the run goes;
+* files get the permission bits of the umask lazyscope started with (``os.fchmod``), not of
+  one the program set later (``os.umask(0o777)`` would make ``meta.json`` unreadable);
+* descriptors are kept above the low numbers programs reuse and checked (device and inode)
+  before they are truncated or closed: a program that closes every descriptor (a daemon's
+  ``os.closerange(3, ...)``) and opens its own files never has one of them truncated by
+  lazyscope; the memory maps hold no descriptor at all;
+* in a forked child (``os.fork()``, a ``DataLoader`` worker) the writer is its parent's: the
+  child never writes, truncates or finalises it (:meth:`RunWriter.forget`).
+"""
 
 from __future__ import annotations
 
+import ctypes
 import errno
 import json
 import mmap
 import os
+import weakref
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
-from lazyscope.errors import OutputError
+from lazyscope.errors import OutputError, show_path
 from lazyscope.model import KIND_CODE, STATUSES, STEP_FIELDS, Frame, Meta, Stack, now_iso
 from lazyscope.store.records import (
     ANNOTATIONS_FILE,
@@ -27,6 +44,19 @@ from lazyscope.store.records import (
     STEP_RECORD,
     STEPS_FILE,
 )
+from lazyscope.store.rundir import RunDir, high_fd
+
+
+def _umask() -> int:
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+#: the umask when lazyscope was imported (before any program it traces could change it)
+UMASK = _umask()
+FILE_MODE = 0o666 & ~UMASK
+DIR_MODE = 0o777 & ~UMASK
 
 
 def is_no_space(err: BaseException) -> bool:
@@ -34,49 +64,124 @@ def is_no_space(err: BaseException) -> bool:
     return isinstance(err, OSError) and err.errno in (errno.ENOSPC, errno.EDQUOT)
 
 
+def _create(name: str | os.PathLike[str], flags: int, dir_fd: int | None) -> int:
+    """Open ``name`` (created with lazyscope's own file mode whatever the umask is now)."""
+    fd = os.open(name, flags | os.O_CLOEXEC, 0o600, dir_fd=dir_fd)
+    try:
+        os.fchmod(fd, FILE_MODE)
+    except OSError:
+        pass
+    return fd
+
+
 # --------------------------------------------------------------------------- writing
 
 
-def atomic_write_text(path: Path, text: str, *, reserve: int = 0) -> None:
+def atomic_write_text(path: Path, text: str, *, reserve: int = 0,
+                      dir_fd: int | None = None) -> None:
     """Replace ``path`` with ``text``, atomically (a reader sees the old or the new file; a
-    failed write leaves no temporary file behind).
+    failed write leaves no temporary file behind). Text that is not valid UTF-8 (a file name's
+    lone surrogates) is written escaped, never an exception.
 
-    ``reserve``: pad the file with spaces to that many bytes."""
+    ``reserve``: pad the file with spaces to that many bytes. ``dir_fd``: ``path`` is a name
+    in that directory."""
+    path = Path(path)
     tmp = path.with_name(path.name + ".tmp")
+    data = text.encode("utf-8", "backslashreplace")
+    if reserve > len(data):
+        data += b" " * (reserve - len(data))
     try:
-        with open(tmp, "w", encoding="utf-8") as fh:
-            fh.write(text)
-            if reserve > len(text):
-                fh.write(" " * (reserve - len(text)))
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
+        fd = _create(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, dir_fd)
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view):]
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(tmp, path, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
     except OSError:
         try:
-            tmp.unlink()
+            os.unlink(tmp, dir_fd=dir_fd)
         except OSError:
             pass
         raise
 
 
-def atomic_write_json(path: Path, data: dict[str, Any], *, reserve: int = 0) -> None:
+def atomic_write_json(path: Path, data: dict[str, Any], *, reserve: int = 0,
+                      dir_fd: int | None = None) -> None:
     """Replace ``path`` with ``data`` as JSON, atomically; ``reserve`` pads it with spaces
     (JSON ignores them), so that a later :func:`overwrite_json` has its blocks allocated."""
     atomic_write_text(path, json.dumps(data, indent=2, sort_keys=True, default=str) + "\n",
-                      reserve=reserve)
+                      reserve=reserve, dir_fd=dir_fd)
 
 
-def overwrite_json(path: Path, data: dict[str, Any]) -> None:
+def overwrite_json(path: Path, data: dict[str, Any], *, dir_fd: int | None = None) -> None:
     """Write ``data`` over ``path`` in place, padded with spaces to the file's size: needs no
     new disk blocks when it fits (the way to record a run's end on a full disk)."""
-    text = (json.dumps(data, indent=2, sort_keys=True, default=str) + "\n").encode("utf-8")
-    size = path.stat().st_size
-    if len(text) > size:
-        raise OSError(errno.ENOSPC, "no room to rewrite it in place", str(path))
-    with open(path, "r+b") as fh:
-        fh.write(text + b" " * (size - len(text)))
-        fh.flush()
-        os.fsync(fh.fileno())
+    text = (json.dumps(data, indent=2, sort_keys=True, default=str) + "\n").encode(
+        "utf-8", "backslashreplace")
+    fd = os.open(path, os.O_RDWR | os.O_CLOEXEC, dir_fd=dir_fd)
+    try:
+        size = os.fstat(fd).st_size
+        if len(text) > size:
+            raise OSError(errno.ENOSPC, "no room to rewrite it in place", str(path))
+        os.pwrite(fd, text + b" " * (size - len(text)), 0)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+class _Mapping:
+    """A shared, writable mapping of a file that holds no file descriptor (Python's ``mmap``
+    keeps a duplicate of the descriptor until it is closed: a program that closes every
+    descriptor and opens its own file would have that file closed by ``mmap.close()``)."""
+
+    def __init__(self, fd: int, size: int):
+        self.size = size
+        self._addr: int | None = None
+        self._mmap: mmap.mmap | None = None
+        libc = _libc()
+        if libc is None:  # pragma: no cover - not glibc-like: Python's mmap (keeps a dup)
+            self._mmap = mmap.mmap(fd, size)
+            self.view = memoryview(self._mmap)
+            return
+        addr = libc.mmap(None, size, mmap.PROT_READ | mmap.PROT_WRITE, mmap.MAP_SHARED, fd, 0)
+        if addr is None or addr == ctypes.c_void_p(-1).value:
+            code = ctypes.get_errno()
+            raise OSError(code, os.strerror(code))
+        self._addr = addr
+        self.view = memoryview((ctypes.c_char * size).from_address(addr)).cast("B")
+
+    def close(self) -> None:
+        self.view.release()
+        if self._mmap is not None:
+            self._mmap.close()
+        elif self._addr is not None:
+            lib = _libc()
+            assert lib is not None
+            lib.munmap(ctypes.c_void_p(self._addr), self.size)
+        self._addr = None
+
+
+_LIBC: Any = False
+
+
+def _libc() -> Any:
+    """libc's mmap/munmap through ctypes, or None where they cannot be bound."""
+    global _LIBC
+    if _LIBC is False:
+        try:
+            lib = ctypes.CDLL(None, use_errno=True)
+            lib.mmap.restype = ctypes.c_void_p
+            lib.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int,
+                                 ctypes.c_int, ctypes.c_long]
+            lib.munmap.restype = ctypes.c_int
+            lib.munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
+            _LIBC = lib
+        except (OSError, AttributeError):  # pragma: no cover
+            _LIBC = None
+    return _LIBC
 
 
 class MappedLog:
@@ -90,17 +195,27 @@ class MappedLog:
     blocks are reserved with ``posix_fallocate`` first, so a full disk is an ``OSError`` here
     (then a fallback to plain writes, which raise on a full disk too), never a SIGBUS on a page
     write. ``close`` truncates the zero padding away.
+
+    The descriptor is checked (device and inode) before it is used to grow, write or truncate
+    the file: a program may have closed it and reused its number for a file of its own; the
+    file is then reopened by name in its directory (or the write fails), never the program's
+    file touched.
     """
 
     INITIAL = 1 << 16
 
-    def __init__(self, path: Path):
+    def __init__(self, path: Path, *, dir_fd: int | None = None):
         self.path = Path(path)
-        self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
-        self._pos = os.fstat(self._fd).st_size
-        self._map: mmap.mmap | None = None
+        self._dir_fd = dir_fd
+        self._fd = high_fd(_create(self.path if dir_fd is None else self.path.name,
+                                   os.O_RDWR | os.O_CREAT, dir_fd))
+        st = os.fstat(self._fd)
+        self._ident = (st.st_dev, st.st_ino)
+        self._pos = st.st_size
+        self._map: _Mapping | None = None
         self._size = 0
-        self._fallback: IO[bytes] | None = None
+        self._fallback: bool = False
+        self.forgotten = False
         try:
             self._grow(max(self.INITIAL, self._pos + 1))
         except (OSError, ValueError):
@@ -115,57 +230,98 @@ class MappedLog:
         """Bytes appended so far."""
         return self._pos
 
+    def _own_fd(self) -> int:
+        """The file's descriptor, reopened by name if the program closed (or reused) it."""
+        try:
+            st = os.fstat(self._fd)
+            if (st.st_dev, st.st_ino) == self._ident:
+                return self._fd
+        except OSError:
+            pass
+        name: str | Path = self.path
+        dir_fd = None
+        if self._dir_fd is not None:
+            try:
+                os.fstat(self._dir_fd)
+                name, dir_fd = self.path.name, self._dir_fd
+            except OSError:
+                pass
+        fd = os.open(name, os.O_RDWR | os.O_CLOEXEC | os.O_NOFOLLOW, dir_fd=dir_fd)
+        st = os.fstat(fd)
+        if (st.st_dev, st.st_ino) != self._ident:
+            os.close(fd)
+            raise OSError(errno.EBADF, "lazyscope's file was closed or replaced by the program",
+                          str(self.path))
+        self._fd = high_fd(fd)
+        return self._fd
+
     def _grow(self, need: int) -> None:
         size = max(self._size * 2, self.INITIAL)
         while size < need:
             size *= 2
+        fd = self._own_fd()
         if hasattr(os, "posix_fallocate"):
-            os.posix_fallocate(self._fd, self._size, size - self._size)
+            os.posix_fallocate(fd, self._size, size - self._size)
         else:  # pragma: no cover - not Linux
-            os.ftruncate(self._fd, size)
+            os.ftruncate(fd, size)
         if self._map is not None:
             self._map.close()
-        self._map = mmap.mmap(self._fd, size)
+            self._map = None
+        self._map = _Mapping(fd, size)
         self._size = size
 
     def _to_fallback(self) -> None:
         if self._map is not None:
             self._map.close()
             self._map = None
-        os.ftruncate(self._fd, self._pos)
-        self._fallback = os.fdopen(os.dup(self._fd), "ab")
+        os.ftruncate(self._own_fd(), self._pos)
+        self._fallback = True
 
     def append(self, data: bytes) -> None:
-        if self._fallback is None:
+        if self.forgotten:
+            return
+        if not self._fallback:
             end = self._pos + len(data)
             try:
                 if end > self._size:
                     self._grow(end)
                 assert self._map is not None
-                self._map[self._pos:end] = data
+                self._map.view[self._pos:end] = data
                 self._pos = end
                 return
             except (OSError, ValueError):
                 self._to_fallback()
-        assert self._fallback is not None
-        self._fallback.write(data)
-        self._fallback.flush()
-        self._pos += len(data)
+        fd = self._own_fd()
+        view = memoryview(data)
+        while view:  # pwrite keeps no file offset: the position is ours
+            n = os.pwrite(fd, view, self._pos)
+            self._pos += n
+            view = view[n:]
 
     def close(self) -> None:
         if self._fd < 0:
             return
-        fd, self._fd = self._fd, -1
+        if self.forgotten:
+            self._fd = -1
+            return
+        if self._map is not None:
+            self._map.close()
+            self._map = None
         try:
-            if self._map is not None:
-                self._map.close()
-                self._map = None
-            if self._fallback is not None:
-                self._fallback.close()
-                self._fallback = None
+            fd = self._own_fd()
+        except OSError:
+            self._fd = -1
+            return
+        self._fd = -1
+        try:
             os.ftruncate(fd, self._pos)
         finally:
             os.close(fd)
+
+    def forget(self) -> None:
+        """A forked child: never write, truncate or close the parent's file (its mapping and
+        descriptor go with the child)."""
+        self.forgotten = True
 
 
 #: the encoder of intern and annotation lines (json.dumps(..., default=str) would build a new
@@ -177,16 +333,27 @@ class RunWriter:
     """Writes a run directory as it happens. Steps and events are appended as records; stacks,
     payloads and keys are interned (each distinct value written once)."""
 
-    def __init__(self, path: Path, meta: Meta):
-        self.path = Path(path)
+    def __init__(self, path: Path, meta: Meta, *, run_dir: RunDir | None = None):
+        """``run_dir``: the directory made (and locked) for this run by
+        :func:`~lazyscope.store.prepare_run_dir`; without it ``path`` is created if need be
+        (tests, tools that write runs)."""
+        self.path = Path(os.path.abspath(path))
         self.meta = meta
         if not meta.started_at:
             meta.started_at = now_iso()
         self._logs: list[MappedLog] = []
         self._ids: dict[Any, int] = {}
         self._n_intern = 0
+        self._extra: dict[str, MappedLog] = {}
+        self.owner_pid = os.getpid()
+        self.forgotten = False
+        self.finished = False
+        _WRITERS.add(self)
         try:
-            self.path.mkdir(parents=True, exist_ok=True)
+            if run_dir is None:
+                self.path.mkdir(parents=True, exist_ok=True)
+                run_dir = RunDir.open(self.path)
+            self.run_dir = run_dir
             self.write_meta()
             self._steps = self._open(STEPS_FILE)
             self._events = self._open(EVENTS_FILE)
@@ -197,10 +364,45 @@ class RunWriter:
             raise OutputError.from_os(err, self.path) from None
         self.steps_written = 0
 
+    def _dir_fd(self) -> int | None:
+        """The run directory's descriptor (None, to go by path, if the program closed it)."""
+        return self.run_dir.valid_fd()
+
     def _open(self, name: str) -> MappedLog:
-        log = MappedLog(self.path / name)
+        fd = self._dir_fd()
+        log = MappedLog(self.path / name, dir_fd=fd)
         self._logs.append(log)
         return log
+
+    def append_text(self, name: str, text: str) -> None:
+        """Append ``text`` to the run's file ``name`` (opened on first use)."""
+        if self.forgotten:
+            return
+        log = self._extra.get(name)
+        if log is None:
+            log = self._extra[name] = self._open(name)
+        try:
+            log.append(text.encode("utf-8", "backslashreplace"))
+        except OSError as err:
+            raise OutputError.from_os(err, self.path, steps=self.steps_written) from None
+
+    def io_path(self) -> Path:
+        """A path to the run directory for code that takes paths: it reaches the directory
+        even after the program changed its working directory or the directory was renamed."""
+        return self.run_dir.io_path()
+
+    def write_text(self, name: str, text: str) -> None:
+        """Write (replace) a text file of the run (``error.txt``); OSError as raised."""
+        fd = self._dir_fd()
+        atomic_write_text(Path(name) if fd is not None else self.path / name, text, dir_fd=fd)
+
+    def forget(self) -> None:
+        """In a forked child: this writer is the parent's; drop it without writing, truncating
+        or unlocking anything."""
+        self.forgotten = True
+        for log in self._logs:
+            log.forget()
+        self.run_dir.forget()
 
     #: meta.json is kept this large while the run is written, so that its end can be recorded
     #: in place on a disk that filled up meanwhile
@@ -209,14 +411,20 @@ class RunWriter:
     def write_meta(self, *, final: bool = False) -> None:
         """Write ``meta.json`` (atomically; in place into its reserved space when the disk is
         full)."""
-        path = self.path / META_FILE
+        if self.forgotten:
+            return
+        fd = self._dir_fd()
+        path = Path(META_FILE) if fd is not None else self.path / META_FILE
         data = self.meta.to_json()
         try:
-            atomic_write_json(path, data, reserve=0 if final else self.META_RESERVE)
+            atomic_write_json(path, data, reserve=0 if final else self.META_RESERVE, dir_fd=fd)
         except OSError as err:
-            if not is_no_space(err) or not path.exists():
+            if not is_no_space(err):
                 raise
-            overwrite_json(path, data)
+            try:
+                overwrite_json(path, data, dir_fd=fd)
+            except FileNotFoundError:
+                raise err from None
 
     # -- interning ----------------------------------------------------------------------
     def _intern_line(self, key: Any, line: str) -> int:
@@ -305,15 +513,47 @@ class RunWriter:
             except OSError:
                 pass
 
+    def where(self) -> Path | None:
+        """Where the run directory is now: its path, a new path if it was renamed during the
+        run, None if it was removed."""
+        return self.run_dir.where()
+
     def finish(self, status: str, error: str | None = None) -> None:
-        """Close the files and record how the run ended."""
+        """Close the files and record how the run ended; release the directory's lock. A
+        no-op in a forked child (the run is its parent's) and when already finished."""
         if status not in STATUSES:
             raise ValueError(f"unknown status {status!r}")
+        if self.forgotten or self.finished or os.getpid() != self.owner_pid:
+            return
+        self.finished = True
         self._close_logs()
         self.meta.status = status
         self.meta.error = error
         self.meta.ended_at = now_iso()
         try:
+            where = self.where()
+            if where is None:
+                raise OutputError(
+                    f"the run directory {show_path(self.path)} was removed while the run was "
+                    "written: nothing of it could be kept")
             self.write_meta(final=True)
         except OSError as err:
             raise OutputError.from_os(err, self.path, steps=self.steps_written) from None
+        finally:
+            self.run_dir.close()
+
+
+#: every writer of this process: a forked child forgets them (they are its parent's)
+_WRITERS: weakref.WeakSet[RunWriter] = weakref.WeakSet()
+
+
+def _forget_in_child() -> None:
+    for writer in list(_WRITERS):
+        try:
+            writer.forget()
+        except Exception:  # noqa: BLE001, S110 - a child must never fail for this
+            pass
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_in_child)

@@ -1,7 +1,9 @@
 """The ways people run torch_xla, traced unmodified on real XLA:CPU (tests/programs/, one small
 program per pattern): ``torch_xla.launch``, two ranks under a launcher that sets ``RANK``,
 SPMD (``use_spmd()`` in the program, 4 CPU devices), ``torch.compile(backend="openxla")`` with
-its first compile in step 0, ``torch_xla.step()``, ``torch_xla.compile(fn)``, eager mode.
+its first compile in step 0, ``torch_xla.step()``, ``torch_xla.compile(fn)``, eager mode, and a
+training loop fed by a ``DataLoader(num_workers=2)`` whose workers are forked (Linux's default)
+or spawned: a worker process never records a step or ends the parent's run.
 
 For each: torch_xla's own counts of compilations, executions and transfers are the same traced
 and untraced (each program prints them at its end), and the run's steps are the program's
@@ -33,6 +35,8 @@ CASES = {
     "compiled_fn": {},
     "eager": {},
     "loader_compiled": {},
+    "loader_fork": {},
+    "loader_spawn": {},
 }
 
 
@@ -93,6 +97,18 @@ def test_steps_are_the_programs_barriers(patterns, name) -> None:
                                     + p["plain"]["EagerOpExecuteTime"])
     # the report sets torch_xla's own counters for the run beside its counts
     assert report["runtime_counts"] == {m: p["plain"][m] for m in COUNTED if p["plain"][m]}
+
+
+@pytest.mark.parametrize("name", ["loader_fork", "loader_spawn"])
+def test_dataloader_workers_leave_the_run_to_the_traced_process(patterns, name) -> None:
+    """The loop is traced to its end: every batch a step (24 samples / 4), one report printed
+    (a worker that ends never finalises or reports the parent's run), the run ok and its own."""
+    p = patterns[name]
+    assert p["plain"]["barriers"] == 6
+    assert p["stdout"].count("lazyscope report:") == 1 and p["stdout"].count("run saved") == 1
+    meta = json.loads((p["out"] / "meta.json").read_text())
+    assert meta["status"] == "ok" and meta["info"]["runtime_counts"]["ExecuteTime"] == 6
+    assert not (p["out"] / "rank0").exists()
 
 
 def test_launch_traces_its_worker_into_a_rank_directory(patterns) -> None:

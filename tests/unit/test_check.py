@@ -58,7 +58,7 @@ def test_a_one_off_recompile_is_a_note_not_a_violation(tmp_path) -> None:
                                   digest=k)}
               for s, k, shape in [(0, "a", [4, 8]), (9, "b", [2, 8])]]
     run = build_run(tmp_path / "r", steps=[{"wall_s": 0.1, "compile_count": 0}] * 10,
-                    events=events)
+                    events=events, measured=["wall_s", "compile_count"])
     result = check_report(build_report(run), Rules())
     assert result.passed and any("one-off recompilation" in n for n in result.notes)
 
@@ -68,7 +68,8 @@ def test_syncs_count_transfers_and_sync_events(tmp_path) -> None:
               for _ in range(2)]
     events += [{"kind": "sync", "step": 2, "stack": (LOOP,), "payload": Sync(read="if")}]
     run = build_run(tmp_path / "r", steps=[{"wall_s": 0.1, "from_device_count": n}
-                                           for n in (0, 1, 3)], events=events)
+                                           for n in (0, 1, 3)], events=events,
+                    measured=["wall_s", "from_device_count"])
     rep = build_report(run)
     assert list(rep.syncs_per_step) == [0, 2, 3]
     (v,) = check_report(rep, Rules(max_syncs_per_step=1)).violations
@@ -138,3 +139,15 @@ def test_cli_bad_limits(capsys, runs, argv) -> None:
 def test_cli_check_missing_run(capsys, tmp_path) -> None:
     assert main(["check", str(tmp_path / "nope")]) == 3
     assert "not a directory" in capsys.readouterr().err
+
+
+def test_a_run_whose_files_are_damaged_fails_the_gate(tmp_path) -> None:
+    """A measured value that is not a number (a damaged steps.bin) is a warning of the loader;
+    the gate cannot vouch for what it lost, unless --allow-incomplete."""
+    run = build_run(tmp_path / "r", steps=[{"wall_s": 0.1}] * 3)  # XLA: the rest is NaN
+    rep = build_report(run)
+    assert rep.summary.warnings
+    (v,) = check_report(rep, Rules()).violations
+    assert v.rule == "run-files" and "damaged" in v.message
+    allowed = check_report(rep, Rules(allow_incomplete=True))
+    assert allowed.passed and any("damaged" in n for n in allowed.notes)

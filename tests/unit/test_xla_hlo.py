@@ -123,12 +123,12 @@ def test_dump_goes_to_ram_backed_dir_only_when_it_has_room(tmp_path: Path, monke
 
     monkeypatch.setattr(xla, "SHM_DIR", str(tmp_path))
     monkeypatch.setattr(xla, "SHM_MIN_FREE", 0)
-    assert xla._fast_tmp() == str(tmp_path)
+    assert xla.fast_tmp() == str(tmp_path)
     monkeypatch.setattr(xla, "SHM_MIN_FREE", 1 << 60)  # more room than any disk has
-    assert xla._fast_tmp() is None
+    assert xla.fast_tmp() is None
     monkeypatch.setattr(xla, "SHM_DIR", str(tmp_path / "missing"))
     monkeypatch.setattr(xla, "SHM_MIN_FREE", 0)
-    assert xla._fast_tmp() is None
+    assert xla.fast_tmp() is None
 
 
 def test_stale_dump_dirs_of_dead_processes_are_swept(tmp_path: Path) -> None:

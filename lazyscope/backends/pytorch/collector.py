@@ -183,6 +183,10 @@ class TorchCollector(Collector):
                     "needs a CUDA device")
             if note not in meta.capabilities.unmeasured:
                 meta.capabilities.unmeasured.append(note)
+            # not measured, so not a kind this run can have: summaries say "not measured",
+            # diff shows no delta for it, check refuses a rule on it
+            if "sync" in meta.capabilities.events:
+                meta.capabilities.events.remove("sync")
         self._recorder.set_info(torch_device=device)
 
     def _install_sync_debug(self) -> None:

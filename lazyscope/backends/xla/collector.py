@@ -49,11 +49,10 @@ from lazyscope.backends.base import Collector, Recorder, TraceOptions
 from lazyscope.backends.xla.barrier import barrier_site
 from lazyscope.backends.xla.causes import classify_compile
 from lazyscope.backends.xla.debugfile import DebugFileReader, DebugRecord
-from lazyscope.backends.xla.dump import OWN_DUMP_ENV, dump_dir, set_up_dump_dir
 from lazyscope.backends.xla.hlo import HloDumpReader, pair_modules
 from lazyscope.backends.xla.metrics import EXECUTE_METRICS, Metrics, runtime_counts
 from lazyscope.backends.xla.reads import ValueReadHooks
-from lazyscope.backends.xla.runtime import default_pjrt_device
+from lazyscope.backends.xla.session import DEBUG_FILE, XlaSession, session
 from lazyscope.backends.xla.sources import SourceLines
 from lazyscope.backends.xla.spawn import SpawnHook
 from lazyscope.backends.xla.watch import SCALAR_READ_OP, CallWatch, Counters, Hit, op_base
@@ -70,20 +69,13 @@ from lazyscope.model import (
     Sync,
 )
 
-DEBUG_FILE = "xla_debug.txt"
-#: PT_XLA_DEBUG_LEVEL while tracing (unless higher): 1 analyses compilations, 2 executions too
-DEBUG_LEVEL = 2
 GRAPHS_DIR = "graphs"
-#: XLA_METRICS_SAMPLES while tracing (unless set): see prepare_env
-METRICS_SAMPLES = 32
+#: how much of torch_xla's debug output a run keeps in full (then its compilation analyses)
+DEBUG_KEEP_BYTES = 4 << 20
 INSTALL_HINT = (
     "torch_xla is not installed: pip install 'lazyscope[xla]' "
     "(torch==2.9.0 torch_xla==2.9.0), or use --backend eager"
 )
-#: the PT_XLA_DEBUG_FILE torch_xla writes in this process: it reads the variable once, at its
-#: first graph analysis, so a later trace in the same process (a second ``lazyscope.trace()``,
-#: another notebook cell) reads its records there and copies them into its own run
-_written_debug_file: str | None = None
 #: warm-up steps in which the watch window is open
 WATCH_WARMUP_STEPS = 2
 #: times the window reopens for device-to-host transfers nobody explained (bounded: some
@@ -91,6 +83,39 @@ WATCH_WARMUP_STEPS = 2
 MAX_TRANSFER_WINDOWS = 3
 
 # --------------------------------------------------------------------------- collector
+
+
+class _SyncPatch:
+    """``torch_xla.sync`` is wrapped once per process, in the package and in the
+    ``torch_xla.torch_xla`` submodule (which ``torch_xla.step()`` and ``torch_xla.compile`` call),
+    and never unwrapped: the wrapper hands each call to the collector tracing now
+    (:attr:`current`), and calls straight through when there is none. So a ``sync`` a program
+    bound during one trace (``from torch_xla import sync``) still works after it, and in the
+    next one; in a forked child it calls straight through. (The package attribute
+    ``torch_xla.torch_xla`` is the package itself: ``from .torch_xla import *`` re-exports the
+    submodule's ``torch_xla`` name, so the submodule is only reachable through
+    ``sys.modules``.)"""
+
+    current: XlaCollector | None = None
+    original: Any = None
+
+    @classmethod
+    def install(cls, torch_xla: Any) -> None:
+        if cls.original is not None:
+            return
+        submodule = sys.modules["torch_xla.torch_xla"]
+        original = cls.original = submodule.sync
+
+        @functools.wraps(original)
+        def sync(*args: Any, **kwargs: Any) -> Any:
+            collector = cls.current
+            if collector is None:
+                return original(*args, **kwargs)
+            return collector._sync(original, *args, **kwargs)
+
+        for module in (torch_xla, submodule):
+            module.sync = sync
+
 
 
 class XlaCollector(Collector):
@@ -103,7 +128,6 @@ class XlaCollector(Collector):
     def __init__(self, options: TraceOptions):
         super().__init__(options)
         self._recorder: Recorder | None = None
-        self._orig_sync: Any = None
         self._met: Any = None
         self._last: Metrics | None = None
         self._runtime_base: dict[str, int] = {}
@@ -111,7 +135,6 @@ class XlaCollector(Collector):
         self._last_barrier = ""
         self._t_last = 0.0
         self._debug: DebugFileReader | None = None
-        self._debug_from = 0
         self._in_barrier = False
         #: the root TraceMe of the step now in a profile window (profile_step)
         self._step_marker: Any = None
@@ -134,6 +157,8 @@ class XlaCollector(Collector):
         self._dynamo_in_use = False
         #: the user lines of graph ops: IR debug switching, held compile events
         self._lines = SourceLines()
+        self._session: XlaSession | None = None
+        self._debug_kept = 0
 
     def capabilities(self) -> Capabilities:
         return Capabilities(step_fields=list(STEP_FIELDS), lazy=True,
@@ -146,22 +171,9 @@ class XlaCollector(Collector):
             raise MissingDependencyError(INSTALL_HINT)
 
     def prepare_env(self, run_dir: Path) -> None:
-        os.environ.setdefault("PJRT_DEVICE", default_pjrt_device())
-        level = os.environ.get("PT_XLA_DEBUG_LEVEL", "")
-        if not level.lstrip("-").isdigit() or int(level) < DEBUG_LEVEL:
-            os.environ["PT_XLA_DEBUG_LEVEL"] = str(DEBUG_LEVEL)
-        # abspath, not resolve(): an absolute path is all torch_xla needs, and the directory may
-        # not exist yet (resolve() on a path through a symbolic-link loop raises)
-        os.environ["PT_XLA_DEBUG_FILE"] = _written_debug_file or os.path.join(
-            os.path.abspath(run_dir), DEBUG_FILE)
-        os.environ.setdefault("PT_XLA_DEBUG_MAX_FRAME", "64")
-        # torch_xla's timing metrics keep their last N samples (default 1024) for the
-        # percentiles of metrics_report(), and metric_data() copies all of them into Python
-        # tuples at every call: ~80 us per barrier for ExecuteTime alone once 1024 executions
-        # ran, more than everything else lazyscope does at a barrier. Counts and totals do not
-        # depend on it; only the percentile window of torch_xla's own report does.
-        os.environ.setdefault("XLA_METRICS_SAMPLES", str(METRICS_SAMPLES))
-        set_up_dump_dir(self.options.graph_shapes)
+        """The process's XLA session (environment, debug file, dump directory): made by the
+        first trace of the process, shared by later ones (``session.py``)."""
+        self._session = session(self.options.graph_shapes)
 
     def describe(self) -> tuple[str, dict[str, str]]:
         """The device from the environment only (the runtime is the program's to start); the
@@ -185,63 +197,30 @@ class XlaCollector(Collector):
 
         self._recorder = recorder
         self._met = met
-        debug_file = os.environ.get("PT_XLA_DEBUG_FILE")
-        self._debug = DebugFileReader(debug_file) if debug_file else None
-        if self._debug is not None:
-            self._debug.take()  # skip what an earlier trace in this process wrote
-        self._debug_from = self._debug.offset if self._debug is not None else 0
-        dump = dump_dir(os.environ.get("XLA_FLAGS", ""))
-        if dump is not None and self.options.graph_shapes:
-            self._graphs = HloDumpReader(
-                dump, owned=dump == os.environ.get(OWN_DUMP_ENV),
-                keep_dir=recorder.writer.path / GRAPHS_DIR)
+        sess = self._session or session(self.options.graph_shapes)
+        self._session = sess
+        sess.traces += 1
+        self._debug = sess.debug
+        self._debug.take()  # skip what was written before this trace (an earlier one's)
+        if sess.late:
+            recorder.meta.capabilities.unmeasured.append(
+                "compile causes and sites: torch_xla had compiled before this trace began (it "
+                "reads its debug settings once per process, at its first compilation), so its "
+                "compilations are counted but not explained; enter lazyscope.trace() before the "
+                "program's first torch_xla.sync()")
+        elif sess.traces > 1:
+            recorder.note("an earlier trace ran in this process: graphs it compiled are reused "
+                          "from torch_xla's cache here, not compiled again")
+        if sess.dump is not None and self.options.graph_shapes:
+            self._graphs = HloDumpReader(sess.dump, owned=sess.dump_owned,
+                                         keep_dir=recorder.writer.io_path() / GRAPHS_DIR)
             self._graphs.skip_existing()
         self._last = Metrics(met, getattr(torch_xla._XLAC, "_xla_metric_data", None))
         self._use_eager_mode = getattr(torch_xla._XLAC, "_get_use_eager_mode", bool)
         self._runtime_base = runtime_counts(met)
         self._t_last = time.perf_counter()
-        submodule = sys.modules["torch_xla.torch_xla"]
-        self._orig_sync = submodule.sync
-
-        @functools.wraps(self._orig_sync)
-        def sync(*args: Any, **kwargs: Any) -> Any:
-            if self._in_barrier:
-                return self._orig_sync(*args, **kwargs)
-            thread = threading.get_ident()
-            barrier, source = barrier_site(1)
-            if barrier:
-                # The parallel loader syncs before each batch unless a StepTrace just marked
-                # the step (torch_xla's own rule). A loop that marks its steps itself
-                # (torch_xla.compile'd step, torch_xla.step(), xm.mark_step()) over the loader
-                # would get two barriers per iteration: the loader's sync right after the
-                # program's own barrier ends no step of its own (its work goes to the next).
-                if source == "loader" and self._last_barrier == "own":
-                    barrier, source = False, "merged"
-                self._last_barrier = source
-            if barrier and self._step_thread is None:
-                self._step_thread = thread
-            if barrier and thread == self._step_thread and self.step_gate is not None:
-                barrier = self.step_gate()  # a trainer's callback says which barriers end steps
-            if self._lines.held and barrier and thread == self._step_thread:
-                self._in_barrier = True
-                try:
-                    self._lines.probe()
-                    self._lines.release(self._recorder)
-                finally:
-                    self._in_barrier = False
-            result = self._orig_sync(*args, **kwargs)
-            if barrier and thread == self._step_thread:
-                self._on_barrier()
-            return result
-
-        # torch_xla.sync is what xm.mark_step, xp.StepTrace and the parallel loader call; the
-        # submodule's global is what torch_xla.step() and torch_xla.compile call. (The package
-        # attribute torch_xla.torch_xla is the package itself: `from .torch_xla import *`
-        # re-exports the submodule's `torch_xla` name, so the submodule is only reachable
-        # through sys.modules.)
-        for module in (torch_xla, submodule):
-            self._patched.append((module, module.sync))
-            module.sync = sync
+        _SyncPatch.install(torch_xla)
+        _SyncPatch.current = self
         self._reads = ValueReadHooks(self._on_read, self._executions)
         self._reads.install()
         self._watch = CallWatch(Counters(met))
@@ -252,6 +231,37 @@ class XlaCollector(Collector):
             self._spawn = SpawnHook(recorder.writer.path, self.options, recorder,
                                     self.worker_tracer)
             self._spawn.install()
+
+    def _sync(self, original: Any, *args: Any, **kwargs: Any) -> Any:
+        """``torch_xla.sync`` while this collector traces (see :class:`_SyncPatch`)."""
+        if self._in_barrier or self._recorder is None or self._recorder.forgotten:
+            return original(*args, **kwargs)
+        thread = threading.get_ident()
+        barrier, source = barrier_site(2)
+        if barrier:
+            # The parallel loader syncs before each batch unless a StepTrace just marked
+            # the step (torch_xla's own rule). A loop that marks its steps itself
+            # (torch_xla.compile'd step, torch_xla.step(), xm.mark_step()) over the loader
+            # would get two barriers per iteration: the loader's sync right after the
+            # program's own barrier ends no step of its own (its work goes to the next).
+            if source == "loader" and self._last_barrier == "own":
+                barrier, source = False, "merged"
+            self._last_barrier = source
+        if barrier and self._step_thread is None:
+            self._step_thread = thread
+        if barrier and thread == self._step_thread and self.step_gate is not None:
+            barrier = self.step_gate()  # a trainer's callback says which barriers end steps
+        if self._lines.held and barrier and thread == self._step_thread:
+            self._in_barrier = True
+            try:
+                self._lines.probe()
+                self._lines.release(self._recorder)
+            finally:
+                self._in_barrier = False
+        result = original(*args, **kwargs)
+        if barrier and thread == self._step_thread and self._recorder is not None:
+            self._on_barrier()
+        return result
 
     def _watch_for_dynamo(self) -> None:
         """Close the watch window for good once the program calls ``torch.compile``: dynamo
@@ -303,11 +313,10 @@ class XlaCollector(Collector):
         if self._spawn is not None:
             self._spawn.uninstall()
             self._spawn = None
+        if _SyncPatch.current is self:
+            _SyncPatch.current = None
         for module, original in reversed(self._patched):
-            if getattr(original, "__name__", "") == "compile":
-                module.compile = original
-            else:
-                module.sync = original
+            module.compile = original
         self._patched = []
         if self._reads is not None:
             self._reads.uninstall()
@@ -333,7 +342,6 @@ class XlaCollector(Collector):
         values, active = self._collect_step(everything=True)
         if active:
             self._recorder.finish_tail(values)
-        self._keep_debug_file()
         try:  # torch_xla's own count of the same run, for the report to set beside lazyscope's
             end = runtime_counts(self._met)
             self._recorder.set_info(runtime_counts={
@@ -343,34 +351,6 @@ class XlaCollector(Collector):
             pass
         self._watch = None
         self._recorder = None
-
-    def _keep_debug_file(self) -> None:
-        """Remember the debug file torch_xla now writes for good (it has analysed a graph once
-        anything ran); when it is an earlier run's, copy this run's part of it into this run."""
-        global _written_debug_file
-        assert self._recorder is not None
-        if self._debug is None:
-            return
-        if _written_debug_file is None and self._runtime_counts_moved():
-            _written_debug_file = self._debug.path
-        own = os.path.join(os.path.abspath(self._recorder.writer.path), DEBUG_FILE)
-        if os.path.abspath(self._debug.path) == own:
-            return
-        try:
-            with open(self._debug.path, "rb") as src, open(own, "wb") as dst:
-                src.seek(self._debug_from)
-                dst.write(src.read())
-        except OSError:  # evidence only: the events already carry what it said
-            pass
-
-    def _runtime_counts_moved(self) -> bool:
-        try:
-            end = runtime_counts(self._met)
-        except Exception:  # noqa: BLE001 - descriptive only
-            return False
-        # torch_xla analyses a graph (and reads the variable) at every compile and execution
-        return any(n != self._runtime_base.get(k, 0) for k, n in end.items()
-                   if k.startswith(("Compile", "Execute")))
 
     def _on_barrier(self) -> None:
         self._in_barrier = True
@@ -422,8 +402,21 @@ class XlaCollector(Collector):
         self._t_last = now
         compiles = values["compile_count"]
         records, executed = self._debug.take() if self._debug is not None else ([], {})
+        if self._debug is not None and self._debug.consumed:
+            # the run keeps what torch_xla wrote during it, up to DEBUG_KEEP_BYTES; past that
+            # only its compilation analyses (execution blocks are 1-4 KB per execution)
+            if self._debug_kept < DEBUG_KEEP_BYTES:
+                self._debug_kept += len(self._debug.consumed)
+                self._recorder.keep_text(DEBUG_FILE, self._debug.consumed.decode(
+                    "utf-8", "replace"))
+            elif self._debug.analysis:
+                self._recorder.keep_text(DEBUG_FILE, self._debug.analysis)
         if compiles:
             self._compile_events(compiles, samples, records)
+            if self._session is not None:
+                # torch_xla has read its debug settings and XLA its flags: a child process
+                # the program starts from now on does not inherit them
+                self._session.restore_env()
         for graph, n in executed.items():
             self._recorder.event("execute", key=graph, value=n)
         fallbacks.pop(SCALAR_READ_OP, None)

@@ -170,7 +170,8 @@ class DebugFileReader:
     The file grows by a block per execution at ``PT_XLA_DEBUG_LEVEL=2`` (1-4 KB): once more than
     :attr:`rotate_bytes` were read, the file is renamed, read to its end and removed, and
     torch_xla starts a new one at the same path (it opens the file for each block it appends).
-    So the run's ``xla_debug.txt`` holds the analyses since the last rotation."""
+    The file is the process's own (see ``session.py``); a run keeps the analyses of its
+    compilations (:attr:`analysis`) as its ``xla_debug.txt``."""
 
     rotate_bytes = 4 << 20
 
@@ -178,6 +179,11 @@ class DebugFileReader:
         self.path = path
         self._offset = 0
         self._pending = b""
+        #: the text the last :meth:`take` parsed when it held a compilation analysis ("" for a
+        #: steady step), and every complete block it consumed: what a run keeps as its
+        #: ``xla_debug.txt``
+        self.analysis = ""
+        self.consumed = b""
 
     def _read(self, path: str, offset: int) -> tuple[bytes, int]:
         try:
@@ -205,6 +211,7 @@ class DebugFileReader:
 
     def take(self) -> tuple[list[DebugRecord], Counter[str]]:
         """(new compilation records, {graph hash: executions}) since the last call."""
+        self.analysis, self.consumed = "", b""
         data = self._pending + self._chunk()
         if not data:
             return [], Counter()
@@ -214,11 +221,14 @@ class DebugFileReader:
                 ends.pop()
             complete = data[: ends[-1]] if ends else b""
             self._pending = data[len(complete):]
+            self.consumed = complete
             return [], Counter(h.decode("ascii", "replace")
                                for h in _EXEC_HASH.findall(complete))
         text = data.decode("utf-8", errors="replace")
         records, consumed = parse_debug_text(text)
         self._pending = text[consumed:].encode("utf-8")
+        self.analysis = text[:consumed]
+        self.consumed = self.analysis.encode("utf-8")
         executions = Counter(r.graph_hash for r in records if r.kind == "execute" and r.graph_hash)
         return [r for r in records if r.kind != "execute"], executions
 

@@ -1,14 +1,13 @@
-"""XLA's HLO dump directory for a trace: one per process, in RAM when there is room, removed at
-exit, and swept when a killed trace left one behind. XLA reads ``XLA_FLAGS`` once per process."""
+"""XLA's HLO dump directory for a trace: one per process (made by :mod:`~.session`), in RAM when
+there is room, removed at exit, and swept when a killed trace left one behind. XLA reads
+``XLA_FLAGS`` once per process. Helpers to read and edit ``XLA_FLAGS``' ``--xla_dump_to``."""
 
 from __future__ import annotations
 
-import atexit
 import glob
 import os
 import shlex
 import shutil
-import tempfile
 
 DUMP_FLAG = "--xla_dump_to"
 #: the dump directory lazyscope chose for this process (XLA reads XLA_FLAGS once per process)
@@ -22,7 +21,7 @@ OWN_DUMP_ENV = "LAZYSCOPE_XLA_DUMP_DIR"
 SHM_DIR, SHM_MIN_FREE = "/dev/shm", 1 << 30
 
 
-def _fast_tmp() -> str | None:
+def fast_tmp() -> str | None:
     """``/dev/shm`` when it is a writable directory with room, else the default temp dir."""
     try:
         st = os.statvfs(SHM_DIR)
@@ -92,23 +91,3 @@ def dump_dir(xla_flags: str) -> str | None:
         elif word == DUMP_FLAG and i + 1 < len(words):
             found = words[i + 1]
     return found or None
-
-
-def set_up_dump_dir(graph_shapes: bool) -> None:
-    """Point ``XLA_FLAGS`` at a dump directory of this process's own (unless the user dumps
-    somewhere already); a worker that inherited its parent trace's directory takes its own."""
-    flags = os.environ.get("XLA_FLAGS", "")
-    inherited = os.environ.get(OWN_DUMP_ENV)
-    if inherited and dump_dir(flags) == inherited and \
-            not os.path.basename(inherited).startswith(f"{DUMP_PREFIX}{os.getpid()}-"):
-        # a worker process inherited its parent trace's dump directory: take its own
-        os.environ["XLA_FLAGS"] = remove_dump_flag(flags)
-        del os.environ[OWN_DUMP_ENV]
-    if graph_shapes and dump_dir(os.environ.get("XLA_FLAGS", "")) is None:
-        base = _fast_tmp()
-        sweep_stale_dump_dirs(base or tempfile.gettempdir())
-        own = tempfile.mkdtemp(prefix=f"{DUMP_PREFIX}{os.getpid()}-", dir=base)
-        atexit.register(shutil.rmtree, own, True)
-        os.environ[OWN_DUMP_ENV] = own
-        os.environ["XLA_FLAGS"] = " ".join(
-            filter(None, [os.environ.get("XLA_FLAGS", ""), f"{DUMP_FLAG}={own}"]))

@@ -1,0 +1,6 @@
+"""DataLoader(num_workers=2) with spawned workers (see loader_workers.py)."""
+
+from loader_workers import main
+
+if __name__ == "__main__":
+    main("spawn")

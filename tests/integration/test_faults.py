@@ -810,10 +810,10 @@ def _force_while_running(ctx: Ctx) -> Result:
 if os.path.exists("stop"):
     break""", post='print("a steps", i + 1, flush=True)'))
     _write(ctx, "b.py", prog(steps=3, backend="eager"))
-    a = _start(["trace", "a.py", "--out", "R", "--no-views", *EAGER], ctx.d)
+    a = _start(["trace", "--out", "R", "--no-views", *EAGER, "a.py"], ctx.d)
     _wait(lambda: _nsteps(ctx.d / "R") >= 3, a)
-    b = _run(["trace", "b.py", "--out", "R", "--force", "--no-views", *EAGER], ctx.d)
-    c = _run(["trace", "b.py", "--out", "R", "--no-views", *EAGER], ctx.d)
+    b = _run(["trace", "--out", "R", "--force", "--no-views", *EAGER, "b.py"], ctx.d)
+    c = _run(["trace", "--out", "R", "--no-views", *EAGER, "b.py"], ctx.d)
     live = _inproc(["report", str(ctx.d / "R")])
     (ctx.d / "stop").write_text("")
     (ctx.d / "b.result").write_text(json.dumps(b.__dict__))
@@ -858,7 +858,7 @@ def _two_force(ctx: Ctx) -> Result:
     make_run(ctx.d / "R", 2)
     _write(ctx, "a.py", prog(steps=30, sleep=0.05, backend="eager"))
     _write(ctx, "b.py", prog(steps=31, sleep=0.05, backend="eager"))
-    procs = [_start(["trace", n, "--out", "R", "--force", "--no-views", *EAGER], ctx.d)
+    procs = [_start(["trace", "--out", "R", "--force", "--no-views", *EAGER, n], ctx.d)
              for n in ("a.py", "b.py")]
     results = [_finish(p) for p in procs]
     (ctx.d / "both.result").write_text(json.dumps([r.__dict__ for r in results]))
@@ -884,7 +884,7 @@ def _never_mixed(ctx: Ctx, res: Result) -> list[str]:
 def _same_second(ctx: Ctx) -> Result:
     """Two traces of one script with the default --out started together."""
     _write(ctx, "prog.py", prog(steps=12, sleep=0.05, backend="eager"))
-    procs = [_start(["trace", "prog.py", "--no-views", *EAGER], ctx.d) for _ in range(2)]
+    procs = [_start(["trace", "--no-views", *EAGER, "prog.py"], ctx.d) for _ in range(2)]
     results = [_finish(p) for p in procs]
     bad = [r for r in results if r.rc != 0]
     return bad[0] if bad else results[0]
@@ -966,7 +966,7 @@ def _sections(text: str) -> dict[str, str]:
 
 def _forks(ctx: Ctx) -> Result:
     _write(ctx, "prog.py", prog(steps=6, sleep=0.2, **_sections(FORKS)))
-    return _run(["trace", "prog.py", "--out", "R", "--no-views"], ctx.d)
+    return _run(["trace", "--out", "R", "--no-views", "prog.py"], ctx.d)
 
 
 def _parent_run_whole(ctx: Ctx, res: Result) -> list[str]:
@@ -999,7 +999,7 @@ def _xla_child(ctx: Ctx) -> Result:
 if i == 1:
     subprocess.run([sys.executable, os.path.join(os.path.dirname(os.path.abspath(__file__)),
                     "child.py")], check=True)"""))
-    return _run(["trace", "prog.py", "--out", "R", "--no-views"], ctx.d)
+    return _run(["trace", "--out", "R", "--no-views", "prog.py"], ctx.d)
 
 
 def _child_not_in_run(ctx: Ctx, res: Result) -> list[str]:
@@ -1026,7 +1026,7 @@ def _chdir_elsewhere(ctx: Ctx) -> Result:
     another run under the same relative name."""
     make_run(ctx.d / "elsewhere" / "R", 3)
     _write(ctx, "prog.py", prog(steps=5, hook='if i == 0:\n    os.chdir("elsewhere")'))
-    return _run(["trace", "prog.py", "--out", "R", "--profile-steps", "1:3", "--no-views"],
+    return _run(["trace", "--out", "R", "--profile-steps", "1:3", "--no-views", "prog.py"],
                 ctx.d)
 
 
@@ -1048,7 +1048,7 @@ def _chdir_default_raise(ctx: Ctx) -> Result:
     _write(ctx, "prog.py", prog(steps=5, hook='if i == 1:\n    os.makedirs("sub", '
                                 "exist_ok=True)\n    os.chdir('sub')\nif i == 3:\n    raise "
                                 "ValueError('boom')"))
-    return _run(["trace", "prog.py", "--no-views"], ctx.d)
+    return _run(["trace", "--no-views", "prog.py"], ctx.d)
 
 
 def _default_run(ctx: Ctx) -> Path:
@@ -1088,7 +1088,7 @@ def _deletes_run(ctx: Ctx) -> None:
 
 def _renamed(ctx: Ctx) -> Result:
     _write(ctx, "prog.py", prog(steps=30, sleep=0.1, backend="eager"))
-    p = _start(["trace", "prog.py", "--out", "R", "--no-views", *EAGER], ctx.d)
+    p = _start(["trace", "--out", "R", "--no-views", *EAGER, "prog.py"], ctx.d)
     _wait(lambda: _nsteps(ctx.d / "R") >= 3, p)
     os.rename(ctx.d / "R", ctx.d / "R.moved")
     return _finish(p)
@@ -1112,7 +1112,7 @@ def _signal(signum: int, *, backend: str = "eager", after: int = 3) -> Callable[
     def run(ctx: Ctx) -> Result:
         _write(ctx, "prog.py", prog(steps=60, sleep=0.1, backend=backend))
         extra = EAGER if backend == "eager" else []
-        p = _start(["trace", "prog.py", "--out", "R", "--no-views", *extra], ctx.d)
+        p = _start(["trace", "--out", "R", "--no-views", *extra, "prog.py"], ctx.d)
         (ctx.d / "pid").write_text(str(p.pid))
         if after:
             _wait(lambda: _nsteps(ctx.d / "R") >= after, p)
@@ -1143,8 +1143,8 @@ def _os_exit(code: int) -> Callable[[Ctx], None]:
 
 
 def _compare_sigterm(ctx: Ctx) -> Result:
-    p = _start(["compare", "decoder", "--policies", "max,longest", "--steps", "40",
-                "--preset", "tiny", "--backends", "eager", "--out", "C"], ctx.d)
+    p = _start(["compare", "--policies", "max,longest", "--steps", "40",
+                "--preset", "tiny", "--backends", "eager", "--out", "C", "decoder"], ctx.d)
     _wait(lambda: _nsteps(ctx.d / "C" / "eager" / "max") >= 2, p, timeout=240)
     p.send_signal(signal.SIGTERM)
     return _finish(p)
@@ -1204,7 +1204,7 @@ def _head(ctx: Ctx) -> Result:
     """`lazyscope trace ... | head -1` where head has already exited when the report comes
     (a report that fits the pipe's buffer before the reader leaves is simply written)."""
     _write(ctx, "prog.py", prog(backend="eager"))
-    p = _start(["trace", "prog.py", "--out", "R", "--no-views", *EAGER], ctx.d)
+    p = _start(["trace", "--out", "R", "--no-views", *EAGER, "prog.py"], ctx.d)
     assert p.stdout is not None
     p.stdout.close()
     _, err = p.communicate(timeout=300)
@@ -1243,13 +1243,13 @@ def _non_utf8_arg_run(ctx: Ctx) -> None:
 def _non_utf8_script(ctx: Ctx) -> Result:
     name = os.fsdecode(b"pr\xffog.py")
     _write(ctx, name, prog())
-    return _inproc(["trace", str(ctx.d / name), "--out", str(ctx.d / "R")])
+    return _inproc(["trace", "--out", str(ctx.d / "R"), str(ctx.d / name)])
 
 
 def _newline_out(ctx: Ctx) -> Result:
     name = ctx.d / "R\nlazyscope: all good"
     name.write_text("a file")
-    return _inproc(["trace", ctx.fmt("{s}/loop.py"), "--out", str(name)])
+    return _inproc(["trace", "--out", str(name), ctx.fmt("{s}/loop.py")])
 
 
 # -- annotations are host values (G7) -------------------------------------------------------
@@ -1284,7 +1284,7 @@ if i == 3:
 
 def _annotate(ctx: Ctx) -> Result:
     _write(ctx, "prog.py", prog(steps=5, **_sections(ANNOTATE)))
-    return _run(["trace", "prog.py", "--out", "R", "--no-views"], ctx.d)
+    return _run(["trace", "--out", "R", "--no-views", "prog.py"], ctx.d)
 
 
 def _refused(name: str) -> Callable[[Ctx, Result], list[str]]:
@@ -1415,7 +1415,7 @@ lazyscope.annotate_step(tokens=100 + i)
 
 def _nested(ctx: Ctx) -> Result:
     _write(ctx, "prog.py", prog(steps=6, **_sections(NESTED)))
-    return _run(["trace", "prog.py", "--out", "R", "--no-views"], ctx.d)
+    return _run(["trace", "--out", "R", "--no-views", "prog.py"], ctx.d)
 
 
 def _nested_said(ctx: Ctx, res: Result) -> list[str]:
@@ -1547,8 +1547,8 @@ def _eager_and_xla_runs(ctx: Ctx) -> None:
     _write(ctx, "prog.py", prog(steps=4, hook="v = w.sum().item()"))
     eager = prog(steps=4, hook="v = w.sum().item()", backend="eager")
     _write(ctx, "eprog.py", eager)
-    for argv in (["trace", "prog.py", "--out", "X", "--no-views"],
-                 ["trace", "eprog.py", "--out", "E", "--no-views", *EAGER]):
+    for argv in (["trace", "--out", "X", "--no-views", "prog.py"],
+                 ["trace", "--out", "E", "--no-views", *EAGER, "eprog.py"]):
         done = _run(argv, ctx.d)
         assert done.rc == 0, done.stderr[-2000:]
 
@@ -1605,15 +1605,15 @@ CASES3: list[Case] = [
          allow_empty_stderr=True, run="{d}/R", kept=30, runner=_two_force,
          extra=_never_mixed),
     Case("conc-default-out-same-second", [], 0, None, runner=_same_second, extra=_two_runs),
-    Case("force-deletes-script", ["trace", "{d}/R/train.py", "--out", "{d}/R", "--force",
-                                  *EAGER], 3,
+    Case("force-deletes-script", ["trace", "--out", "{d}/R", "--force",
+                                  *EAGER, "{d}/R/train.py"], 3,
          r"lazyscope: {d}/R holds {d}/R/train\.py, which this trace needs; refusing to replace "
          r"it$", run="{d}/R", kept=5, kept_exact=True, setup=_script_in_old_run),
-    Case("force-over-big-meta-run", ["trace", "{d}/prog.py", "--out", "{d}/R", "--force",
-                                     "--no-views", *EAGER], 0, None, program_output=True,
+    Case("force-over-big-meta-run", ["trace", "--out", "{d}/R", "--force",
+                                     "--no-views", *EAGER, "{d}/prog.py"], 0, None, program_output=True,
          run="{d}/R", kept=5, kept_exact=True, setup=_big_meta_run, extra=_status("{d}/R", "ok")),
-    Case("force-rank-dir-foreign-files", ["trace", "{d}/prog.py", "--out", "{d}/R", "--force",
-                                          *EAGER], 3,
+    Case("force-rank-dir-foreign-files", ["trace", "--out", "{d}/R", "--force",
+                                          *EAGER, "{d}/prog.py"], 3,
          r"lazyscope: {d}/R holds files lazyscope did not write \(data/, notes\.txt\); refusing "
          r"to replace it", setup=_rank_dir_with_user_files, extra=_user_files_kept),
     # -- G2: a trace belongs to its process
@@ -1638,17 +1638,17 @@ CASES3: list[Case] = [
          runner=_chdir_default_raise, extra=_failed_default_run),
     Case("chdir-then-raise", [], 5, r"lazyscope: prog\.py failed: ValueError: boom",
          shared="chdir-raise", runner=_chdir_default_raise, extra=_failed_default_run),
-    Case("end-closes-lazyscope-fds", ["trace", "{d}/prog.py", "--out", "{d}/R", "--no-views",
-                                      *EAGER], 0, None, run="{d}/R", kept=5, kept_exact=True,
+    Case("end-closes-lazyscope-fds", ["trace", "--out", "{d}/R", "--no-views",
+                                      *EAGER, "{d}/prog.py"], 0, None, run="{d}/R", kept=5, kept_exact=True,
          cwd="{d}", setup=_closerange, extra=_checks(_mine_intact, _report_shown)),
-    Case("end-deletes-run-dir", ["trace", "prog.py", "--out", "R", "--no-views", *EAGER], 3,
+    Case("end-deletes-run-dir", ["trace", "--out", "R", "--no-views", *EAGER, "prog.py"], 3,
          r"lazyscope: the run directory {d}/R was removed while the run was written: nothing "
          r"of it could be kept$", cwd="{d}", setup=_deletes_run),
     Case("end-run-dir-renamed", [], 0,
          r"lazyscope: warning: R was moved to {d}/R\.moved while the program ran; the run is "
          r"kept there$", run="{d}/R.moved", kept=30, kept_exact=True, runner=_renamed,
          extra=_checks(_status("{d}/R.moved", "ok"), _says("run saved in {d}/R.moved"))),
-    Case("umask-777", ["trace", "prog.py", "--out", "R", *EAGER], 0, None, cwd="{d}",
+    Case("umask-777", ["trace", "--out", "R", *EAGER, "prog.py"], 0, None, cwd="{d}",
          run="{d}/R", kept=5, kept_exact=True, setup=_umask, extra=_readable_files),
     # -- G4: termination
     Case("signal-sigterm", [], 143,
@@ -1667,39 +1667,39 @@ CASES3: list[Case] = [
          extra=_status("{d}/R", "interrupted")),
     Case("signal-sigterm-at-startup", [], 143, r"lazyscope: terminated by SIGTERM$",
          runner=_signal(signal.SIGTERM, backend="xla", after=0), extra=_no_dump_dir_left),
-    Case("signal-os-abort", ["trace", "prog.py", "--out", "R", "--no-views", *EAGER], 134,
+    Case("signal-os-abort", ["trace", "--out", "R", "--no-views", *EAGER, "prog.py"], 134,
          r"lazyscope: prog\.py failed: the program aborted \(os\.abort\(\): SIGABRT\); the run "
          r"so far is kept in R \(status failed\)$", cwd="{d}", run="{d}/R", kept=3,
          kept_exact=True, setup=_abort, extra=_status("{d}/R", "failed")),
-    Case("end-os-exit-0", ["trace", "prog.py", "--out", "R", "--no-views", *EAGER], 0, None,
+    Case("end-os-exit-0", ["trace", "--out", "R", "--no-views", *EAGER, "prog.py"], 0, None,
          cwd="{d}", run="{d}/R", kept=5, kept_exact=True, setup=_os_exit(0),
          extra=_checks(_status("{d}/R", "ok"), _report_shown)),
-    Case("end-os-exit-3", ["trace", "prog.py", "--out", "R", "--no-views", *EAGER], 5,
+    Case("end-os-exit-3", ["trace", "--out", "R", "--no-views", *EAGER, "prog.py"], 5,
          r"lazyscope: prog\.py failed: the program ended the process with os\._exit\(3\); the "
          r"run so far is kept in R \(status failed\)$", cwd="{d}", run="{d}/R", kept=5,
          kept_exact=True, setup=_os_exit(3), extra=_status("{d}/R", "failed")),
     Case("compare-sigterm", [], 143, r"lazyscope: terminated by SIGTERM$",
          program_output=True, runner=_compare_sigterm, extra=_no_orphan),
     # -- G5: lazyscope's own writes
-    Case("stdout-os-close", ["trace", "prog.py", "--out", "R", "--no-views", *EAGER], 5,
+    Case("stdout-os-close", ["trace", "--out", "R", "--no-views", *EAGER, "prog.py"], 5,
          r"lazyscope: prog\.py failed: ValueError: boom", cwd="{d}", run="{d}/R", kept=3,
          kept_exact=True, shared="fd-streams", setup=_streams_fail, extra=_report_shown),
-    Case("stderr-fd2-redirected", ["trace", "prog.py", "--out", "R", "--no-views", *EAGER], 5,
+    Case("stderr-fd2-redirected", ["trace", "--out", "R", "--no-views", *EAGER, "prog.py"], 5,
          r"lazyscope: prog\.py failed: ValueError: boom", cwd="{d}", run="{d}/R", kept=3,
          kept_exact=True, shared="fd-streams", setup=_streams_fail),
-    Case("stdout-sys-close", ["trace", "prog.py", "--out", "R", "--no-views", *EAGER], 5,
+    Case("stdout-sys-close", ["trace", "--out", "R", "--no-views", *EAGER, "prog.py"], 5,
          r"lazyscope: prog\.py failed: ValueError: boom", cwd="{d}", run="{d}/R", kept=3,
          kept_exact=True, shared="object-streams", setup=_objects_fail, extra=_report_shown),
-    Case("stderr-sys-replaced", ["trace", "prog.py", "--out", "R", "--no-views", *EAGER], 5,
+    Case("stderr-sys-replaced", ["trace", "--out", "R", "--no-views", *EAGER, "prog.py"], 5,
          r"lazyscope: prog\.py failed: ValueError: boom", cwd="{d}", run="{d}/R", kept=3,
          kept_exact=True, shared="object-streams", setup=_objects_fail),
-    Case("stdout-replaced", ["trace", "prog.py", "--out", "R", "--no-views", *EAGER], 0, None,
+    Case("stdout-replaced", ["trace", "--out", "R", "--no-views", *EAGER, "prog.py"], 0, None,
          cwd="{d}", run="{d}/R", kept=5, kept_exact=True, setup=_stdout_replaced,
          extra=_report_shown),
     Case("trace-stdout-devfull", [], 3,
          r"lazyscope: cannot write to stdout: No space left on device$", run="{d}/R", kept=5,
          kept_exact=True,
-         runner=_to_devfull(["trace", "prog.py", "--out", "R", "--no-views", *EAGER],
+         runner=_to_devfull(["trace", "--out", "R", "--no-views", *EAGER, "prog.py"],
                             trace=True), extra=_status("{d}/R", "ok")),
     Case("signal-sigpipe-head", [], 141, None, run="{d}/R", kept=5, kept_exact=True,
          runner=_head, extra=_status("{d}/R", "ok")),
@@ -1714,10 +1714,10 @@ CASES3: list[Case] = [
     # -- G6: one error boundary
     Case("report-path-too-long", ["report", "{d}/" + LONG], 3,
          r"lazyscope: cannot read {d}/x+: the name is too long$", inproc=True),
-    Case("out-component-too-long", ["trace", "{s}/loop.py", "--out", "{d}/" + LONG], 3,
+    Case("out-component-too-long", ["trace", "--out", "{d}/" + LONG, "{s}/loop.py"], 3,
          r"lazyscope: cannot write {d}/x+: the name is too long$", inproc=True),
-    Case("out-path-too-long", ["trace", "{s}/loop.py", "--out",
-                               "{d}/" + "/".join(["y" * 200] * 23)], 3,
+    Case("out-path-too-long", ["trace", "--out",
+                               "{d}/" + "/".join(["y" * 200] * 23), "{s}/loop.py"], 3,
          r"lazyscope: cannot write {d}/y+\.\.\.[y/]+ \(\d+ characters\): the name is too long$",
          inproc=True),
     # -- G7: annotations are host values
@@ -1739,12 +1739,12 @@ CASES3: list[Case] = [
          program_output=True, run="{d}/R", kept=4, kept_exact=True, shared="annotate",
          runner=_annotate, extra=_refused("bad-str")),
     # -- G8: text from the program or the OS
-    Case("end-10mb-exception", ["trace", "prog.py", "--out", "R", "--no-views", *EAGER], 5,
+    Case("end-10mb-exception", ["trace", "--out", "R", "--no-views", *EAGER, "prog.py"], 5,
          r"lazyscope: prog\.py failed: RuntimeError: first line x+\.\.\. \(\d+ characters; the "
          r"whole message is in error\.txt\) \(\+2 more lines\) \(at {d}/prog\.py:\d+\); the run "
          r"so far is kept in R \(status failed\)$", cwd="{d}", run="{d}/R", kept=3,
          kept_exact=True, shared="exception", setup=_exception, extra=_bounded),
-    Case("end-multiline-exception", ["trace", "prog.py", "--out", "R", "--no-views", *EAGER],
+    Case("end-multiline-exception", ["trace", "--out", "R", "--no-views", *EAGER, "prog.py"],
          5, r"lazyscope: prog\.py failed: RuntimeError: first line .*\(\+2 more lines\)",
          cwd="{d}", run="{d}/R", kept=3, kept_exact=True, shared="exception",
          setup=_exception),
@@ -1841,11 +1841,11 @@ CASES3: list[Case] = [
     Case("diff-compile-vs-xla", ["diff", "{d}/E", "{d}/X", "--format", "json"], 0, None,
          inproc=True, shared="unmeasured", setup=_eager_and_xla_runs,
          extra=_no_delta_for_unmeasured),
-    Case("steps-limit-swallowed", ["trace", "prog.py", "--out", "R", "--steps", "2",
-                                   "--no-views", *EAGER], 0, None, program_output=True,
+    Case("steps-limit-swallowed", ["trace", "--out", "R", "--steps", "2",
+                                   "--no-views", *EAGER, "prog.py"], 0, None, program_output=True,
          cwd="{d}", run="{d}/R", kept=2, kept_exact=True, setup=_steps_swallowed,
          extra=_checks(_says("caught 7", count=1), _limit_note)),
-    Case("env-local-rank", ["trace", "prog.py", "--out", "R", "--no-views", *EAGER], 0, None,
+    Case("env-local-rank", ["trace", "--out", "R", "--no-views", *EAGER, "prog.py"], 0, None,
          cwd="{d}", run="{d}/R", kept=5, kept_exact=True, subenv={"LOCAL_RANK": "0"},
          setup=lambda ctx: _write(ctx, "prog.py", prog(backend="eager")),
          extra=lambda ctx, res: [] if not (ctx.d / "R" / "rank0").exists()
@@ -1856,7 +1856,7 @@ def _own_handler(ctx: Ctx) -> Result:
     _write(ctx, "prog.py", prog(steps=60, sleep=0.1, backend="eager", pre="""\
 import signal
 signal.signal(signal.SIGTERM, lambda s, f: sys.exit(143))"""))
-    p = _start(["trace", "prog.py", "--out", "R", "--no-views", *EAGER], ctx.d)
+    p = _start(["trace", "--out", "R", "--no-views", *EAGER, "prog.py"], ctx.d)
     _wait(lambda: _nsteps(ctx.d / "R") >= 3, p)
     p.send_signal(signal.SIGTERM)
     return _finish(p)
@@ -1872,7 +1872,7 @@ class Bad(Exception):
 def _non_utf8_out(ctx: Ctx) -> Result:
     _write(ctx, "prog.py", prog(backend="eager"))
     out = os.fsdecode(b"R\xff")
-    res = _run(["trace", "prog.py", "--out", out, "--no-views", *EAGER], ctx.d)
+    res = _run(["trace", "--out", out, "--no-views", *EAGER, "prog.py"], ctx.d)
     (ctx.d / "report.result").write_text(json.dumps(_inproc(["report", str(ctx.d / out)])
                                                     .__dict__))
     return res
@@ -1888,16 +1888,16 @@ CASES_KIN: list[Case] = [
     Case("signal-own-sigterm-handler", [], 5,
          r"lazyscope: prog\.py failed: the program exited with status 143; the run so far is "
          r"kept in R \(status failed\)$", run="{d}/R", kept=3, runner=_own_handler),
-    Case("end-exception-str-raises", ["trace", "prog.py", "--out", "R", "--no-views", *EAGER],
+    Case("end-exception-str-raises", ["trace", "--out", "R", "--no-views", *EAGER, "prog.py"],
          5, r"lazyscope: prog\.py failed: Bad: <exception str\(\) failed> \(at {d}/prog\.py:\d+\)",
          cwd="{d}", run="{d}/R", kept=3, kept_exact=True, setup=_str_raises),
     Case("nonutf8-out", [], 0, None, run="{d}/R\udcff", kept=5, kept_exact=True,
          runner=_non_utf8_out, overlap=False, extra=_reported),
-    Case("out-is-file", [*T, "--out", "{d}/F"], 3, r"lazyscope: {d}/F exists and is not a "
+    Case("out-is-file", trace_loop("--out", "{d}/F"), 3, r"lazyscope: {d}/F exists and is not a "
          r"directory$", inproc=True, setup=lambda ctx: _write(ctx, "F", "x")),
-    Case("out-dev-null", [*T, "--out", "/dev/null", "--force"], 3,
+    Case("out-dev-null", trace_loop("--out", "/dev/null", "--force"), 3,
          r"lazyscope: /dev/null exists and is not a directory$", inproc=True),
-    Case("out-in-proc", [*T, "--out", "/proc/lazyscope-run"], 3,
+    Case("out-in-proc", trace_loop("--out", "/proc/lazyscope-run"), 3,
          r"lazyscope: cannot write /proc/lazyscope-run: ", inproc=True),
     Case("run-meta-args-string", ["report", "{d}/R"], 3,
          r"lazyscope: {d}/R/meta\.json has unexpected content: 'started_at' is not a string$",

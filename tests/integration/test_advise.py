@@ -23,14 +23,14 @@ SCRIPT = REPO / "tests" / "programs" / "padding_longest.py"
 def runs(tmp_path_factory) -> dict[str, Path]:
     base = tmp_path_factory.mktemp("advise")
     before = base / "before"
-    proc = lazyscope_cmd("trace", str(SCRIPT), "--out", str(before), "--no-views")
+    proc = lazyscope_cmd("trace", "--out", str(before), "--no-views", str(SCRIPT))
     assert proc.returncode == 0, proc.stdout + proc.stderr
     emit = lazyscope_cmd("advise", str(before), "--emit", "--no-model-changes")
     assert emit.returncode == 0, emit.stderr
     code = base / "loader.py"
     code.write_text(emit.stdout)
     after = base / "after"
-    proc = lazyscope_cmd("trace", str(SCRIPT), "--out", str(after), "--no-views", "--",
+    proc = lazyscope_cmd("trace", "--out", str(after), "--no-views", str(SCRIPT),
                          "--loader", str(code))
     assert proc.returncode == 0, proc.stdout + proc.stderr
     return {"before": before, "after": after, "code": code}

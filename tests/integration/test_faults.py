@@ -1421,12 +1421,13 @@ def _nested(ctx: Ctx) -> Result:
 def _nested_said(ctx: Ctx, res: Result) -> list[str]:
     outer, inner = _report_of(ctx.d / "R"), _report_of(ctx.d / "INNER")
     problems = []
-    # annotate_step after a barrier annotates the next step: steps 1..5 (the sixth call is in
-    # no step: nothing ran after the last barrier)
+    # annotate_step after a barrier annotates the next step: steps 1..5; the sixth call is
+    # after the last barrier, kept only with the run's tail record (written when torch_xla's
+    # last execution is counted after that barrier: a busy machine)
     lines = [json.loads(ln) for ln in (ctx.d / "R" / "annotations.jsonl").read_text()
              .splitlines()]
-    if outer.get("steps") != 6 or lines != [{"step": k + 1, "tokens": 100 + k}
-                                            for k in range(5)]:
+    expected = [{"step": k + 1, "tokens": 100 + k} for k in range(6)]
+    if outer.get("steps") != 6 or lines not in (expected[:5], expected):
         problems.append(f"the outer run lost steps or annotations: {outer.get('steps')}, "
                         f"{lines}")
     if not any("nested lazyscope.trace(INNER) was entered at step 2" in n

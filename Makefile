@@ -36,8 +36,10 @@ chromium:
 test-fast: venv
 	$(PY) -m pytest -q -m "not slow"
 
+# ruff on everything; mypy --strict on the model, the analysis and the renderers ([tool.mypy]).
 lint: venv
 	$(VENV)/bin/ruff check lazyscope scenarios tests benchmarks
+	$(VENV)/bin/mypy
 
 # Measured comparisons (minutes of CPU; not part of the tests): padding policies, cost of tracing.
 bench: venv

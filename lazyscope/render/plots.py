@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from lazyscope.analyze.report import Report
+from lazyscope.analyze.report import Report, Series
 from lazyscope.errors import one_line
 
 TIMELINE_PNG = "timeline.png"
@@ -71,15 +71,22 @@ def _title(report: Report) -> str:
     return one_line(s.target + (" " + " ".join(s.args) if s.args else ""), 160)
 
 
+def _series(report: Report) -> Series:
+    """The series to draw; a report read back from JSON has none (it is built from a run)."""
+    if report.series is None:
+        raise ValueError("this report has no per-step series to draw (build it from the run)")
+    return report.series
+
+
 def _x(report: Report) -> np.ndarray:
-    series = report.series
-    return series.step + (series.size - 1) / 2.0
+    series = _series(report)
+    return np.asarray(series.step + (series.size - 1) / 2.0)
 
 
 def write_timeline(report: Report, path: Path) -> Path:
     """Step time per step, compilation steps marked: the LazyTensor blog's static vs dynamic
     picture. Bucketed runs show each bucket's mean with its min..max band."""
-    series = report.series
+    series = _series(report)
     with figure(path) as (_fig, ax):
         xs = _x(report)
         ys = series.wall_mean * 1e3
@@ -109,7 +116,7 @@ def step_time_split(report: Report) -> dict[str, np.ndarray]:
     """Seconds per point of the series split into ``compile``, ``execute``, ``transfer`` (to +
     from device) and ``host`` (the rest of the wall time: Python, tracing, waiting; never
     negative). A part the backend does not measure is zero (and ``host`` absorbs it)."""
-    series = report.series
+    series = _series(report)
     wall = series.wall_mean * series.size
     zeros = np.zeros(len(wall))
     execute = series.execute_s if series.execute_s is not None else zeros
@@ -122,7 +129,7 @@ def write_time_split(report: Report, path: Path) -> Path:
     """Compile / execute / transfer / host time per step (ms): stacked bars for short runs,
     stacked areas per bucket for long ones."""
     split = step_time_split(report)
-    series = report.series
+    series = _series(report)
     xs = _x(report)
     per = np.maximum(series.size, 1)
     with figure(path) as (_fig, ax):
@@ -149,7 +156,7 @@ def write_time_split(report: Report, path: Path) -> Path:
 
 def write_cumulative(report: Report, path: Path) -> Path:
     """Cumulative wall time against step, with the compilation time inside it."""
-    series = report.series
+    series = _series(report)
     with figure(path) as (_fig, ax):
         xs = series.step + series.size - 1
         wall = series.cumulative_s

@@ -63,6 +63,8 @@ class Summary:
     median_step_basis: str = "all"
     #: the backend runtime's own counters over the run (XLA: torch_xla's metric sample counts)
     runtime_counts: dict[str, int] = field(default_factory=dict, metadata={"omit_empty": True})
+    #: torch_xla's eager mode: ops are compiled and run one by one, there are no graphs
+    eager_mode: bool = field(default=False, metadata={"omit_empty": True})
 
 
 def _int(value: float | None) -> int | None:
@@ -133,6 +135,7 @@ def summarize(run: Run, *, library_compiles: int = 0, distinct_graphs: int = 0,
         median_step_seconds_all=float(np.median(walls)) if len(walls) else None,
         wall_seconds=wall, median_step_steps=int(timed.sum()), median_step_basis=basis,
         runtime_counts=_runtime_counts(m.info.get("runtime_counts")),
+        eager_mode=bool(m.info.get("eager_mode")),
     )
 
 

@@ -222,7 +222,7 @@ def _cards(report: Report) -> str:
         ("compilations", units.count(s.compiles) if s.compiles is not None else None),
         ("compiling", units.seconds(s.compile_seconds) if s.compile_seconds is not None
          else None),
-        ("distinct graphs", units.count(s.distinct_graphs)),
+        ("distinct graphs", units.count(s.distinct_graphs) if not s.eager_mode else None),
         ("executing", units.seconds(s.execute_seconds) if s.execute_seconds is not None
          else None),
         ("device-to-host transfers", units.count(s.transfers_from_device)

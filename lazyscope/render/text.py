@@ -56,8 +56,10 @@ def render_summary_text(report: Report) -> list[str]:
         steps_line = f"{s.steps} (the first {s.warmup_steps} are warm-up: --warmup-steps)"
     else:
         steps_line = f"{s.steps} ({s.steady_steps} compiled nothing)"
+    graphs = ("op by op (eager mode): no graphs" if s.eager_mode
+              else f"{s.distinct_graphs} distinct graphs")
     comp = "not measured" if s.compiles is None else (
-        f"{s.compiles} ({s.distinct_graphs} distinct graphs), {fmt_seconds(s.compile_seconds)}"
+        f"{s.compiles} ({graphs}), {fmt_seconds(s.compile_seconds)}"
         + (f" (backward {fmt_seconds(s.backward_compile_seconds)})"
            if s.backward_compile_seconds else ""))
     lines += [

@@ -145,6 +145,10 @@ def test_eager_mode_verdict(patterns) -> None:
     report = report_json(patterns["eager"]["out"])
     assert report["verdict"].startswith("eager mode: each op is compiled and executed")
     assert report["findings"] == []
+    # op compilations are no graphs: the summary says so instead of '(0 distinct graphs)'
+    assert report["eager_mode"] is True
+    assert "(op by op (eager mode): no graphs)" in patterns["eager"]["stdout"]
+    assert "0 distinct graphs" not in patterns["eager"]["stdout"]
 
 
 def test_two_ranks_under_a_launcher_write_their_own_directories(tmp_path: Path) -> None:

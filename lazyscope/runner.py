@@ -76,6 +76,7 @@ from lazyscope.model import (
 from lazyscope.signals import Terminated
 from lazyscope.store import RunWriter, check_run_dir, load_run, prepare_run_dir, rank_dir
 from lazyscope.store.writer import UMASK
+from lazyscope.units import counted
 
 ERROR_FILE = "error.txt"
 SCENARIOS = lazyscope_scenarios.SCENARIOS
@@ -513,7 +514,7 @@ class Tracer:
         if self.recorder.past_limit:
             self.recorder.note(
                 f"the program caught lazyscope's stop at --steps {self.recorder.max_steps} and "
-                f"went on: its {self.recorder.past_limit} later barrier(s) were not recorded")
+                f"went on: {counted(self.recorder.past_limit, 'later barrier')} not recorded")
         if failed is not None:
             self.exception = self.aborted = failed
             self.status = STATUS_NO_SPACE if isinstance(failed, NoSpaceError) else STATUS_FAILED

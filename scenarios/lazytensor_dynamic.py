@@ -69,7 +69,7 @@ def main(argv=None) -> int:
         times.append(time.perf_counter() - tic)
     print(
         f"lazytensor-dynamic {args.mode}: {args.steps} steps, median step "
-        f"{statistics.median(times) * 1e3:.2f} ms, loss holds {loss.shape[0]} value(s)"
+        f"{statistics.median(times) * 1e3:.2f} ms, loss holds {loss.shape[0]} values"
     )
     return 0
 

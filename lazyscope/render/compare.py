@@ -29,6 +29,7 @@ from lazyscope.analyze.compare import CompareRow, Comparison, Verdict
 from lazyscope.render.html import REPORT_HTML, esc, img, page, table
 from lazyscope.render.plots import LITERAL, figure
 from lazyscope.store import atomic_write_text
+from lazyscope.units import counted
 from lazyscope.units import seconds as fmt_seconds
 
 COMPARE_PNG = "compare.png"
@@ -292,7 +293,7 @@ def render_advice_text(advice: Advice) -> str:
              f"({advice.horizon_from}; --horizon STEPS for your run)",
              "  cost: a row of length L costs L + L^2/" + f"{cm.crossover:.0f} units; "
              + (f"calibrated on the run: {cm.unit_s * 1e6:.3f} us per unit, "
-                f"{cm.compile_s:.2f} s per compile, {cm.graphs_per_shape:.1f} graph(s) per "
+                f"{cm.compile_s:.2f} s per compile, {cm.graphs_per_shape:.1f} graphs per "
                 "padded shape" if cal else
                 "uncalibrated: times in million units (Mu), a compile priced as "
                 "20 full-length steps")]
@@ -318,7 +319,7 @@ def render_advice_text(advice: Advice) -> str:
         else advice.plan_named("pad to max")
     lines += ["", f"recommended: {best.name} ({_bounds(best)}): "
               f"predicted {_ratio(best, ref)} the real tokens/s of {ref.name if ref else '-'}, "
-              f"padding efficiency {best.padding_efficiency:.2f}, {best.graphs:.0f} graph(s)"]
+              f"padding efficiency {best.padding_efficiency:.2f}, {counted(round(best.graphs), 'graph')}"]
     if best.model_change:
         lines.append(f"  needs a model change: {best.model_change}")
         alt = advice.best_without_model_change
@@ -393,7 +394,8 @@ def render_emit(advice: Advice, plan: Plan | None = None) -> str:
         else advice.plan_named("pad to max")
     head = [f"# lazyscope advise: {p.name} -- predicted {_ratio(p, ref)} the real tokens/s of "
             f"{ref.name if ref else '-'} over {advice.horizon:,} steps "
-            f"(padding efficiency {p.padding_efficiency:.2f}, {p.graphs:.0f} compiled graph(s))"]
+            f"(padding efficiency {p.padding_efficiency:.2f}, "
+            f"{counted(round(p.graphs), 'compiled graph')})"]
     lengths_line = "lengths = lengths_of(dataset)  # each item's len(item['input_ids']) or len(item)"
     if pol.packed:
         rows, row_len = pol.rows, pol.row_len

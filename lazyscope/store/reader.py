@@ -356,8 +356,9 @@ def load_run(path: str | os.PathLike[str]) -> Run:
     if len(codes) and int(codes.max()) > len(EVENT_KINDS):
         unknown = sorted({int(c) for c in codes if int(c) > len(EVENT_KINDS)})
         raise RunDirError(
-            f"{show_path(path / EVENTS_FILE)} has {int((codes > len(EVENT_KINDS)).sum())} "
-            f"record(s) of no known kind (kind {unknown[0]}"
+            f"{show_path(path / EVENTS_FILE)} has "
+            f"{counted(int((codes > len(EVENT_KINDS)).sum()), 'record')} "
+            f"of no known kind (kind {unknown[0]}"
             f"{', ...' if len(unknown) > 1 else ''}): the run file is corrupt")
     cols = _check_events(cols, len(columns["wall_s"]), warnings)
     codes = cols["kind"]
@@ -411,7 +412,7 @@ def _check_events(cols: dict[str, np.ndarray], n_steps: int,
     if bad.any():
         cols = dict(cols)
         cols["seconds"] = np.where(bad, 0.0, seconds)
-        warnings.append(f"{EVENTS_FILE}: {int(bad.sum())} duration(s) that are not times (the "
+        warnings.append(f"{EVENTS_FILE}: {counted(int(bad.sum()), 'duration')} that are not times (the "
                         "file is damaged); they count as 0")
     return cols
 

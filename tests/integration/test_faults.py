@@ -1582,7 +1582,7 @@ print("caught", caught, flush=True)
 
 def _limit_note(ctx: Ctx, res: Result) -> list[str]:
     notes = _report_of(ctx.d / "R").get("run_notes", [])
-    if not any("caught lazyscope's stop at --steps 2 and went on: its 6 later barrier(s) were "
+    if not any("caught lazyscope's stop at --steps 2 and went on: 6 later barriers "
                "not recorded" in n for n in notes):
         return [f"no note that the program went on past --steps: {notes}"]
     return []

@@ -163,7 +163,7 @@ def test_an_unknown_event_kind_in_this_schema_is_corruption(tmp_path: Path) -> N
     data = bytearray(path.read_bytes())
     data[0] = 200
     path.write_bytes(bytes(data))
-    with pytest.raises(RunDirError, match=r"events\.bin has 1 record\(s\) of no known kind "
+    with pytest.raises(RunDirError, match=r"events\.bin has 1 record of no known kind "
                                           r"\(kind 200\): the run file is corrupt"):
         load_run(tmp_path / "r")
 

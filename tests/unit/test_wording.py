@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import ast
 import re
 import string
+from pathlib import Path
 
 import pytest
 
@@ -39,3 +41,16 @@ def test_backends_say_their_own_fix() -> None:
     assert "xm.add_step_closure" in say("xla", "sync_fix_value")
     assert "xm." not in say("compile", "sync_fix_value")
     assert say("xla", "fix_dims", dims="dim 1 of x") != say("compile", "fix_dims", dims="dim 1 of x")
+
+
+def test_no_string_says_a_count_with_a_bracketed_plural() -> None:
+    """Counts and nouns agree ('1 graph', '3 graphs': lazyscope.units.counted/times), never
+    'graph(s)': every string literal of the package and the scenarios is checked."""
+    repo = Path(__file__).resolve().parents[2]
+    found = []
+    for path in [*(repo / "lazyscope").rglob("*.py"), *(repo / "scenarios").rglob("*.py")]:
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.Constant) and isinstance(node.value, str) and \
+                    re.search(r"[a-z]\(s\)", node.value):
+                found.append(f"{path.relative_to(repo)}:{node.lineno}: {node.value[:60]!r}")
+    assert not found, found

@@ -412,8 +412,10 @@ def _check_events(cols: dict[str, np.ndarray], n_steps: int,
     if bad.any():
         cols = dict(cols)
         cols["seconds"] = np.where(bad, 0.0, seconds)
-        warnings.append(f"{EVENTS_FILE}: {counted(int(bad.sum()), 'duration')} that are not times (the "
-                        "file is damaged); they count as 0")
+        n = int(bad.sum())
+        warnings.append(f"{EVENTS_FILE}: {counted(n, 'duration')} that "
+                        f"{'is not a time' if n == 1 else 'are not times'} (the file is "
+                        f"damaged); {'it counts' if n == 1 else 'they count'} as 0")
     return cols
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import struct
 from pathlib import Path
 
 import numpy as np
@@ -166,6 +167,24 @@ def test_an_unknown_event_kind_in_this_schema_is_corruption(tmp_path: Path) -> N
     with pytest.raises(RunDirError, match=r"events\.bin has 1 record of no known kind "
                                           r"\(kind 200\): the run file is corrupt"):
         load_run(tmp_path / "r")
+
+
+@pytest.mark.parametrize("bad, said", [
+    ([-1.0], "events.bin: 1 duration that is not a time (the file is damaged); it counts as 0"),
+    ([-1.0, float("nan")], "events.bin: 2 durations that are not times (the file is damaged); "
+                           "they count as 0")])
+def test_an_event_duration_that_is_not_a_time_is_said_and_counts_as_0(
+        tmp_path: Path, bad: list[float], said: str) -> None:
+    build_run(tmp_path / "r", steps=_steps(1), events=[
+        {"kind": "sync", "payload": Sync(read="x")} for _ in range(2)])
+    path = tmp_path / "r" / EVENTS_FILE
+    data = bytearray(path.read_bytes())
+    for i, seconds in enumerate(bad):  # the record's seconds: offset 16 of its 40 bytes
+        struct.pack_into("<d", data, 40 * i + 16, seconds)
+    path.write_bytes(bytes(data))
+    run = load_run(tmp_path / "r")
+    assert said in run.warnings
+    assert [e.seconds for e in run.events.iter()] == [0.0] * len(bad) + [0.0] * (2 - len(bad))
 
 
 def test_newer_schema_is_refused(tmp_path: Path) -> None:

@@ -7,7 +7,7 @@ from __future__ import annotations
 from lazyscope.analyze.findings import Finding
 from lazyscope.analyze.report import RankRow, Report
 from lazyscope.model import Frame, SourceMap, Step, location
-from lazyscope.units import NOT_MEASURED, nbytes
+from lazyscope.units import NOT_MEASURED, counted, nbytes
 from lazyscope.units import seconds as fmt_seconds
 
 MAX_TABLE_ROWS = 40
@@ -57,7 +57,7 @@ def render_summary_text(report: Report) -> list[str]:
     else:
         steps_line = f"{s.steps} ({s.steady_steps} compiled nothing)"
     graphs = ("op by op (eager mode): no graphs" if s.eager_mode
-              else f"{s.distinct_graphs} distinct graphs")
+              else counted(s.distinct_graphs, "distinct graph"))
     comp = "not measured" if s.compiles is None else (
         f"{s.compiles} ({graphs}), {fmt_seconds(s.compile_seconds)}"
         + (f" (backward {fmt_seconds(s.backward_compile_seconds)})"

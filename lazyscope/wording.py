@@ -73,6 +73,9 @@ BASE: dict[str, str] = {
     "library_compiles": "{n} compiled by library code (not the program's; not findings)",
     "reuse_detail": "{what}: {graphs} graphs compiled at {where}, each reused (run {runs}"
                     "): a few fixed shapes, bucketing that works",
+    "reuse_declared_detail": "{what}: {graphs} graphs compiled at {where} (run {runs}), one "
+                             "per bucket met of the {buckets} the program pads to ({sizes}): "
+                             "bucketing; a bucket first met late is compiled then, once",
     "reuse_fix": "nothing to change; the compilations are warm-up",
     "fix_dims": "pad {dims} to a few fixed bucket sizes instead of each batch's own size "
                 "(see `lazyscope advise RUN`)",

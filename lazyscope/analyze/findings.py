@@ -452,8 +452,14 @@ def reuse_note(backend: str, entry: SiteCompiles) -> Finding:
                                                                      "value"))
     where = entry.origin or entry.site
     file, line, function = _loc(where)
-    detail = say(backend, "reuse_detail", what=what, graphs=entry.graphs,
-                 runs=_runs_text(runs), where=str(entry.site or entry.function or "?"))
+    where_text = str(entry.site or entry.function or "?")
+    if entry.declared:
+        detail = say(backend, "reuse_declared_detail", what=what, graphs=entry.graphs,
+                     buckets=len(entry.declared), sizes=", ".join(map(str, entry.declared)),
+                     runs=_runs_text(runs), where=where_text)
+    else:
+        detail = say(backend, "reuse_detail", what=what, graphs=entry.graphs,
+                     runs=_runs_text(runs), where=where_text)
     return Finding("reuse", file, line, function, [where] if where else [], entry.graphs, [], 0,
                    0.0, detail, say(backend, "reuse_fix"),
                    ReuseFacts(compiled_at=entry.site, graphs=entry.graphs, runs=runs,

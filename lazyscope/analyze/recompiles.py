@@ -31,6 +31,12 @@ second catches churn that sometimes repeats: 1,000 steps of lengths uniform in 1
 graphs run ~2.3 times each, of which only a third ran once; 16 graphs is twice the largest
 bucket count ``lazyscope advise`` proposes, so correct bucketing never reaches it.
 
+A family whose recompilations only move dimensions between the bucket lengths the program
+declared (``lazyscope.data.PadToBuckets`` writes them to ``meta.json`` info
+:data:`DECLARED_BUCKETS`), with no more graphs than buckets, is bucketing before any of this:
+the program bounded its graphs, and a short run that meets most buckets once each would read as
+churn from the executions alone.
+
 A family that does not churn is warm-up, except its *late* variants: graphs of a family that
 already had a graph, first compiled after the run's warm-up ended (from the first stretch of
 :data:`QUIET_STEPS` steps that compiled nothing on), that are either a *switch* (the family's
@@ -184,6 +190,9 @@ class SiteCompiles:
     evicted: Evicted = field(default_factory=Evicted)
     uses: list[GraphUse] = field(default_factory=list)
     verdict: str = SINGLE
+    #: the bucket lengths the program declared (lazyscope.data.PadToBuckets) that this family's
+    #: varying dimensions stay within; empty when it has none or leaves them
+    declared: list[int] = field(default_factory=list)
 
     @property
     def executions_known(self) -> bool:
@@ -720,6 +729,26 @@ def _runs(ctx: _Context, key_id: int) -> int | None:
     return ctx.executions[0].get(key_id, 0)
 
 
+#: ``meta.json`` info key: the bucket lengths the program pads to, declared by
+#: :class:`lazyscope.data.PadToBuckets` under a trace
+DECLARED_BUCKETS = "declared_buckets"
+
+
+def declared_buckets(fam: SiteCompiles, run: Run) -> list[int]:
+    """The declared bucket lengths (``meta.json`` info :data:`DECLARED_BUCKETS`) when every
+    recompilation of ``fam`` only moves dimensions between them and the family has no more graphs
+    than there are buckets; else ``[]``."""
+    declared = run.meta.info.get(DECLARED_BUCKETS)
+    if not declared or not fam.recompiles or fam.graphs > len(declared):
+        return []
+    sizes = {int(b) for b in declared if isinstance(b, int)}
+    for r in fam.recompiles:
+        if not r.changes or any(c.what != "dim" or c.before not in sizes or c.after not in sizes
+                                for c in r.changes):
+            return []
+    return sorted(sizes)
+
+
 def _judge(fam: SiteCompiles, ctx: _Context) -> None:
     """Set the family's verdict and which of its recompilations count (module docstring)."""
     warmup = ctx.run.meta.warmup_steps
@@ -728,6 +757,13 @@ def _judge(fam: SiteCompiles, ctx: _Context) -> None:
         for r in recs:
             r.counted = r.step >= warmup
         fam.verdict = FIXED if fam.counted_count else (SINGLE if fam.graphs == 1 else REUSED)
+        return
+    buckets = declared_buckets(fam, ctx.run)
+    if buckets:
+        # the program pads to lengths it declared: a bounded set, however few steps the run
+        # has to reuse each (a short run meets some buckets late): warm-up, a reuse note
+        fam.declared = buckets
+        fam.verdict = REUSED
         return
     if fam.executions_known:
         runs = [u.executions or 0 for u in fam.uses]

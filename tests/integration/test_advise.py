@@ -66,6 +66,13 @@ def test_the_emitted_loader_bounds_the_graphs_and_diff_shows_it(runs) -> None:
     # one graph per bucket at most (the first step's may differ by the optimizer's state)
     assert after["distinct_graphs"] <= len(boundaries) + 1
     assert after["compiles"] < before["compiles"]
+    # the loader's PadToBuckets told the trace its lengths: however few steps meet each
+    # bucket, the pasted code is bucketing, not churn (no finding, check passes)
+    meta = json.loads((runs["after"] / "meta.json").read_text())
+    assert meta["info"]["declared_buckets"] == boundaries
+    assert after["findings"] == [] and [n["kind"] for n in after["notes"]] == ["reuse"]
+    check = lazyscope_cmd("check", str(runs["after"]))
+    assert check.returncode == 0, check.stdout
     diff = lazyscope_cmd("diff", str(runs["before"]), str(runs["after"]))
     assert diff.returncode == 0, diff.stderr
     line = next(ln for ln in diff.stdout.splitlines() if ln.strip().startswith("compiles"))

@@ -330,3 +330,30 @@ def test_a_late_bucket_used_like_the_others_is_bucketing_not_a_note(tmp_path: Pa
     rare = compiles_run(tmp_path / "r", [(0, "a", a), (5, "b", b)],
                         runs={"a": [0, 1, 2, 3, 4, 6, 7, 8, 10, 11], "b": [5, 9]})
     assert explain_recompiles(rare)[0].verdict == LATE
+
+
+def test_a_short_run_over_declared_buckets_is_bucketing_not_churn(tmp_path: Path) -> None:
+    """16 steps padded by PadToBuckets to 8 declared lengths meet 6 of them, most once: the
+    program bounded its graphs (meta.json info declared_buckets), so this is warm-up, not
+    churn. The same graphs without the declaration churn; a length outside it churns too."""
+    buckets = [4, 7, 14, 19, 21, 28, 36, 48]
+    order = [19, 36, 14, 7, 19, 36, 36, 19, 48, 14, 19, 36, 21, 19, 36, 14]
+    graphs, runs, seen = [], {}, set()
+    for step, n in enumerate(order):
+        key = f"b{n}"
+        if key not in seen:
+            seen.add(key)
+            graphs.append((step, key, graph(("s64", [4, n]), *PARAMS)))
+        runs.setdefault(key, []).append(step)
+    declared = compiles_run(tmp_path / "d", graphs, runs=runs,
+                            info={"declared_buckets": buckets})
+    (fam,) = explain_recompiles(declared)
+    assert fam.verdict == REUSED and fam.declared == buckets and fam.counted_count == 0
+    findings, (note,) = findings_of(declared)
+    assert findings == [] and note.kind == "reuse"
+    assert "one per bucket met of the 8 the program pads to (4, 7, 14, 19" in note.detail
+    (plain,) = explain_recompiles(compiles_run(tmp_path / "p", graphs, runs=runs))
+    assert plain.verdict == CHURN
+    (outside,) = explain_recompiles(compiles_run(tmp_path / "o", graphs, runs=runs,
+                                                 info={"declared_buckets": buckets[:-1]}))
+    assert outside.verdict == CHURN and outside.declared == []

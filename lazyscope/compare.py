@@ -52,6 +52,7 @@ from lazyscope.render.console import CaseUpdate, read_progress
 from lazyscope.runner import resolve_target, validate_scenario_args
 from lazyscope.signals import Terminated
 from lazyscope.store import atomic_write_text, load_run
+from lazyscope.units import counted
 
 COMPARE_JSON = "compare.json"
 DEFAULT_POLICIES = "max,longest,pow2,bucket:auto,packed,auto"
@@ -197,8 +198,9 @@ def run_compare(
             say(CaseUpdate(
                 n, total, policy, "failed" if err is not None else "done", row.steps,
                 row.compiles, line=(
-                    f"[{n}/{total}] {label:<14} {row.steps} steps, {row.compiles} compiles, "
-                    f"{row.wall_s:.1f} s wall, {row.tokens_per_s:.0f} real tokens/s, "
+                    f"[{n}/{total}] {label:<14} {counted(row.steps, 'step')}, "
+                    f"{counted(row.compiles, 'compile')}, "
+                    f"{row.wall_s:.1f} s wall, {row.tokens_per_s:,.0f} real tokens/s, "
                     f"padding efficiency {'-' if eff is None else f'{eff:.2f}'}"
                     + (f"  FAILED: {err}" if err is not None else ""))))
     rows: list[CompareRow] = []

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 
@@ -24,6 +25,10 @@ def test_compare_writes_runs_json_png_and_a_table(comparison) -> None:
     out, proc = comparison
     lines = proc.stdout.splitlines()
     assert lines[0].startswith("[1/2] max ") and lines[1].startswith("[2/2] packed ")
+    # each piped line counts in the right number: '3 steps, 1 compile, ...'
+    for line in lines[:2]:
+        n = int(re.search(r", (\d+) compiles?, ", line).group(1))
+        assert f", {n} compile{'' if n == 1 else 's'}, " in line, line
     assert "\x1b" not in proc.stdout + proc.stderr  # piped: no live lines, no colour
     assert "real tok/s" in proc.stdout and "packed / max" in proc.stdout
     data = json.loads((out / "compare.json").read_text())

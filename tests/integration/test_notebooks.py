@@ -70,6 +70,8 @@ def test_notebooks_are_listed() -> None:
         assert "-c" in setup.source and '"torch", "torch_xla"' in setup.source
         assert "[xla]" not in setup.source and "ORG" not in setup.source
         assert 'LAZYSCOPE_SOURCE = ""' in setup.source
+        # pandas comes along (run.steps_frame(); a fresh Jupyter venv lacks it, Colab has it)
+        assert '"tensorboard-plugin-profile", "pandas"]' in setup.source
         assert book.metadata["accelerator"] == "TPU"
         assert all(not c.get("outputs") for c in book.cells if c.cell_type == "code")
 

@@ -739,9 +739,9 @@ def declared_buckets(fam: SiteCompiles, run: Run) -> list[int]:
     recompilation of ``fam`` only moves dimensions between them and the family has no more graphs
     than there are buckets; else ``[]``."""
     declared = run.meta.info.get(DECLARED_BUCKETS)
-    if not declared or not fam.recompiles or fam.graphs > len(declared):
+    sizes = {b for b in declared if isinstance(b, int)} if isinstance(declared, list) else set()
+    if not sizes or not fam.recompiles or fam.graphs > len(sizes):
         return []
-    sizes = {int(b) for b in declared if isinstance(b, int)}
     for r in fam.recompiles:
         if not r.changes or any(c.what != "dim" or c.before not in sizes or c.after not in sizes
                                 for c in r.changes):

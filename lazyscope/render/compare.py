@@ -82,7 +82,7 @@ def render_compare_text(result: Comparison) -> str:
         lines.append(
             f"  {_label(r):<{w}} {r.compiles:>8} {r.distinct_graphs:>6} "
             f"{r.compile_s:>10.2f} {r.execute_s:>10.2f} {r.wall_s:>8.2f} "
-            f"{r.tokens_per_s:>11.0f} {_eff(r.padding_efficiency):>8}  {status}"
+            f"{r.tokens_per_s:>11,.0f} {_eff(r.padding_efficiency):>8}  {status}"
         )
     repeats = [r for r in rows if len(r.repeats) > 1]
     if repeats:

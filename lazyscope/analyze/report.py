@@ -269,7 +269,7 @@ def _distinct_graphs(run: Run) -> int:
 
 
 def verdict(backend: str, summary: Summary, capabilities: Capabilities, findings: list[Finding],
-            notes: list[Finding], eager_mode: bool) -> tuple[str, bool]:
+            notes: list[Finding]) -> tuple[str, bool]:
     """One line that says what matters most, and whether the run is clean: from the typed
     findings and the summary, never from a finding's sentences."""
     b = backend
@@ -281,8 +281,8 @@ def verdict(backend: str, summary: Summary, capabilities: Capabilities, findings
     recompiles = [f for f in findings if f.kind == "recompile"]
     compiles = summary.compiles if summary.compiles is not None else 0
     unexplained = bool(compiles and summary.distinct_graphs == 0 and capabilities.lazy
-                       and "compile" in capabilities.events and not eager_mode)
-    if eager_mode:
+                       and "compile" in capabilities.events and not summary.eager_mode)
+    if summary.eager_mode:
         main = say(b, "verdict_eager_mode", compiles=compiles, executions=summary.executions)
     elif recompiles:
         count = sum(f.count for f in recompiles)
@@ -364,8 +364,7 @@ def build_report(run: Run, *, warmup_steps: int | None = None,
         b, sites=sites, syncs=syncs, fallbacks=fallbacks, breaks=breaks, eagers=eagers,
         steps=len(run.steps), graph_shapes=bool(run.meta.info.get("graph_shapes", True)),
         wall_seconds=summary.wall_seconds, sources=sources)
-    text, clean = verdict(b, summary, run.meta.capabilities, findings, notes,
-                          eager_mode=bool(run.meta.info.get("eager_mode")))
+    text, clean = verdict(b, summary, run.meta.capabilities, findings, notes)
     rows, total = _compilation_rows(run, MAX_COMPILE_ROWS)
     series = step_series(run.steps)
     per_step_syncs = syncs_per_step(run)

@@ -64,8 +64,7 @@ def _declare(buckets: Sequence[int]) -> None:
     bounded set, however short the run (a 16-step run meets 7 of 8 buckets, most of them once)."""
     trace_ = active()
     if trace_ is not None:
-        known = trace_.recorder.writer.meta.info.get(DECLARED_BUCKETS) or []
-        trace_.recorder.set_info(**{DECLARED_BUCKETS: sorted({*known, *buckets})})
+        trace_.recorder.add_to_info(DECLARED_BUCKETS, buckets)
 
 
 def lengths_of(dataset: Any, key: str = "input_ids") -> list[int]:

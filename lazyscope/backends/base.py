@@ -35,7 +35,7 @@ import os
 import threading
 import time
 import weakref
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -134,6 +134,16 @@ class Recorder:
             return
         with self._lock:
             self.writer.meta.info.update(info)
+            self._write_meta()
+
+    def add_to_info(self, key: str, values: Iterable[Any]) -> None:
+        """Merge ``values`` into the sorted set of values ``meta.json`` ``info[key]`` holds (a
+        read and a write under one lock, so two callers never lose each other's values)."""
+        if self.forgotten:
+            return
+        with self._lock:
+            info = self.writer.meta.info
+            info[key] = sorted({*(info.get(key) or []), *values})
             self._write_meta()
 
     def note(self, text: str) -> None:

@@ -40,6 +40,7 @@ import re
 import site
 import sys
 import sysconfig
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -185,14 +186,26 @@ def bound_stack(frames: list[Frame]) -> Stack:
     return tuple(lead + users)
 
 
-def capture_stack(skip: int = 1) -> Stack:
-    """The caller's stack (``skip`` frames above this call), bounded as :func:`bound_stack`.
+def is_own_file(file: str) -> bool:
+    """A file of lazyscope's own package."""
+    try:
+        return str(Path(file).resolve()).startswith(_PACKAGE_DIR)
+    except (OSError, RuntimeError):
+        return False
+
+
+def capture_stack(skip: int = 1, *, above: Callable[[str], bool] | None = None) -> Stack:
+    """The caller's stack (``skip`` frames above this call), bounded as :func:`bound_stack`;
+    with ``above``, the innermost frames whose file it holds true for are left out too (the
+    machinery that reported an event, rather than the code it happened in).
 
     Walks frames directly (no traceback objects, no source lines read)."""
     try:
         f: Any = sys._getframe(skip + 1)
     except ValueError:  # a shallow stack (the autograd engine's thread)
         return ()
+    while above is not None and f is not None and above(f.f_code.co_filename):
+        f = f.f_back
     lead: list[Frame] = []
     users: list[Frame] = []
     while f is not None and len(users) < MAX_USER_FRAMES:

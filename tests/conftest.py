@@ -22,7 +22,10 @@ os.environ.setdefault("PJRT_DEVICE", "CPU")
 def lazyscope_cmd(*args: str, cwd: Path | None = None, timeout: float = 600,
                   env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     """Run the real `lazyscope` CLI in a fresh process (python -m lazyscope)."""
-    full_env = {**os.environ, "PJRT_DEVICE": "CPU", "PYTHONPATH": str(REPO), **(env or {})}
+    # the checkout first; a PYTHONPATH already set stays after it (a checkout run without
+    # installing reaches lazyscope_scenarios through it)
+    path = os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH", "")) if p)
+    full_env = {**os.environ, "PJRT_DEVICE": "CPU", "PYTHONPATH": path, **(env or {})}
     return subprocess.run(
         [sys.executable, "-m", "lazyscope", *args],
         cwd=cwd or REPO, env=full_env, capture_output=True, text=True, timeout=timeout,

@@ -215,3 +215,36 @@ def test_cuda_sync_events_name_the_user_line(tmp_path: Path) -> None:
     syncs = list(load_run(out).events.iter("sync"))
     assert len(syncs) >= 4
     assert all(e.site.file.endswith("lazytensor_dynamic.py") for e in syncs)
+
+
+@pytest.mark.gpu
+def test_cuda_syncs_of_a_compiled_loop_at_their_lines_with_the_stall(tmp_path: Path) -> None:
+    """``.cpu()`` after the compiled forward and ``loss.item()`` after the backward: two syncs a
+    step, each at its line, each with the time the host waited for the GPU (seconds > 0; the
+    ``.item()`` waits for a backward of 4 layers of 8192x4096x4096, milliseconds on any GPU).
+    Other syncs may be there too (``.cuda()`` copies the weights from pageable memory)."""
+    if not _cuda_available():
+        pytest.skip("no CUDA device: torch.cuda.set_sync_debug_mode sync events need a GPU")
+    script = PITFALLS / "cuda_syncs.py"
+    lines = [i for i, ln in enumerate(script.read_text().splitlines(), 1)
+             if "# lazyscope-expect: sync" in ln]
+    out = tmp_path / "syncs"
+    proc = lazyscope_cmd("trace", "--backend", "compile", "--device", "cuda", "--out", str(out),
+                         "--no-views", str(script), timeout=600)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    syncs = list(load_run(out).events.iter("sync"))
+    by_line: dict[int, list] = {}
+    for e in syncs:
+        assert e.site is not None and e.site.file.endswith("cuda_syncs.py"), e.site
+        by_line.setdefault(e.site.line, []).append(e)
+    assert set(lines) <= set(by_line), (sorted(by_line), lines)
+    for line in lines:
+        events = by_line[line]
+        assert len(events) >= 6  # one a step at least
+        stalls = sorted(e.seconds for e in events)
+        assert stalls[len(stalls) // 2] > 1e-4, (line, stalls)  # the median step waited
+    text = lazyscope_cmd("report", str(out))
+    assert text.returncode == 0
+    print(text.stdout)
+    for line in lines:
+        assert f"cuda_syncs.py:{line}" in text.stdout

@@ -11,8 +11,10 @@ Same run model and report as the XLA backend. What a step is, and how it is time
   steps: a script without ``lazyscope.barrier()`` still gets every one, at its line.
 * Host syncs (``sync`` events, with the user's line) come from
   ``torch.cuda.set_sync_debug_mode("warn")`` on CUDA: each warning is recorded with the Python
-  stack at that moment and not printed. On the CPU there is no device to wait for: the
-  capabilities say so.
+  stack at that moment and not printed, and with the time the host waited (the event's seconds)
+  when Python read the value through a tensor method (``.item()``, ``.cpu()``, ``.tolist()``,
+  ``if t:`` ...; :mod:`lazyscope.backends.pytorch.stalls`). On the CPU there is no device to
+  wait for: the capabilities say so.
 * Steps measure wall time and compilations; PyTorch has no per-step counters of executions or
   transfers, so those fields are absent (``meta.capabilities``), never 0.
 
@@ -32,12 +34,19 @@ from typing import Any
 
 from lazyscope.backends.base import Collector, Recorder, Runtime, TraceOptions, active
 from lazyscope.backends.pytorch.dynamo import DynamoCollector
+from lazyscope.backends.pytorch.stalls import StallTimer
 from lazyscope.errors import MissingDependencyError, UsageError
-from lazyscope.frames import capture_stack
+from lazyscope.frames import capture_stack, is_own_file
 from lazyscope.model import Capabilities, Execute, Sync
 
 SYNC_WARNING = "called a synchronizing CUDA operation"
 STEP_FIELDS = ["wall_s", "t_end_s", "compile_count", "compile_s"]
+
+
+def _warning_machinery(file: str) -> bool:
+    """The frames between a CUDA sync and the warning's handler: the warnings module's and
+    lazyscope's own (the stall clock)."""
+    return file == warnings.__file__ or is_own_file(file)
 
 
 def resolve_device(choice: str | None) -> str:
@@ -131,6 +140,7 @@ class TorchCollector(Collector):
         self._dynamo: DynamoCollector | None = None
         self._t_last = 0.0
         self._sync_state: tuple[Any, Any] | None = None
+        self._stalls: StallTimer | None = None
 
     def capabilities(self) -> Capabilities:
         return Capabilities(
@@ -199,6 +209,8 @@ class TorchCollector(Collector):
                                 "torch")
             return
         previous_mode = torch.cuda.get_sync_debug_mode()
+        self._stalls = StallTimer(self._record_sync)
+        self._stalls.install(torch.Tensor)
         saved = self._capture_sync_warnings()
         torch.cuda.set_sync_debug_mode("warn")
         self._sync_state = (previous_mode, saved)
@@ -214,16 +226,24 @@ class TorchCollector(Collector):
         def showwarning(message: Any, category: Any, filename: str, lineno: int,
                         file: Any = None, line: str | None = None) -> None:
             if SYNC_WARNING in str(message):
-                self._record_sync(str(message))
+                # where the program made the read: above the warnings module, which called
+                # this, and lazyscope's own clock around the read
+                stack = capture_stack(1, above=_warning_machinery)
+                if self._stalls is not None:
+                    self._stalls.sync(str(message), stack)
+                else:
+                    self._record_sync(str(message), stack, 0.0)
                 return
             previous_show(message, category, filename, lineno, file, line)
 
         warnings.showwarning = showwarning
         return saved
 
-    def _record_sync(self, message: str) -> None:
+    def _record_sync(self, message: str, stack: Any, stall: float) -> None:
+        """One sync event: where (``stack``), and how long the host waited (``stall``; 0 when
+        the read was not one lazyscope times)."""
         if self._recorder is not None:
-            self._recorder.event("sync", stack=capture_stack(2),
+            self._recorder.event("sync", stack=stack, seconds=stall,
                                  payload=Sync(read="CUDA sync", message=message.strip()))
 
     def stop(self) -> None:
@@ -234,6 +254,9 @@ class TorchCollector(Collector):
             torch.cuda.set_sync_debug_mode(mode)
             saved.__exit__(None, None, None)
             self._sync_state = None
+            if self._stalls is not None:
+                self._stalls.remove()
+                self._stalls = None
         if self._recorder is None:
             return
         try:

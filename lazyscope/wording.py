@@ -120,6 +120,9 @@ BASE: dict[str, str] = {
                       "torch._dynamo.config.capture_scalar_outputs = True",
     "break_fix_print": "remove print()/logging of tensors from the compiled function, or log "
                        "outside it",
+    "break_fix_context": "move the context manager out of the compiled function (or what breaks "
+                         "the graph inside it: torch.compile cannot resume inside a context "
+                         "manager it does not know, so it gives up on the whole function)",
     "break_fix_explicit": "a torch._dynamo.graph_break() is called here: remove it if it is not "
                           "needed",
     "break_fix_hints": "{hints}",

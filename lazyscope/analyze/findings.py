@@ -555,6 +555,8 @@ def break_finding(backend: str, b: BreakSite) -> Finding:
     if "graph_break()" in low or "explicit" in low or \
             b.kind == "Call to `torch._dynamo.graph_break()`":
         fix = say(backend, "break_fix_explicit")
+    elif b.kind == "whole function" and "context manager" in low:
+        fix = say(backend, "break_fix_context")
     elif "item" in low or "scalar" in low or "tolist" in low:
         fix = say(backend, "break_fix_item")
     elif "print" in low or "logging" in low:

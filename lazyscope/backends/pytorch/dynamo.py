@@ -11,8 +11,9 @@ torch degrades to a recorded note instead of a crash:
   callback) and at every barrier.
 * ``torch._dynamo.callback.callback_handler`` start callbacks: the Python stack when a
   compilation starts, so a compilation is tied to the user's line that called the function.
-* ``torch._dynamo.symbolic_convert.log_graph_break`` (wrapped for the trace): the reason and the
-  user's stack of each graph break.
+* ``torch._dynamo.symbolic_convert.log_graph_break`` (wrapped for the trace; a function up to
+  torch 2.9, a method of ``InstructionTranslatorBase`` from 2.10 on): the reason and the user's
+  stack of each graph break.
 * ``torch._dynamo.convert_frame.ConvertFrameAssert.__call__`` (wrapped for the trace): the frame
   dynamo is about to compile, and the ``__compiled_fn_*`` globals its compilation installs in the
   frame's module (the transformed bytecode loads them by name at every call: replaced for the
@@ -39,6 +40,9 @@ from lazyscope.backends.base import Recorder
 from lazyscope.frames import bound_stack, capture_stack, frames_from_summary, make_frame
 from lazyscope.model import Change, Compile, EagerFallback, GraphBreak, GraphInput, Stack
 
+#: torch >= 2.10 logs a graph break dynamo cannot recover from (then skips the whole function)
+#: with this in its reason
+WHOLE_FUNCTION_SKIP = "Skipping the function and falling back to eager"
 #: compilation records kept by torch; raised for the trace so a busy step loses none
 METRICS_LIMIT = 4096
 
@@ -163,6 +167,8 @@ class DynamoCollector:
         #: functions that hit the recompile limit, with the stack of that call, until dynamo's
         #: record of the failed attempt arrives
         self._limit_pending: list[tuple[tuple[str, int, str], Stack]] = []
+        #: the function dynamo is converting now and the stack of its call
+        self._attempt: tuple[tuple[str, int, str], Stack] | None = None
         #: compile id -> the function its forward compiled and the stack that called it
         #: (backward records carry neither)
         self._functions: dict[str, tuple[str, Stack]] = {}
@@ -217,6 +223,8 @@ class DynamoCollector:
                 key = (code.co_filename, code.co_firstlineno, code.co_name)
                 inputs = frame_arguments(frame.f_locals)
                 before = compiled_globals(frame.f_globals)
+                # the call site, should this attempt hit the recompile limit without raising
+                collector._attempt = (key, capture_stack(1))
             except Exception:  # noqa: BLE001 - never break the user's compile
                 inputs = []
             try:
@@ -297,27 +305,55 @@ class DynamoCollector:
     def _install_graph_break_hook(self) -> None:
         try:
             import torch._dynamo.symbolic_convert as sc
+        except ImportError:
+            sc = None
+        if sc is not None and callable(getattr(sc, "log_graph_break", None)):
+            self._hook_break_function(sc)
+        elif sc is not None and callable(
+                getattr(getattr(sc, "InstructionTranslatorBase", None), "log_graph_break", None)):
+            self._hook_break_method(sc.InstructionTranslatorBase)
+        else:
+            self.notes.append("graph breaks: torch._dynamo.symbolic_convert has no "
+                              "log_graph_break in this torch; graph breaks are not collected")
 
-            orig = sc.log_graph_break
-        except (ImportError, AttributeError):
-            self.notes.append("graph breaks: symbolic_convert.log_graph_break is unavailable in "
-                              "this torch; graph breaks are not collected")
-            return
+    def _hook_break_function(self, sc: Any) -> None:
+        """torch <= 2.9: ``log_graph_break(code_options, reason, exc_info, user_stack)``."""
+        orig = sc.log_graph_break
 
         def log_graph_break(code_options: Any, reason: str = "", *args: Any, **kwargs: Any) -> Any:
             try:
-                self._record_break(code_options, str(reason), args, kwargs)
+                stack = kwargs.get("user_stack")
+                if stack is None and len(args) >= 2:
+                    stack = args[1]
+                self._record_break(code_options, str(reason), stack)
             except Exception:  # noqa: BLE001 - never break the user's compile
                 pass
             return orig(code_options, reason, *args, **kwargs)
 
         sc.log_graph_break = log_graph_break
-        self._orig_log_graph_break = orig
+        self._orig_log_graph_break = (sc, "log_graph_break", orig)
 
-    def _record_break(self, code_options: Any, reason: str, args: Any, kwargs: Any) -> None:
-        stack = kwargs.get("user_stack")
-        if stack is None and len(args) >= 2:
-            stack = args[1]
+    def _hook_break_method(self, cls: Any) -> None:
+        """torch >= 2.10: ``InstructionTranslatorBase.log_graph_break(self, code_options,
+        reason, exc)``, once per exception (``exc.logged``); the stack is ``exc.real_stack``."""
+        orig = cls.__dict__["log_graph_break"]
+
+        def log_graph_break(tx: Any, code_options: Any, reason: str = "", exc: Any = None,
+                            *args: Any, **kwargs: Any) -> Any:
+            try:
+                # a break dynamo cannot split around skips the whole function: that attempt
+                # compiles nothing and is recorded from its metrics (runs eagerly at every call)
+                if not getattr(exc, "logged", False) and WHOLE_FUNCTION_SKIP not in str(reason):
+                    self._record_break(code_options, str(reason),
+                                       getattr(exc, "real_stack", None))
+            except Exception:  # noqa: BLE001 - never break the user's compile
+                pass
+            return orig(tx, code_options, reason, exc, *args, **kwargs)
+
+        cls.log_graph_break = log_graph_break
+        self._orig_log_graph_break = (cls, "log_graph_break", orig)
+
+    def _record_break(self, code_options: Any, reason: str, stack: Any) -> None:
         if stack is None:
             import torch._guards
 
@@ -348,9 +384,8 @@ class DynamoCollector:
             cls.__call__ = orig
             self._orig_convert = None
         if self._orig_log_graph_break is not None:
-            import torch._dynamo.symbolic_convert as sc
-
-            sc.log_graph_break = self._orig_log_graph_break
+            owner, name, orig = self._orig_log_graph_break
+            setattr(owner, name, orig)
             self._orig_log_graph_break = None
         if self._callbacks:
             from torch._dynamo.callback import callback_handler
@@ -385,7 +420,7 @@ class DynamoCollector:
             # an attempt that compiled nothing: the recompile limit, or dynamo giving up
             stack = self._start_frames.pop(key, ())
             if "RecompileLimit" in fail or "limit" in str(_get(record, "fail_reason")).lower():
-                self._eager_fallback(record)
+                self._eager_fallback(record, stack)
             elif _get(record, "is_forward") is not None:
                 self._whole_function(record, stack)
             return
@@ -427,9 +462,17 @@ class DynamoCollector:
         self.recorder.event("graph_break", stack=bound_stack(frames), payload=GraphBreak(
             reason=reason_text, hints=hints, kind=WHOLE_FUNCTION, function=function_of(record)))
 
-    def _eager_fallback(self, record: Any) -> None:
+    def _eager_fallback(self, record: Any, started: Stack = ()) -> None:
+        """The recompile limit: the call site from dynamo's exception (torch <= 2.9 raises it
+        through the frame hook), else the attempt's start callback's or the frame hook's (later
+        torch returns instead of raising)."""
         reason = str(_get(record, "recompile_reason") or "")
-        key, stack = self._limit_pending.pop(0) if self._limit_pending else (None, ())
+        if self._limit_pending:
+            key, stack = self._limit_pending.pop(0)
+        elif not started and self._attempt is not None:
+            key, stack = self._attempt
+        else:
+            key, stack = None, started
         function = (f"{key[2]} ({key[0]}:{key[1]})" if key else
                     function_of(record) if _get(record, "co_name") else "a compiled function")
         try:

@@ -35,6 +35,7 @@ if the installed GPT-2 has none, with a note).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import sys
 import time
 import warnings
@@ -72,7 +73,11 @@ class Preset(NamedTuple):
 PRESETS: dict[str, Preset] = {
     "tiny": Preset(dim=64, layers=2, heads=4, vocab=1024, max_len=128, batch=8),
     "small": Preset(dim=128, layers=4, heads=4, vocab=1024, max_len=256, batch=8),
+    # the reference article's GPT-2 (seeds/000): 24 layers, n_embd 1024, 16 heads, its
+    # vocabulary of 1024, lengths up to 1024, batch 32 (a GPU's size)
+    "seed": Preset(dim=1024, layers=24, heads=16, vocab=1024, max_len=1024, batch=32),
 }
+ATTENTION = ["sdpa", "eager", "flash_attention_2"]
 
 
 # ------------------------------------------------------------------------------ the data
@@ -210,10 +215,16 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--batching", choices=["random", "grouped"], default="random",
                         help="random batches, or a length-grouped sampler (sorted pools)")
     parser.add_argument("--optimizer", choices=["adamw", "sgd"], default="adamw")
+    parser.add_argument("--attention", choices=ATTENTION, default="sdpa",
+                        help="transformers' attn_implementation (flash_attention_2 needs the "
+                        "flash-attn package and a GPU; the run is skipped without them)")
+    parser.add_argument("--autocast", choices=["none", "bf16"], default="none",
+                        help="bf16: torch.autocast around forward and loss (the article's "
+                        "setting on the GPU; eager/compile backends)")
     parser.add_argument("--lengths", type=lengths_file, default=None, metavar="FILE",
                         help="draw lengths from this file (one per line) instead of uniform")
     parser.add_argument("--batch", type=positive_int, default=None,
-                        help="rows per step (default: the preset's, 8)")
+                        help="rows per step (default: the preset's: 8, 32 for seed)")
     parser.add_argument("--max-len", type=positive_int, default=None,
                         help="max length: n_positions, pad-to-max and packed row length "
                         "(default: the preset's, 128 for tiny)")
@@ -283,11 +294,25 @@ def main(argv: list[str] | None = None) -> int:
     gen = torch.Generator().manual_seed(args.seed + 1)
     train = args.mode == "train"
 
+    if args.autocast != "none" and args.backend == "xla":
+        from lazyscope.errors import UsageError
+
+        raise UsageError("--autocast is for the eager/compile backends")
     torch.manual_seed(args.seed)
-    model, attn = build_model(p, "sdpa")
-    if attn != "sdpa":
-        lazyscope.note(f"transformers {transformers.__version__} GPT2 has no sdpa attention: "
-                       f"it runs {attn} attention")
+    model, attn = build_model(p, args.attention)
+    if attn != args.attention:
+        why = (f"transformers {transformers.__version__} GPT2 cannot use "
+               f"attn_implementation={args.attention!r} here")
+        if args.attention == "flash_attention_2":
+            # not installed / no GPU: an ok run with zero steps, never faked
+            reason = f"{why} (pip install flash-attn; it needs a CUDA GPU)"
+            lazyscope.set_info(scenario=SCENARIO, preset=args.preset, mode=args.mode,
+                               attention=args.attention, skipped=reason)
+            lazyscope.note(f"skipped: {reason}")
+            print(f"hf-gpt2 {args.preset} {args.mode} attention={args.attention}: skipped: "
+                  f"{reason}")
+            return 0
+        lazyscope.note(f"{why}: it runs {attn} attention")
     may_pack = args.padding == "auto" or args.padding.startswith("packed")
     honoured = document_mask_honoured(attn) if may_pack else None
     # auto packs only when this transformers keeps the documents of a packed row apart
@@ -312,7 +337,7 @@ def main(argv: list[str] | None = None) -> int:
     lazyscope.set_info(
         scenario=SCENARIO, preset=args.preset, policy=args.padding,
         mode=args.mode, attention=attn, attn_implementation=attn, causal=True,
-        optimizer=args.optimizer, dim=p.dim, layers=p.layers, heads=p.heads,
+        optimizer=args.optimizer, autocast=args.autocast, dim=p.dim, layers=p.layers, heads=p.heads,
         vocab=p.vocab, max_len=p.max_len, batch=p.batch, seed=args.seed,
         lengths_source="file" if args.lengths else "uniform", params=params,
         transformers=transformers.__version__, document_mask=honoured, **policy_info(plan),
@@ -343,8 +368,10 @@ def main(argv: list[str] | None = None) -> int:
                                 lengths=batch.lengths)
         with runtime.step(i, "train_step" if train else "eval_step"):
             x = model_inputs(batch, dev)
+            amp = (torch.autocast(dev.type, dtype=torch.bfloat16) if args.autocast == "bf16"
+                   else contextlib.nullcontext())
             if train:
-                with runtime.region("forward"):
+                with runtime.region("forward"), amp:
                     loss = model(**x).loss
                 with runtime.region("backward"):
                     opt.zero_grad(set_to_none=True)
@@ -352,7 +379,7 @@ def main(argv: list[str] | None = None) -> int:
                 with runtime.region("optimizer"):
                     opt.step()
             else:
-                with torch.no_grad(), runtime.region("forward"):
+                with torch.no_grad(), runtime.region("forward"), amp:
                     loss = model(**x).loss
     final = float(loss.item()) if loss is not None else float("nan")  # waits for the device
     wall = time.perf_counter() - t0

@@ -272,7 +272,7 @@ class Varlen(Concat):
         name, fn = impl
         q1, k1, v1 = (t[0].transpose(0, 1) for t in (q, k, v))
         if name.startswith("torch"):
-            out = fn(q1, k1, v1, cu, cu, max_len, max_len, is_causal=True)
+            out = fn(q1, k1, v1, cu, cu, max_len, max_len, **_torch_varlen_causal(fn))
         else:
             out = fn(q1, k1, v1, cu_seqlens_q=cu, cu_seqlens_k=cu, max_seqlen_q=max_len,
                      max_seqlen_k=max_len, causal=True)
@@ -287,15 +287,25 @@ class Varlen(Concat):
                     "flash-attn is not installed (pip install flash-attn; it needs a CUDA GPU)")
         if device != "cuda":
             return f"varlen: {impl[0]} needs a CUDA device (this run is on {device})"
-        if impl[0].startswith("torch"):
-            try:
-                params = inspect.signature(impl[1]).parameters
-            except (TypeError, ValueError):
-                params = {}
-            if params and "is_causal" not in params:
-                return (f"varlen: this torch's {impl[0]} takes no is_causal: it cannot run "
-                        "the causal decoder")
+        if impl[0].startswith("torch") and _torch_varlen_causal(impl[1]) is None:
+            return (f"varlen: this torch's {impl[0]} takes neither is_causal nor window_size: "
+                    "it cannot run the causal decoder")
         return None
+
+
+def _torch_varlen_causal(fn: Callable[..., Any]) -> dict[str, Any] | None:
+    """The keyword that makes ``torch.nn.attention.varlen.varlen_attn`` causal in this torch:
+    ``is_causal=True`` (its first form), ``window_size=(-1, 0)`` (later ones, which dropped
+    is_causal), or None when it takes neither."""
+    try:
+        params = inspect.signature(fn).parameters
+    except (TypeError, ValueError):
+        return {"is_causal": True}
+    if "is_causal" in params:
+        return {"is_causal": True}
+    if "window_size" in params:
+        return {"window_size": (-1, 0)}
+    return None
 
 
 class Flex(Variant):
@@ -315,8 +325,13 @@ class Flex(Variant):
         return create_block_mask(causal_document, batch.rows, None, n, n, device=str(dev))
 
     def attend(self, q: Any, k: Any, v: Any, mask: Any) -> Any:
+        """Inductor's CPU template of flex attention refuses q, k, v that are views of one
+        buffer (``chunk`` of the fused projection): they get their own copies there; the CUDA
+        template reads the strided views as they are."""
         from torch.nn.attention.flex_attention import flex_attention
 
+        if q.device.type == "cpu":
+            q, k, v = (t.contiguous() for t in (q, k, v))
         return flex_attention(q, k, v, block_mask=mask)
 
     def unavailable(self, device: str) -> str | None:

@@ -15,21 +15,17 @@ graph of one function). A call site is not a role (one ``trainer.train()`` line 
 graph of a Hugging Face program): the train step, the eval step, the logging step and the first
 optimizer step are different families, and a graph is never diffed with another family's.
 
-**Reuse.** Each graph's executions come from the backend's ``execute`` events (XLA: torch_xla's
-execution analysis of every execution, by graph hash). A family *churns* (a recompile finding)
-when new graphs keep appearing and the graphs made run few times each:
-
-* at least :data:`CHURN_ONE_SHOTS` of its graphs ran only once, and they are at least half of
-  its graphs (a graph that ran once was compiled for one step and thrown away); or
-* it holds at least :data:`MANY_GRAPHS` graphs that ran fewer than :data:`FEW_RUNS` times on
-  average (a long pad-to-longest run, where lengths repeat now and then).
-
-Why these numbers: the first clause needs two throw-away graphs (one is a one-off: a last partial
-batch), and half of the family so that a family of reused buckets with one odd graph is not
-flagged; it holds for short runs (8 steps of varying lengths: 8 graphs, each run once). The
-second catches churn that sometimes repeats: 1,000 steps of lengths uniform in 1..512 make ~440
-graphs run ~2.3 times each, of which only a third ran once; 16 graphs is twice the largest
-bucket count ``lazyscope advise`` proposes, so correct bucketing never reaches it.
+**Novelty.** Each graph's executions come from the backend's ``execute`` events (XLA: torch_xla's
+execution analysis of every execution, by graph hash; torch.compile: the calls of each compiled
+variant). A family *churns* (a recompile finding) when it keeps making new graphs: judged by
+:mod:`lazyscope.analyze.novelty` from how many graphs ran once and twice, how often the run's
+second half still met new ones, and the sizes the varying dimension took, as the graphs still
+expected over the user's run (``meta.json`` info ``planned_steps`` when known, else
+:data:`~lazyscope.analyze.novelty.DEFAULT_HORIZON` more steps) priced at the compile seconds
+measured here against the run's steady step time. However often some of its graphs were
+reused, a family that keeps meeting new ones costs; a bounded set met early (buckets, train and
+eval, a burst of graphs in the first step) does not, however many compilations its warm-up
+took. The rule is proved over simulated runs in ``tests/unit/test_novelty.py``.
 
 A family whose recompilations only move dimensions between the bucket lengths the program
 declared (``lazyscope.data.PadToBuckets`` writes them to ``meta.json`` info
@@ -69,6 +65,8 @@ from typing import Any
 import numpy as np
 
 from lazyscope.analyze.events import distinct, id_counts, id_first, pairs
+from lazyscope.analyze.makers import ShapeMaker, shape_maker
+from lazyscope.analyze.novelty import DEFAULT_HORIZON, MIN_NEW, Outlook, outlook
 from lazyscope.model import (
     KIND_CODE,
     OWNER_LIBRARY,
@@ -83,11 +81,13 @@ from lazyscope.model import (
     user_site,
 )
 
-#: a family churns when at least this many of its graphs ran once ...
+#: where executions per graph are not recorded, a family churns from this many variants of its
+#: first graph (and from this many graphs compiled again after the cache dropped them)
 CHURN_ONE_SHOTS = 2
-#: ... or when it holds this many graphs, run fewer than FEW_RUNS times each on average
-MANY_GRAPHS = 16
-FEW_RUNS = 4.0
+#: ``meta.json`` info keys that give the number of steps the user's run will take (a Trainer's
+#: ``max_steps``) and the largest length a varying dimension can take
+PLANNED_STEPS = "planned_steps"
+LARGEST_KEYS = ("max_len", "max_length", "model_max_length")
 #: compile-free steps in a row that end the run's warm-up (later variants are "late")
 QUIET_STEPS = 2
 #: a late variant run at most this share of the family's most used graph's runs is "rare"
@@ -102,6 +102,7 @@ EVICTED = "evicted"
 CHURN = "churn"  # a finding: graphs keep being made and are not reused
 LATE = "late"  # a note: a variant compiled after warm-up
 REUSED = "reused"  # several variants, each reused (a reuse note)
+CHEAP = "cheap"  # keeps making graphs, each too cheap to cost the run (nothing to say)
 SINGLE = "single"  # one graph: nothing to say
 FIXED = "fixed"  # --warmup-steps: compilations from that step on count
 
@@ -193,6 +194,10 @@ class SiteCompiles:
     #: the bucket lengths the program declared (lazyscope.data.PadToBuckets) that this family's
     #: varying dimensions stay within; empty when it has none or leaves them
     declared: list[int] = field(default_factory=list)
+    #: the graphs still expected over the user's run and their cost (executions known)
+    outlook: Outlook | None = None
+    #: the DataLoader whose batches made the varying sizes (lazyscope.analyze.makers)
+    maker: ShapeMaker | None = None
 
     @property
     def executions_known(self) -> bool:
@@ -595,7 +600,7 @@ def explain_recompiles(run: Run) -> list[SiteCompiles]:
         combo_site[n] = site_keys[key]
     event_site = combo_site[inverse]
     known = _executions(ev)
-    context = _Context(run, known, warmup_end(run))
+    context = _context(run, known)
     families: list[SiteCompiles] = []
     forward_family: dict[str, SiteCompiles] = {}
     for s_no, (site, stack, phase, function) in enumerate(sites):
@@ -623,6 +628,50 @@ class _Context:
     run: Run
     executions: tuple[dict[int, int], dict[int, int]] | None
     steady_from: int
+    #: the run's steady step time (steps that compiled nothing; all steps when none)
+    step_seconds: float = 0.0
+    #: the steps the outlook is priced over
+    horizon: int = DEFAULT_HORIZON
+    #: the largest size a varying length can take, when the run says
+    largest: int | None = None
+    #: the steps of the user's whole run, when the run says
+    planned: int | None = None
+
+
+def _context(run: Run, known: tuple[dict[int, int], dict[int, int]] | None) -> _Context:
+    return _Context(run, known, warmup_end(run), step_run_seconds(run), *_horizon(run))
+
+
+def step_run_seconds(run: Run) -> float:
+    """What a step costs without compiling: the median wall time of the steps that compiled
+    nothing (at least 3 of them), else the median of every step's wall time less its compile
+    time (a run that compiled in every step)."""
+    walls = run.steps.col("wall_s")
+    if walls is None or not len(walls):
+        return 0.0
+    w = np.asarray(walls, dtype=float)
+    compiles = run.steps.col("compile_count")
+    if compiles is not None:
+        quiet = w[(np.asarray(compiles) == 0) & np.isfinite(w)]
+        if len(quiet) >= 3:
+            return float(np.median(quiet))
+    spent = run.steps.col("compile_s")
+    if spent is not None:
+        w = w - np.nan_to_num(np.asarray(spent, dtype=float))
+    w = w[np.isfinite(w)]
+    return float(max(0.0, np.median(w))) if len(w) else 0.0
+
+
+def _horizon(run: Run) -> tuple[int, int | None, int | None]:
+    """(the steps to price over, the largest length, the user's whole run) from the run."""
+    steps = len(run.steps)
+    info = run.meta.info
+    planned = info.get(PLANNED_STEPS)
+    largest = next((v for k in LARGEST_KEYS if isinstance(v := info.get(k), int) and v > 0),
+                   None)
+    if isinstance(planned, int) and planned > steps:
+        return planned - steps, largest, planned
+    return DEFAULT_HORIZON, largest, None
 
 
 def _explain_site(ctx: _Context, site: Frame | None, stack: Stack, phase: str, function: str,
@@ -703,6 +752,11 @@ def _explain_site(ctx: _Context, site: Frame | None, stack: Stack, phase: str, f
         _judge(fam, ctx)
         fam.varying = _varying(fam.counted if fam.verdict in (CHURN, LATE, FIXED)
                                else fam.recompiles)
+        makers = [shape_maker([x for x in v.values if isinstance(x, int)],
+                              ctx.run.meta.info.get("loaders"))
+                  for v in _varying(fam.recompiles) if v.what == "dim"]
+        found = [m for m in makers if m is not None]
+        fam.maker = max(found, key=lambda m: m.matched) if found else None
         out.append(fam)
     return out
 
@@ -749,6 +803,58 @@ def declared_buckets(fam: SiteCompiles, run: Run) -> list[int]:
     return sorted(sizes)
 
 
+def family_outlook(fam: SiteCompiles, ctx: _Context) -> Outlook:
+    """The family's graphs still expected over the user's run, from its executions
+    (:mod:`lazyscope.analyze.novelty`)."""
+    runs = [u.executions or 0 for u in fam.uses]
+    first_calls = _first_calls(fam, ctx)
+    seconds = sorted(u.seconds for u in fam.uses)
+    varying = [v for v in _varying(fam.recompiles) if v.what == "dim"]
+    sizes = None
+    if len({(v.input, v.index) for v in varying}) == 1:
+        sizes = [x for x in varying[0].values if isinstance(x, int)]
+    return outlook(runs, first_calls, steps=max(1, len(ctx.run.steps)),
+                   seconds_each=seconds[len(seconds) // 2] if seconds else 0.0,
+                   step_seconds=ctx.step_seconds, horizon_steps=ctx.horizon,
+                   sizes=sizes, largest=ctx.largest, planned=ctx.planned,
+                   late_share=_late_share(fam, ctx.run))
+
+
+def _late_share(fam: SiteCompiles, run: Run) -> float:
+    """The share of the run's second half (by steps) spent compiling the family's graphs first
+    made in it."""
+    n = len(run.steps)
+    walls = run.steps.col("wall_s")
+    if n < 2 or walls is None:
+        return 0.0
+    half = n // 2
+    wall = float(np.nansum(np.asarray(walls, dtype=float)[half:]))
+    spent = sum(u.seconds for u in fam.uses if u.step >= half)
+    return spent / wall if wall > 0 else 0.0
+
+
+def _first_calls(fam: SiteCompiles, ctx: _Context) -> list[int]:
+    """For each graph of the family, the family's executions before the step it was first
+    compiled in: where in the family's calls it was new."""
+    ev = ctx.run.events
+    sel = ev.indices("execute")
+    graph_keys = {ev.key_of(int(k)): int(k) for k in np.unique(ev.key[sel])} if len(sel) else {}
+    mine = [graph_keys[u.graph] for u in fam.uses if u.graph in graph_keys]
+    if not mine:
+        return list(range(len(fam.uses)))
+    hit = sel[np.isin(ev.key[sel], mine)]
+    steps, values = ev.step[hit], ev.value[hit]
+    order = np.argsort(steps, kind="stable")
+    steps, cum = steps[order], np.cumsum(values[order])
+    out = []
+    for k, u in enumerate(fam.uses):
+        before = int(np.searchsorted(steps, u.step, side="left"))
+        # the k-th graph (in compile order) came after k calls at least: graphs made within
+        # one step (no barrier) keep their order
+        out.append(max(k, int(round(cum[before - 1])) if before > 0 else 0))
+    return out
+
+
 def _judge(fam: SiteCompiles, ctx: _Context) -> None:
     """Set the family's verdict and which of its recompilations count (module docstring)."""
     warmup = ctx.run.meta.warmup_steps
@@ -766,10 +872,8 @@ def _judge(fam: SiteCompiles, ctx: _Context) -> None:
         fam.verdict = REUSED
         return
     if fam.executions_known:
-        runs = [u.executions or 0 for u in fam.uses]
-        one_shots = sum(1 for n in runs if n <= 1)
-        churn = (one_shots >= CHURN_ONE_SHOTS and 2 * one_shots >= len(runs)) or (
-            len(runs) >= MANY_GRAPHS and sum(runs) / len(runs) < FEW_RUNS)
+        fam.outlook = family_outlook(fam, ctx)
+        churn = fam.outlook.keeps_compiling
     else:  # executions per graph unknown: two or more variants of the first graph churn
         variants = [r for r in recs if r.cls in (VARIANT, IDENTICAL)]
         churn = len(variants) >= CHURN_ONE_SHOTS
@@ -790,6 +894,10 @@ def _judge(fam: SiteCompiles, ctx: _Context) -> None:
         r.counted = True
     if late or fam.evicted.count:
         fam.verdict = LATE
+    elif fam.outlook is not None and fam.outlook.expected_new >= MIN_NEW:
+        # new graphs keep coming, yet they compile so fast that they cost the run nothing
+        # worth a finding: not bucketing either, so no reuse note
+        fam.verdict = CHEAP
     else:
         fam.verdict = REUSED if fam.graphs > 1 else SINGLE
 

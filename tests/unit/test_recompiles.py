@@ -4,6 +4,7 @@ family; each test pins one clause of the rule in ``lazyscope/analyze/recompiles.
 
 from __future__ import annotations
 
+import random
 from pathlib import Path
 
 from lazyscope.analyze.findings import RecompileFacts, ReuseFacts, make_findings
@@ -14,7 +15,6 @@ from lazyscope.analyze.recompiles import (
     FIRST,
     IDENTICAL,
     LATE,
-    MANY_GRAPHS,
     REUSED,
     SINGLE,
     STRUCTURE,
@@ -185,20 +185,32 @@ def test_one_graph_that_ran_once_is_not_churn(tmp_path: Path) -> None:
     assert fam.verdict == REUSED and findings_of(run)[0] == []
 
 
-def test_many_graphs_run_a_few_times_each_churn(tmp_path: Path) -> None:
-    """MANY_GRAPHS / FEW_RUNS: pad-to-longest over a long run: lengths repeat now and then, so
-    few graphs ran once, yet graphs keep being made and each runs ~2 times."""
-    lengths = list(range(10, 10 + MANY_GRAPHS))
-    graphs = [(i, f"L{n}", graph(("f32", [4, n]), *PARAMS)) for i, n in enumerate(lengths)]
-    runs = {f"L{n}": [i, len(lengths) + i] for i, n in enumerate(lengths)}  # twice each
+def test_new_graphs_that_keep_coming_churn_however_often_some_were_reused(tmp_path: Path) -> None:
+    """Pad-to-longest over 120 steps (the longest of 4 lengths in 1..96): some lengths repeat
+    and their graphs ran 4-6 times, yet the run's second half still meets new lengths: the
+    family keeps compiling (novelty), with the graphs still expected over the horizon."""
+    rng = random.Random(3)
+    lengths = [max(rng.randint(1, 96) for _ in range(4)) for _ in range(120)]
+    graphs, runs = [], {}
+    for step, n in enumerate(lengths):
+        key = f"L{n}"
+        if key not in runs:
+            graphs.append((step, key, graph(("f32", [4, n]), *PARAMS)))
+        runs.setdefault(key, []).append(step)
     run = compiles_run(tmp_path / "r", graphs, runs=runs)
     (fam,) = explain_recompiles(run)
-    assert fam.verdict == CHURN and fam.run_counts() == (2, 2)
-    # the same graphs run 5 times each: a bounded set, reused
-    runs = {k: [s + j * len(lengths) for j in range(5)] for k, (s, *_) in
-            zip(runs, [(i,) for i in range(len(lengths))], strict=True)}
+    assert max(len(v) for v in runs.values()) >= 4 and fam.run_counts()[1] >= 4
+    assert sum(1 for s, _, _ in graphs if s >= 60) >= 3  # new graphs in the second half
+    assert fam.verdict == CHURN and fam.outlook is not None
+    assert fam.outlook.expected_new >= 3 and fam.outlook.keeps_compiling
+    (f,), _ = findings_of(run)
+    assert "more graph" in f.detail and "next 1,000 steps" in f.detail
+    # the same graphs, every one made in the first steps and reused 5 times after: a bounded set
+    first = sorted(runs, key=lambda k: runs[k][0])
+    graphs = [(i, k, graph(("f32", [4, int(k[1:])]), *PARAMS)) for i, k in enumerate(first)]
+    runs = {k: [i + j * len(first) for j in range(5)] for i, k in enumerate(first)}
     (fam,) = explain_recompiles(compiles_run(tmp_path / "r5", graphs, runs=runs))
-    assert fam.verdict == REUSED
+    assert fam.verdict == REUSED and not fam.outlook.keeps_compiling
 
 
 def test_a_variant_compiled_after_the_quiet_steps_is_a_late_note(tmp_path: Path) -> None:
@@ -352,8 +364,11 @@ def test_a_short_run_over_declared_buckets_is_bucketing_not_churn(tmp_path: Path
     findings, (note,) = findings_of(declared)
     assert findings == [] and note.kind == "reuse"
     assert "one per bucket met of the 8 the program pads to (4, 7, 14, 19" in note.detail
+    # undeclared, the same 6 graphs in 16 steps (3 run once) are priced: ~3 more expected
+    # over the next 1,000 steps at 1 s each, 3% of those steps' time: late notes, no finding
     (plain,) = explain_recompiles(compiles_run(tmp_path / "p", graphs, runs=runs))
-    assert plain.verdict == CHURN
+    assert plain.verdict == LATE and plain.outlook is not None
+    assert plain.outlook.expected_new < 4 and not plain.outlook.keeps_compiling
     (outside,) = explain_recompiles(compiles_run(tmp_path / "o", graphs, runs=runs,
                                                  info={"declared_buckets": buckets[:-1]}))
-    assert outside.verdict == CHURN and outside.declared == []
+    assert outside.declared == [] and outside.verdict == plain.verdict

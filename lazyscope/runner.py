@@ -48,6 +48,7 @@ from lazyscope.backends.base import (
     active,
     set_active,
 )
+from lazyscope.backends.loaders import LOADERS, LoaderWatch
 from lazyscope.backends.profiling import ProfileWindow
 from lazyscope.errors import (
     Interrupted,
@@ -369,6 +370,8 @@ class Tracer:
         self._ended = False
         #: where the run directory is at the end, when it was moved while the run was written
         self.moved_to: Path | None = None
+        #: the DataLoaders the program iterates: where batch shapes are made
+        self._loaders = LoaderWatch()
         if profile is not None and not self.collector.supports_profile:
             raise UsageError(
                 f"--profile is not supported by the {self.collector.name} backend (use --backend "
@@ -440,6 +443,7 @@ class Tracer:
             if isinstance(exc, OSError):
                 raise OutputError.from_os(exc, self.out) from None
             raise
+        self._loaders.install()
         set_active(ActiveTrace(self.recorder, self.collector, self.options))
         _HardExits.enter(self)
         return self
@@ -557,6 +561,13 @@ class Tracer:
     def _finish(self) -> None:
         """Record the end (status, error) and where the run directory is now."""
         assert self.writer is not None and self.status is not None
+        self._loaders.remove()
+        try:
+            loaders = self._loaders.info()
+            if loaders:
+                self.writer.meta.info[LOADERS] = loaders
+        except Exception:  # noqa: BLE001 - descriptive only: shapes are then named where used
+            pass
         try:  # what the user lines said, while they (and a notebook's kernel) are here to ask
             self.writer.meta.info[SOURCES_KEY] = source_map(self.writer.user_files()).to_json()
         except Exception:  # noqa: BLE001 - descriptive only: locations fall back to file:line

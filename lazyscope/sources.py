@@ -237,5 +237,44 @@ class SourceFiles:
     def transfer_origin(self, file: str, line: int) -> Frame | None:
         return transfer_origin(file, line)
 
+    def call_line(self, files: list[str], names: list[str], keyword: str = "") -> Frame | None:
+        return call_line(files, names, keyword)
+
 
 SOURCES = SourceFiles()
+
+
+def _callee(node: ast.Call) -> str:
+    fn = node.func
+    if isinstance(fn, ast.Name):
+        return fn.id
+    if isinstance(fn, ast.Attribute):
+        return fn.attr
+    return ""
+
+
+def call_line(files: list[str], names: list[str], keyword: str = "") -> Frame | None:
+    """The user's line that builds a library object: the one call, in ``files``, of a function
+    or class named in ``names`` (``DataCollatorWithPadding(...)``); else the one keyword
+    argument ``keyword=`` (``data_collator=...``) of any call; None when there is no single
+    answer."""
+    found: set[tuple[str, int]] = set()
+    kw: set[tuple[str, int]] = set()
+    wanted = set(names)
+    for file in dict.fromkeys(files):
+        tree = _tree(file)
+        if tree is None:
+            continue
+        for node in ast.walk(tree):
+            if not isinstance(node, ast.Call):
+                continue
+            if _callee(node) in wanted:
+                found.add((file, node.lineno))
+            for k in node.keywords:
+                if keyword and k.arg == keyword:
+                    kw.add((file, k.value.lineno))
+    for hits in (found, kw):
+        if len(hits) == 1:
+            file, line = next(iter(hits))
+            return Frame(file, line)
+    return None

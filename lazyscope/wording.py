@@ -60,6 +60,26 @@ BASE: dict[str, str] = {
                        "padded to each size) so that no compilation lands mid-run; if not, pad "
                        "it to one",
     "recompile_runs": "each graph ran {runs}",
+    "maker_detail": "the sizes are made by {name}{made}: its batches' {tensor} took {n} sizes "
+                    "in {batches} batches",
+    "fix_maker_collate": "pad to a few fixed lengths in {name} ({where}) instead of each "
+                         "batch's longest: e.g. round the length up to a multiple of {multiple} "
+                         "(F.pad(x, (0, -x.shape[{dim}] % {multiple}))): {shapes} for the sizes "
+                         "seen ({lo}..{hi}); or make the collate_fn "
+                         "lazyscope.data.PadToBuckets (see `lazyscope advise RUN`)",
+    "fix_maker_hf": "{short} pads each batch to its longest example, a new shape for almost "
+                    "every batch: pad to a multiple instead, {short}(tokenizer, "
+                    "pad_to_multiple_of={multiple}) ({shapes} for the sizes seen, {lo}..{hi}), "
+                    "or to one length, {short}(tokenizer, padding=\"max_length\", "
+                    "max_length={top}); {sampler} keeps the padding small",
+    "fix_maker_loader": "the batches are made by {name} in the DataLoader made at {where}: "
+                        "give it a collate_fn that pads to a few fixed lengths "
+                        "(lazyscope.data.PadToBuckets; see `lazyscope advise RUN`), or pad "
+                        "the items to one length",
+    "recompile_outlook": "new graphs keep coming ({new_late} of the {graphs} first met in the "
+                         "run's second half, {once} run only once): expect ~{expected} more "
+                         "graph{es} over the {horizon}, ~{cost} of compiling at the {each} each measured here "
+                         "({share} of those steps' time)",
     "value_set_detail": "the value is set at {where}",
     "constant_set_detail": "the number is set at {set_at} and compiled in as a constant",
     "value_guard_detail": "{name} is set at {set_at} and read by the compiled function at "

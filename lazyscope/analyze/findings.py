@@ -29,6 +29,13 @@ from lazyscope import units
 from lazyscope.analyze.breaks import BreakSite, EagerSite
 from lazyscope.analyze.fallbacks import FallbackOp
 from lazyscope.analyze.libraries import library_fix
+from lazyscope.analyze.makers import (
+    group_by_length,
+    multiple_for,
+    padded_shapes,
+    padded_to_multiple,
+)
+from lazyscope.analyze.novelty import Outlook
 from lazyscope.analyze.recompiles import (
     CHURN,
     FIXED,
@@ -215,6 +222,10 @@ class SourceLookup(Protocol):
     def transfer_origin(self, file: str, line: int) -> Frame | None:
         """Where a tensor read at ``file:line`` was moved to the device, when elsewhere."""
 
+    def call_line(self, files: list[str], names: list[str], keyword: str = "") -> Frame | None:
+        """The one call in ``files`` to a function or class named in ``names``, else the one
+        ``keyword=`` argument of a call."""
+
 
 def _dims_text(varying: list[Varying]) -> str:
     return ", ".join(f"dim {v.index} of {v.input}" for v in varying[:3])
@@ -254,7 +265,7 @@ def _recompile_fix(backend: str, entry: SiteCompiles, graph_shapes: bool) -> str
         if all(v.growing for v in shaped) and not entry.evicted.count:
             return say(backend, "fix_growing", dims=_dims_text(shaped),
                        values=", ".join(_range(v) for v in shaped[:3]))
-        if all(v.what == "dim" and v.index == 0 and len(v.values) == 2 for v in shaped):
+        if _batch_rows(entry):
             return say(backend, "fix_batch_dim")
         if entry.dynamic:  # the backend switched it to dynamic (torch.compile)
             return say(backend, "fix_dynamic_now", dims=", ".join(entry.dynamic))
@@ -377,6 +388,15 @@ def recompile_finding(backend: str, entry: SiteCompiles, graph_shapes: bool,
         stack = [origin]
     if set_at is not None and line_frame is set_at:
         stack = [set_at, *stack]
+    maker = _maker_frame(entry, sources)
+    if maker is not None:
+        # the shape is made by the loader's collate function: that line, then the loader's
+        # maker and where the batch entered the graph
+        line_frame = maker
+        made = entry.maker.made_by_user if entry.maker is not None else None
+        stack = [maker, *([made] if made is not None and made != maker else []),
+                 *[f for f in stack if f != maker and f != made]]
+        file, line, function = _loc(line_frame)
     facts = _recompile_facts(entry, set_at, read_at)
     n = entry.counted_count
     examples = [f"step {r.step}: {changes_text(r.changes)}" for r in counted if r.changes][:3]
@@ -386,6 +406,14 @@ def recompile_finding(backend: str, entry: SiteCompiles, graph_shapes: bool,
                  reasons=("; " + "; ".join(facts.reasons)) if facts.reasons else "")
     if facts.runs is not None:
         detail += "; " + say(backend, "recompile_runs", runs=_runs_text(facts.runs))
+    if entry.outlook is not None and entry.verdict == CHURN:
+        detail += "; " + outlook_text(backend, entry.outlook)
+    if entry.maker is not None and maker is not None:
+        m = entry.maker
+        made_at = m.made_by_user
+        detail += "; " + say(backend, "maker_detail", name=m.name,
+                             made=f" (the DataLoader made at {made_at})" if made_at else "",
+                             tensor=m.key, n=len(m.sizes), batches=m.batches)
     if set_at is not None and read_at is not None:
         detail += "; " + say(backend, "value_guard_detail", name=entry.varying[0].input
                              if entry.varying else "the value", set_at=str(set_at),
@@ -402,7 +430,68 @@ def recompile_finding(backend: str, entry: SiteCompiles, graph_shapes: bool,
         kind="recompile", file=file, line=line, function=function, stack=stack, count=n,
         steps=steps, step_count=step_count,
         seconds=entry.counted_seconds + (entry.backward_seconds * n / max(entry.compiles, 1)),
-        detail=detail, fix=_recompile_fix(backend, entry, graph_shapes), facts=facts)
+        detail=detail, fix=_maker_fix(backend, entry, maker) or _recompile_fix(
+            backend, entry, graph_shapes), facts=facts)
+
+
+def _maker_frame(entry: SiteCompiles, sources: SourceLookup | None) -> Frame | None:
+    """The user's line that makes the family's varying sizes (its loader's collate function,
+    or where a library collator is built), or None."""
+    m = entry.maker
+    if m is None:
+        return None
+    if _batch_rows(entry):
+        # the last batch is smaller: drop_last is an argument of the DataLoader
+        return m.made_by_user or m.frame()
+    if not m.users_function and m.collate.get("object") and sources is not None:
+        files = [f.file for f in (*m.made_at, *entry.stack) if not f.library]
+        short = m.name.split(".")[-1]
+        found = sources.call_line(files, [short], "data_collator" if m.hf_padding else "")
+        if found is not None:
+            m.resolved = Frame(found.file, found.line, short)
+    return m.frame()
+
+
+def _batch_rows(entry: SiteCompiles) -> bool:
+    """Only the batch dimension varies, over two sizes: a last partial batch."""
+    shaped = [v for v in entry.varying if v.what in ("dim", "rank")]
+    return bool(shaped) and all(v.what == "dim" and v.index == 0 and len(v.values) == 2
+                                for v in shaped)
+
+
+def _maker_fix(backend: str, entry: SiteCompiles, maker: Frame | None) -> str:
+    """The fix where the shape is made, or "" when the family has no maker."""
+    m = entry.maker
+    if m is None or maker is None or _batch_rows(entry) or entry.verdict != CHURN:
+        return ""  # a one-off note keeps its own fix (drop_last, compile every bucket first)
+    if padded_to_multiple(m.sizes) and m.hf_padding:
+        return ""  # it pads to a multiple already: not advice to give again
+    sizes = m.sizes or [v for v in entry.varying for v in v.values if isinstance(v, int)]
+    multiple = multiple_for(sizes)
+    shapes = padded_shapes(sizes, multiple)
+    shown = (", ".join(str(x) for x in shapes) if len(shapes) <= 8 else
+             f"{len(shapes)} lengths")
+    lo, hi = (min(sizes), max(sizes)) if sizes else (0, 0)
+    if m.hf_padding:
+        short = m.name.split(".")[-1]
+        return say(backend, "fix_maker_hf", short=short, multiple=multiple, shapes=shown,
+                   lo=lo, hi=hi, top=shapes[-1] if shapes else hi,
+                   sampler=group_by_length(m.version))
+    if m.users_function:
+        return say(backend, "fix_maker_collate", name=m.name, where=str(maker),
+                   multiple=multiple, dim=m.dim, shapes=shown, lo=lo, hi=hi)
+    return say(backend, "fix_maker_loader", name=m.name, where=str(maker))
+
+
+def outlook_text(backend: str, o: Outlook) -> str:
+    """What a family that keeps compiling is expected to cost over the user's run."""
+    horizon = (f"next {units.count(o.horizon_steps)} steps" if o.planned is None else
+               f"{units.count(o.horizon_steps)} steps left of your run's {units.count(o.planned)}")
+    return say(backend, "recompile_outlook", new_late=o.new_late, graphs=o.graphs,
+               once=o.once, expected=units.count(round(o.expected_new)),
+               es=plural(round(o.expected_new)), horizon=horizon,
+               cost=units.seconds(o.cost_seconds), each=units.seconds(o.seconds_each),
+               share=f"{min(o.share, 9.99):.0%}" if o.share < 10 else "over 10x")
 
 
 def _runs_text(runs: list[int]) -> str:
@@ -604,7 +693,7 @@ def make_findings(backend: str, *, sites: list[SiteCompiles], syncs: list[SyncSi
             findings.append(recompile_finding(backend, entry, graph_shapes, sources))
         elif entry.verdict in (LATE, FIXED) and n >= 1:
             notes.append(recompile_note(backend, entry, graph_shapes, sources))
-        elif entry.verdict == REUSED and entry.run_counts() is not None and any(
+        elif entry.verdict == REUSED and _reuse_shown(entry) and any(
                 v.what in ("dim", "rank", "dtype", "value") for v in entry.varying):
             notes.append(reuse_note(backend, entry))
     findings = _one_finding_per_cause(findings)
@@ -622,6 +711,13 @@ def make_findings(backend: str, *, sites: list[SiteCompiles], syncs: list[SyncSi
     findings += [break_finding(backend, b) for b in breaks]
     findings += [eager_finding(backend, e) for e in eagers]
     return sorted(findings, key=_rank), sorted(notes, key=_rank)
+
+
+def _reuse_shown(entry: SiteCompiles) -> bool:
+    """A reuse note says the bucketing works: when every graph ran twice at least (a graph run
+    once is no evidence of reuse), or the program declared its buckets."""
+    runs = entry.run_counts()
+    return runs is not None and (bool(entry.declared) or runs[0] >= 2)
 
 
 def _one_finding_per_cause(findings: list[Finding]) -> list[Finding]:

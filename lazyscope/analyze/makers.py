@@ -1,0 +1,163 @@
+"""Where a varying shape is made: the DataLoader whose batches take the sizes a family of graphs
+varies over, and what to change there.
+
+The collect layer records every loader the program iterated (``meta.json`` info ``loaders``,
+:mod:`lazyscope.backends.loaders`): its collate function, the stack that made it, and the sizes
+each varying dimension of its batches took. A family of graphs whose varying dimension took
+sizes that one of those dimensions took too (at least :data:`MATCH` of them, two at least) has
+its shape made by that loader's collate function, not at the line that moves the batch to the
+device or calls ``trainer.train()``:
+
+* a collate function of the user's (``collate_fn=pad_batch``): its ``def`` line;
+* a library's collator object (Hugging Face ``DataCollatorWithPadding`` given to a ``Trainer``,
+  made by the Trainer's own loader): the user's line that builds it (found in the source by the
+  caller, :class:`~lazyscope.analyze.findings.SourceLookup`), else the ``data_collator=`` line,
+  else the line that made the loader;
+* torch's ``default_collate`` or another library function: the line that made the loader.
+
+The fix is the one for that maker: padding the collate function's output to a few lengths,
+``pad_to_multiple_of=N`` (N from the sizes seen) or ``padding="max_length"`` for a Hugging Face
+collator, with the length-grouped sampler as the installed transformers spells it. Pure
+functions: no I/O.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+from lazyscope.model import Frame
+
+#: share of a family's varying sizes a loader's dimension must have taken to be its maker
+MATCH = 0.6
+#: Hugging Face collators that pad to the batch's longest and take ``pad_to_multiple_of``
+HF_PADDING_COLLATORS = frozenset({
+    "DataCollatorWithPadding", "DataCollatorForTokenClassification", "DataCollatorForSeq2Seq",
+    "DataCollatorForLanguageModeling", "DataCollatorForWholeWordMask",
+    "DataCollatorForMultipleChoice", "DataCollatorWithFlattening", "DataCollatorForPermutationLanguageModeling"})
+#: the most shapes pad_to_multiple_of should leave for the sizes seen
+MAX_SHAPES = 8
+
+
+@dataclass
+class ShapeMaker:
+    """The loader that made a family's varying sizes."""
+
+    collate: dict[str, Any]
+    made_at: list[Frame]
+    key: str  # the batch tensor ("input_ids", "[0]")
+    dim: int
+    sizes: list[int]  # the sizes that dimension took
+    matched: int  # how many of the family's sizes it took
+    batches: int = 0
+    #: the user's line to change, once the caller resolved it (a library collator's
+    #: construction); None: :meth:`frame` decides from what was recorded
+    resolved: Frame | None = field(default=None)
+
+    @property
+    def name(self) -> str:
+        return str(self.collate.get("name") or "the collate function")
+
+    @property
+    def package(self) -> str:
+        return str(self.collate.get("package") or "")
+
+    @property
+    def version(self) -> str:
+        return str(self.collate.get("version") or "")
+
+    @property
+    def users_function(self) -> bool:
+        """A collate function (or collator class) of the user's own code."""
+        return bool(self.collate.get("file")) and not self.collate.get("library", True)
+
+    @property
+    def hf_padding(self) -> bool:
+        return self.package == "transformers" and self.name.split(".")[-1] in \
+            HF_PADDING_COLLATORS
+
+    @property
+    def made_by_user(self) -> Frame | None:
+        """The user's line that made the loader (the innermost user frame)."""
+        return next((f for f in self.made_at if not f.library), None)
+
+    def frame(self) -> Frame | None:
+        """The line to change."""
+        if self.resolved is not None:
+            return self.resolved
+        if self.users_function:
+            line = self.collate.get("class_line") or self.collate.get("line")
+            return Frame(str(self.collate["file"]), int(line or 0), self.name)
+        return self.made_by_user
+
+
+def _frames(raw: Any) -> list[Frame]:
+    out = []
+    for item in raw if isinstance(raw, list) else []:
+        if isinstance(item, (list, tuple)) and len(item) >= 2:
+            file, line = str(item[0]), int(item[1]) if str(item[1]).isdigit() else 0
+            fn = str(item[2]) if len(item) > 2 else ""
+            library = bool(item[3]) if len(item) > 3 else _looks_library(file)
+            out.append(Frame(file, line, fn, library))
+    return out
+
+
+def _looks_library(file: str) -> bool:
+    return "site-packages" in file or "dist-packages" in file or file.startswith("<")
+
+
+def shape_maker(sizes: list[int], loaders: Any) -> ShapeMaker | None:
+    """The loader whose batches took the family's varying ``sizes`` (see the module
+    docstring), the best match; None when none took enough of them."""
+    want = {s for s in sizes if isinstance(s, int)}
+    if len(want) < 2 or not isinstance(loaders, list):
+        return None
+    best: ShapeMaker | None = None
+    for rec in loaders:
+        if not isinstance(rec, dict):
+            continue
+        varying = rec.get("varying")
+        for key, dims in (varying.items() if isinstance(varying, dict) else []):
+            for dim, took in (dims.items() if isinstance(dims, dict) else []):
+                got = {s for s in took if isinstance(s, int)} if isinstance(took, list) else set()
+                hit = len(want & got)
+                if hit < 2 or hit < MATCH * len(want):
+                    continue
+                if best is None or hit > best.matched or (
+                        hit == best.matched and key == "input_ids"):
+                    collate = rec.get("collate") if isinstance(rec.get("collate"), dict) else {}
+                    best = ShapeMaker(dict(collate or {}), _frames(rec.get("made_at")), str(key),
+                                      int(dim) if str(dim).isdigit() else 0, sorted(got), hit,
+                                      int(rec.get("batches") or 0))
+    return best
+
+
+def multiple_for(sizes: list[int]) -> int:
+    """The ``pad_to_multiple_of`` that leaves at most :data:`MAX_SHAPES` shapes for the sizes
+    seen (a power of two from 8)."""
+    n = 8
+    while n < 4096 and len({math.ceil(s / n) for s in sizes if s > 0}) > MAX_SHAPES:
+        n *= 2
+    return n
+
+
+def padded_to_multiple(sizes: list[int]) -> int:
+    """The multiple of 8 or more every size is already padded to (``pad_to_multiple_of``), or
+    0."""
+    g = 0
+    for s in sizes:
+        g = math.gcd(g, s)
+    return g if g >= 8 else 0
+
+
+def padded_shapes(sizes: list[int], multiple: int) -> list[int]:
+    return sorted({math.ceil(s / multiple) * multiple for s in sizes if s > 0})
+
+
+def group_by_length(version: str) -> str:
+    """How the installed transformers asks for a length-grouped sampler."""
+    major = version.split(".")[0]
+    if major.isdigit() and int(major) >= 5:
+        return 'TrainingArguments(train_sampling_strategy="group_by_length")'
+    return "TrainingArguments(group_by_length=True)"

@@ -1,0 +1,211 @@
+"""Where batch shapes are made: every ``torch.utils.data.DataLoader`` the traced program
+iterates, with the line that made it, its collate function and the shapes of its batches.
+
+A graph recompiled for each new sequence length is fixed where the length is made, which is
+rarely where the batch enters the device: a ``collate_fn`` that pads each batch to its longest
+example, a Hugging Face ``DataCollatorWithPadding`` given to a ``Trainer``. While a trace is
+active, this watch wraps
+
+* ``DataLoader.__init__``: the Python stack of the call that made the loader (accelerate's and
+  transformers' own loaders included: the user's frames are below theirs);
+* ``DataLoader.__iter__``: the iterator it returns knows its loader;
+* ``_BaseDataLoaderIter.__next__``: the shapes of the batch it returns (the sizes of every
+  tensor, found in dicts, lists and tuples; never a value, so never a device sync), in the
+  main process whether the loader has workers or not (torch_xla's ``MpDeviceLoader`` iterates
+  it in a thread: recorded under a lock).
+
+At the end of the trace each loader that yielded a batch is written to ``meta.json`` info
+:data:`LOADERS`: its collate function (a function of the user's with its ``def`` line, or a
+library object by class, module and package version), the stack that made it, how many batches
+it yielded and, for each tensor of the batch whose size varied, the sizes each varying
+dimension took. The analysis matches a recompiled family's varying sizes against them
+(:func:`lazyscope.analyze.makers.shape_maker`). Everything is restored when the trace ends.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import sys
+import threading
+from collections.abc import Mapping
+from typing import Any
+
+from lazyscope.frames import capture_stack, is_library_file
+
+#: ``meta.json`` info key: the loaders a run iterated (see the module docstring)
+LOADERS = "loaders"
+#: tensors of a batch looked at, at most (a batch is walked this deep)
+MAX_TENSORS = 16
+MAX_DEPTH = 3
+#: distinct sizes kept per varying dimension
+MAX_SIZES = 256
+
+
+def batch_shapes(batch: Any) -> dict[str, tuple[int, ...]]:
+    """``{key path: shape}`` of the tensors in a batch (``input_ids``, ``[0]``, ``x.mask``)."""
+    out: dict[str, tuple[int, ...]] = {}
+
+    def walk(obj: Any, path: str, depth: int) -> None:
+        if len(out) >= MAX_TENSORS or depth > MAX_DEPTH:
+            return
+        shape = getattr(obj, "shape", None)
+        if shape is not None and hasattr(obj, "dtype") and not isinstance(obj, type):
+            try:
+                out[path or "batch"] = tuple(int(d) for d in shape)
+            except (TypeError, ValueError):  # a symbolic size
+                pass
+            return
+        if isinstance(obj, Mapping):
+            for k, v in list(obj.items())[:MAX_TENSORS]:
+                walk(v, f"{path}.{k}" if path else str(k), depth + 1)
+        elif isinstance(obj, (list, tuple)):
+            for i, v in enumerate(obj[:MAX_TENSORS]):
+                walk(v, f"{path}[{i}]", depth + 1)
+
+    walk(batch, "", 0)
+    return out
+
+
+#: attributes through which a library's wrapper holds the collator it calls (transformers'
+#: ``RemoveColumnsCollator``, which a Trainer puts around the ``data_collator`` it was given)
+WRAPPED = ("data_collator", "collate_fn")
+
+
+def collate_info(fn: Any) -> dict[str, Any]:
+    """What a collate function is: ``name``, ``module``, ``file`` and ``line`` (its ``def``, or
+    its class's), and for a library object its package and version. A partial is its function;
+    a library's wrapper is the collator it wraps."""
+    for _ in range(4):
+        if isinstance(fn, functools.partial):
+            fn = fn.func
+            continue
+        inner = next((getattr(fn, a) for a in WRAPPED
+                      if callable(getattr(fn, a, None)) and not inspect.isroutine(fn)), None)
+        if inner is None or inner is fn:
+            break
+        fn = inner
+    target = fn if inspect.isfunction(fn) or inspect.ismethod(fn) else type(fn)
+    name = getattr(target, "__qualname__", None) or getattr(target, "__name__", "?")
+    module = getattr(target, "__module__", "") or ""
+    info: dict[str, Any] = {"name": str(name), "module": module,
+                            "object": not (inspect.isfunction(fn) or inspect.ismethod(fn))}
+    code = getattr(getattr(fn, "__func__", fn), "__code__", None)
+    if code is None and info["object"]:
+        call = vars(type(fn)).get("__call__") or type(fn).__call__
+        code = getattr(call, "__code__", None)
+        try:
+            info["class_line"] = inspect.getsourcelines(type(fn))[1]
+        except (OSError, TypeError):
+            pass
+    if code is not None:
+        info["file"], info["line"] = code.co_filename, code.co_firstlineno
+        info["library"] = is_library_file(code.co_filename)
+    package = module.split(".")[0]
+    version = getattr(sys.modules.get(package), "__version__", None)
+    if package and version:
+        info["package"], info["version"] = package, str(version)
+    return info
+
+
+class _Loader:
+    __slots__ = ("made_at", "collate", "batches", "sizes")
+
+    def __init__(self, made_at: Any, collate: dict[str, Any]):
+        self.made_at = made_at
+        self.collate = collate
+        self.batches = 0
+        #: key path -> dim -> distinct sizes, in order of appearance
+        self.sizes: dict[str, dict[int, list[int]]] = {}
+
+    def add(self, shapes: dict[str, tuple[int, ...]]) -> None:
+        self.batches += 1
+        for key, shape in shapes.items():
+            dims = self.sizes.setdefault(key, {})
+            for d, n in enumerate(shape):
+                seen = dims.setdefault(d, [])
+                if n not in seen and len(seen) < MAX_SIZES:
+                    seen.append(n)
+
+    def as_info(self) -> dict[str, Any]:
+        varying = {key: {str(d): sorted(v) for d, v in dims.items() if len(v) > 1}
+                   for key, dims in self.sizes.items()}
+        return {"made_at": [[f.file, f.line, f.function, f.library] for f in self.made_at],
+                "collate": self.collate, "batches": self.batches,
+                "varying": {k: v for k, v in varying.items() if v}}
+
+
+class LoaderWatch:
+    """Installed for the length of a trace (see the module docstring)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._loaders: dict[int, _Loader] = {}
+        self._made: dict[int, Any] = {}
+        self._keep: list[Any] = []  # the loaders seen: their ids stay theirs
+        self._saved: list[tuple[Any, str, Any]] = []
+
+    def install(self) -> None:
+        try:
+            import torch.utils.data.dataloader as dl
+        except ImportError:
+            return
+        watch = self
+        init, iter_, next_ = (dl.DataLoader.__init__, dl.DataLoader.__iter__,
+                              dl._BaseDataLoaderIter.__next__)
+
+        @functools.wraps(init)
+        def __init__(loader: Any, *args: Any, **kwargs: Any) -> None:
+            init(loader, *args, **kwargs)
+            try:
+                with watch._lock:
+                    watch._made[id(loader)] = capture_stack(1)
+                    watch._keep.append(loader)
+            except Exception:  # noqa: BLE001 - never break the program's loader
+                pass
+
+        @functools.wraps(iter_)
+        def __iter__(loader: Any) -> Any:
+            it = iter_(loader)
+            try:
+                it._lazyscope_loader = loader
+            except Exception:  # noqa: BLE001
+                pass
+            return it
+
+        @functools.wraps(next_)
+        def __next__(it: Any) -> Any:
+            batch = next_(it)
+            try:
+                watch._batch(it, batch)
+            except Exception:  # noqa: BLE001 - never break the program's loop
+                pass
+            return batch
+
+        for owner, name, fn in ((dl.DataLoader, "__init__", __init__),
+                                (dl.DataLoader, "__iter__", __iter__),
+                                (dl._BaseDataLoaderIter, "__next__", __next__)):
+            self._saved.append((owner, name, owner.__dict__[name]))
+            setattr(owner, name, fn)
+
+    def remove(self) -> None:
+        for owner, name, fn in reversed(self._saved):
+            setattr(owner, name, fn)
+        self._saved = []
+
+    def _batch(self, it: Any, batch: Any) -> None:
+        loader = getattr(it, "_lazyscope_loader", None)
+        key = id(loader) if loader is not None else id(it)
+        shapes = batch_shapes(batch)
+        with self._lock:
+            rec = self._loaders.get(key)
+            if rec is None:
+                collate = getattr(loader, "collate_fn", None) or getattr(it, "_collate_fn", None)
+                rec = self._loaders[key] = _Loader(self._made.get(key, ()),
+                                                   collate_info(collate) if collate else {})
+            rec.add(shapes)
+
+    def info(self) -> list[dict[str, Any]]:
+        """Every loader that yielded a batch, for ``meta.json`` info :data:`LOADERS`."""
+        with self._lock:
+            return [rec.as_info() for rec in self._loaders.values() if rec.batches]

@@ -1,0 +1,74 @@
+"""A text classifier fine-tuned the way the Hugging Face course does it: a tiny BERT (from a
+BertConfig: 2 layers, 32 wide) for sequence classification, a tokenizer built in code (a word
+vocabulary: nothing is downloaded), examples of varying length tokenized without padding, and
+a Trainer whose ``DataCollatorWithPadding`` pads each batch to its longest example: transformers'
+default dynamic padding, a new shape, so a new XLA graph, for almost every batch.
+
+    python tests/programs/hf_classifier.py [--steps N] [--pad-to-multiple-of N]
+
+``--pad-to-multiple-of 16`` is the fix Hugging Face documents for TPUs: a few shapes, each
+compiled once.
+"""
+
+import argparse
+import random
+import tempfile
+
+import torch
+from tokenizers import Tokenizer, models, pre_tokenizers
+from transformers import (
+    BertConfig,
+    BertForSequenceClassification,
+    DataCollatorWithPadding,
+    PreTrainedTokenizerFast,
+    Trainer,
+    TrainingArguments,
+)
+
+parser = argparse.ArgumentParser()
+parser.add_argument("--steps", type=int, default=12)
+parser.add_argument("--pad-to-multiple-of", type=int, default=None)
+parser.add_argument("--attn", default=None, help="attn_implementation (default: transformers')")
+args = parser.parse_args()
+
+words = [f"w{i}" for i in range(90)]
+vocab = {w: i for i, w in enumerate(["[PAD]", "[UNK]", "[CLS]", "[SEP]", *words])}
+backend = Tokenizer(models.WordLevel(vocab, unk_token="[UNK]"))
+backend.pre_tokenizer = pre_tokenizers.Whitespace()
+tokenizer = PreTrainedTokenizerFast(tokenizer_object=backend, pad_token="[PAD]",
+                                    unk_token="[UNK]", cls_token="[CLS]", sep_token="[SEP]")
+
+rng = random.Random(0)
+texts = [" ".join(rng.choice(words) for _ in range(rng.randint(3, 120))) for _ in range(512)]
+labels = [len(t.split()) % 2 for t in texts]
+
+
+class Reviews(torch.utils.data.Dataset):
+    def __len__(self):
+        return len(texts)
+
+    def __getitem__(self, i):
+        item = tokenizer(texts[i], truncation=True, max_length=128)
+        item["labels"] = labels[i]
+        return item
+
+
+torch.manual_seed(0)
+config = BertConfig(vocab_size=len(vocab), hidden_size=32, num_hidden_layers=2,
+                    num_attention_heads=2, intermediate_size=64, max_position_embeddings=128,
+                    num_labels=2)
+if args.attn:
+    config._attn_implementation = args.attn
+model = BertForSequenceClassification(config)
+training = TrainingArguments(output_dir=tempfile.mkdtemp(), max_steps=args.steps,
+                             per_device_train_batch_size=8, optim="adamw_torch",
+                             report_to=[], save_strategy="no", disable_tqdm=True,
+                             logging_steps=1000, seed=0)
+trainer = Trainer(
+    model=model,
+    args=training,
+    train_dataset=Reviews(),
+    data_collator=DataCollatorWithPadding(tokenizer, pad_to_multiple_of=args.pad_to_multiple_of),
+)
+trainer.train()
+print(f"TRAINED {trainer.state.global_step} steps")

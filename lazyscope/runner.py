@@ -48,7 +48,7 @@ from lazyscope.backends.base import (
     active,
     set_active,
 )
-from lazyscope.backends.loaders import LOADERS, LoaderWatch
+from lazyscope.backends.loaders import LOADERS, THREAD_ERRORS, LoaderWatch
 from lazyscope.backends.profiling import ProfileWindow
 from lazyscope.errors import (
     Interrupted,
@@ -549,6 +549,15 @@ class Tracer:
         if stop_error is not None and self.status == STATUS_OK:
             self.status = STATUS_FAILED
             self.error = f"lazyscope failed to stop collection: {describe_exception(stop_error)}"
+        thread_errors = self._loaders.thread_errors
+        if thread_errors and self.status == STATUS_OK:
+            # the program ended well, but a thread of it died: a loader's thread ends the data,
+            # and the loop goes on with nothing (an "ok" run that trained nothing)
+            first = thread_errors[0]
+            where = f" (at {first['at'][0]}:{first['at'][1]})" if first.get("at") else ""
+            self.status = STATUS_FAILED
+            self.error = (f"an exception ended the program's thread {first['thread']}: "
+                          f"{first['error']}{where}")
         try:
             self._finish()
         except LazyscopeError as err:  # the run cannot be finalised (its directory is gone)
@@ -566,6 +575,8 @@ class Tracer:
             loaders = self._loaders.info()
             if loaders:
                 self.writer.meta.info[LOADERS] = loaders
+            if self._loaders.thread_errors:
+                self.writer.meta.info[THREAD_ERRORS] = self._loaders.thread_errors
         except Exception:  # noqa: BLE001 - descriptive only: shapes are then named where used
             pass
         try:  # what the user lines said, while they (and a notebook's kernel) are here to ask

@@ -34,6 +34,8 @@ BASE: dict[str, str] = {
                            "cannot be judged",
     "verdict_eager_mode": "eager mode: each op ran on its own ({compiles} compilations, "
                           "{executions} executions)",
+    "verdict_idle": "the run did no work: {why} (its times measure nothing: look for a "
+                    "data pipeline that ended, or a loop that was skipped)",
     "extra_fallbacks": "{n} CPU fallback op executions ({ops})",
     "extra_syncs": "{n} host syncs",
     "extra_breaks": "{n} graph break{s}",

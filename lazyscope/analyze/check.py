@@ -22,7 +22,8 @@ state", the assertion serving stacks run in CI):
   step times drift apart (a straggler). Evidence: the divergence found.
 
 A run that did not end ``ok`` (``failed``, ``interrupted``, ``no_space``, or ``incomplete``:
-killed) fails the gate with a ``run-status`` violation, and one whose files loaded with a
+killed) fails the gate with a ``run-status`` violation, one that did no work (its steps ran
+nothing on the device: ``Summary.idle``) with ``run-work``, and one whose files loaded with a
 warning (a record file emptied or missing, values no step can have) with ``run-files``;
 ``allow_incomplete=True`` checks the recorded steps anyway and turns either into a note.
 """
@@ -202,26 +203,33 @@ def check_report(report: Report, rules: Rules) -> CheckResult:
     violations: list[Violation] = []
     notes: list[str] = list(s.warnings)
 
-    if s.status != "ok" or not s.complete:
-        what = (f"the run is {s.status}" + (f": {s.error}" if s.error else "")
-                + f" ({s.steps} finished steps)")
+    def run_gate(rule: str, limit: str, actual: str, what: str, allowed: str,
+                 refused: str) -> None:
+        """A fact about the whole run that no rule can vouch past: a violation, or with
+        --allow-incomplete a note."""
         if rules.allow_incomplete:
-            notes.append(what + "; checked the recorded steps only (--allow-incomplete)")
+            notes.append(what + allowed)
         else:
-            violations.append(Violation(
-                rule="run-status", limit="ok", actual=s.status,
-                message=what + "; a gate cannot vouch for steps that never ran "
-                "(--allow-incomplete checks the recorded steps anyway)"))
+            violations.append(Violation(rule=rule, limit=limit, actual=actual,
+                                        message=what + refused))
+
+    if s.status != "ok" or not s.complete:
+        run_gate("run-status", "ok", s.status,
+                 f"the run is {s.status}" + (f": {s.error}" if s.error else "")
+                 + f" ({s.steps} finished steps)",
+                 "; checked the recorded steps only (--allow-incomplete)",
+                 "; a gate cannot vouch for steps that never ran (--allow-incomplete checks "
+                 "the recorded steps anyway)")
+    if s.idle:
+        run_gate("run-work", "work done", "none", f"the run did no work: {s.idle}",
+                 " (--allow-incomplete)", "; a gate cannot vouch for steps that did nothing")
     if s.warnings and s.status == "ok" and s.complete:
         # the run's files are damaged (a record file emptied, values no step can have): what
         # they lost cannot be vouched for
-        what = f"the run's files are damaged: {'; '.join(s.warnings[:3])}"
-        if rules.allow_incomplete:
-            notes.append(what + "; checked what loaded (--allow-incomplete)")
-        else:
-            violations.append(Violation(
-                rule="run-files", limit="intact", actual="damaged",
-                message=what + " (--allow-incomplete checks what loaded anyway)"))
+        run_gate("run-files", "intact", "damaged",
+                 f"the run's files are damaged: {'; '.join(s.warnings[:3])}",
+                 "; checked what loaded (--allow-incomplete)",
+                 " (--allow-incomplete checks what loaded anyway)")
     if rules.max_recompiles is not None:
         described.append(("max-recompiles",
                           f"at most {counted(rules.max_recompiles, 'recompilation')} in steady state"))

@@ -302,13 +302,23 @@ def _prefixed(prefix: str, lines: Iterable[str]) -> list[str]:
     return [f"{prefix}: {w}" for w in lines]
 
 
+#: metrics that time the work: no ratio when one side did none
+TIMES = frozenset({"median_step_seconds", "wall_seconds", "execute_seconds"})
+
+
 def diff_reports(a: Report, b: Report) -> RunDiff:
-    """Compare run ``b`` against run ``a`` (the baseline); see the module docstring."""
+    """Compare run ``b`` against run ``a`` (the baseline); see the module docstring. A run that
+    did no work (``Summary.idle``) or did not end ``ok`` has times that measure nothing: they
+    get no ratio, and the diff's warnings say why."""
+    idle = [f"{side}: {rep.summary.idle or rep.summary.status}: its times are not comparable"
+            for side, rep in (("a", a), ("b", b))
+            if rep.summary.idle or rep.summary.status != "ok"]
     metrics = []
     for name, attr in METRICS:
         va, vb = _metric(a, name, attr), _metric(b, name, attr)
         delta = vb - va if va is not None and vb is not None else None
-        metrics.append(MetricDelta(name, va, vb, delta, _ratio(va, vb)))
+        ratio = None if idle and name in TIMES else _ratio(va, vb)
+        metrics.append(MetricDelta(name, va, vb, delta, ratio))
     src_a, src_b = a.sources, b.sources
     # what both runs collect: a kind one side does not measure shows no change
     both = set(a.capabilities.events) & set(b.capabilities.events)
@@ -324,5 +334,6 @@ def diff_reports(a: Report, b: Report) -> RunDiff:
         fallback_sites=sites("fallback"), break_sites=sites("graph_break"),
         fallback_ops=_op_changes(a.summary.fallback_ops, b.summary.fallback_ops),
         findings=_finding_changes(a, b, src_a, src_b, both),
-        warnings=_prefixed("a", a.summary.warnings) + _prefixed("b", b.summary.warnings),
+        warnings=_prefixed("a", a.summary.warnings) + _prefixed("b", b.summary.warnings)
+        + idle,
     )

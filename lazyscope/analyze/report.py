@@ -282,7 +282,9 @@ def verdict(backend: str, summary: Summary, capabilities: Capabilities, findings
     compiles = summary.compiles if summary.compiles is not None else 0
     unexplained = bool(compiles and summary.distinct_graphs == 0 and capabilities.lazy
                        and "compile" in capabilities.events and not summary.eager_mode)
-    if summary.eager_mode:
+    if summary.idle:
+        main = say(b, "verdict_idle", why=summary.idle)
+    elif summary.eager_mode:
         main = say(b, "verdict_eager_mode", compiles=compiles, executions=summary.executions)
     elif recompiles:
         count = sum(f.count for f in recompiles)
@@ -321,7 +323,8 @@ def verdict(backend: str, summary: Summary, capabilities: Capabilities, findings
     eager = [f for f in findings if f.kind == "eager_fallback"]
     if eager:
         extras.append(say(b, "extra_eager", n=len(eager), s=plural(len(eager))))
-    clean = not findings and summary.status == "ok" and summary.complete and not unexplained
+    clean = (not findings and summary.status == "ok" and summary.complete and not unexplained
+             and not summary.idle)
     return prefix + main + (f"; {'; '.join(extras)}" if extras else ""), clean
 
 

@@ -65,6 +65,8 @@ class Summary:
     runtime_counts: dict[str, int] = field(default_factory=dict, metadata={"omit_empty": True})
     #: torch_xla's eager mode: ops are compiled and run one by one, there are no graphs
     eager_mode: bool = field(default=False, metadata={"omit_empty": True})
+    #: why the run did no work (its steps ran nothing on the device), when it did none
+    idle: str | None = field(default=None, metadata={"omit_none": True})
 
 
 def _int(value: float | None) -> int | None:
@@ -136,7 +138,29 @@ def summarize(run: Run, *, library_compiles: int = 0, distinct_graphs: int = 0,
         wall_seconds=wall, median_step_steps=int(timed.sum()), median_step_basis=basis,
         runtime_counts=_runtime_counts(m.info.get("runtime_counts")),
         eager_mode=bool(m.info.get("eager_mode")),
+        idle=idle_reason(steps) if not run.warnings else None,
     )
+
+
+#: a run whose steps ran nothing on the device in at least this share of them did no work
+IDLE_SHARE = 0.9
+
+
+def idle_reason(steps: StepTable) -> str | None:
+    """Why the run did no work, or None: at least :data:`IDLE_SHARE` of its steps (3 or more)
+    executed and compiled nothing on the device (a loop over a loader that died: a Trainer that
+    stopped at step 0 keeps reaching barriers). None where executions are not counted."""
+    executions = steps.col("execute_count")
+    if executions is None or len(steps) < 3:
+        return None
+    compiles = steps.col("compile_count")
+    quiet = np.asarray(executions) == 0
+    if compiles is not None:
+        quiet &= np.asarray(compiles) == 0
+    n, idle = len(steps), int(quiet.sum())
+    if idle < IDLE_SHARE * n:
+        return None
+    return f"{idle} of {n} steps ran nothing on the device"
 
 
 def _runtime_counts(value: Any) -> dict[str, int]:

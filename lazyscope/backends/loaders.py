@@ -35,6 +35,8 @@ from lazyscope.frames import capture_stack, is_library_file
 
 #: ``meta.json`` info key: the loaders a run iterated (see the module docstring)
 LOADERS = "loaders"
+#: ``meta.json`` info key: exceptions that ended a thread of the program (a loader's thread)
+THREAD_ERRORS = "thread_errors"
 #: tensors of a batch looked at, at most (a batch is walked this deep)
 MAX_TENSORS = 16
 MAX_DEPTH = 3
@@ -136,7 +138,10 @@ class _Loader:
 
 
 class LoaderWatch:
-    """Installed for the length of a trace (see the module docstring)."""
+    """Installed for the length of a trace (see the module docstring). It also keeps the
+    exceptions that end a thread of the program (``threading.excepthook``, which still prints
+    them): torch_xla's ``MpDeviceLoader`` fetches batches in a thread, and a collate function
+    that raises there ends the data, not the program, which then trains on nothing."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
@@ -144,8 +149,11 @@ class LoaderWatch:
         self._made: dict[int, Any] = {}
         self._keep: list[Any] = []  # the loaders seen: their ids stay theirs
         self._saved: list[tuple[Any, str, Any]] = []
+        self._hook: Any = None
+        self.thread_errors: list[dict[str, Any]] = []
 
     def install(self) -> None:
+        self._install_thread_hook()
         try:
             import torch.utils.data.dataloader as dl
         except ImportError:
@@ -192,6 +200,37 @@ class LoaderWatch:
         for owner, name, fn in reversed(self._saved):
             setattr(owner, name, fn)
         self._saved = []
+        if self._hook is not None:
+            threading.excepthook = self._hook
+            self._hook = None
+
+    def _install_thread_hook(self) -> None:
+        previous = threading.excepthook
+        watch = self
+
+        def excepthook(args: Any) -> None:
+            try:
+                watch._thread_error(args)
+            except Exception:  # noqa: BLE001 - the program's own hook still runs
+                pass
+            previous(args)
+
+        self._hook = previous
+        threading.excepthook = excepthook
+
+    def _thread_error(self, args: Any) -> None:
+        if args.exc_type is SystemExit:
+            return
+        import traceback
+
+        frames = traceback.extract_tb(args.exc_traceback) if args.exc_traceback else []
+        user = [f for f in frames if not is_library_file(f.filename)]
+        at = user[-1] if user else (frames[-1] if frames else None)
+        message = traceback.format_exception_only(args.exc_type, args.exc_value)[-1].strip()
+        with self._lock:
+            self.thread_errors.append({
+                "thread": getattr(args.thread, "name", "?"), "error": message[:300],
+                "at": [at.filename, at.lineno or 0, at.name] if at is not None else None})
 
     def _batch(self, it: Any, batch: Any) -> None:
         loader = getattr(it, "_lazyscope_loader", None)

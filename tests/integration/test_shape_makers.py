@@ -12,6 +12,7 @@ few shapes, each compiled once: no recompile finding, and ``check`` passes.
 
 from __future__ import annotations
 
+import json
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -34,17 +35,22 @@ def _line(text: str) -> int:
 def classifier_runs(tmp_path_factory) -> dict[str, Path]:
     base = tmp_path_factory.mktemp("classifier")
     cases = {"dynamic": ["--steps", "10"],
-             "multiple16": ["--steps", "8", "--pad-to-multiple-of", "16"]}
+             "multiple16": ["--steps", "8", "--pad-to-multiple-of", "16"],
+             "broken": ["--steps", "8", "--broken-collator"]}
 
     def trace(name: str) -> tuple[str, Path]:
         out = base / name
         proc = lazyscope_cmd("trace", "--out", str(out), "--no-views", str(PROGRAM),
                              *cases[name], timeout=900)
-        assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+        # the broken collator raises in torch_xla's loader thread: the program ends well
+        # ("TRAINED 0 steps"), the run is failed (exit 5)
+        assert proc.returncode == (5 if name == "broken" else 0), \
+            proc.stdout[-3000:] + proc.stderr[-3000:]
         assert "TRAINED" in proc.stdout
+        (out / "stderr.txt").write_text(proc.stderr)
         return name, out
 
-    with ThreadPoolExecutor(max_workers=2) as pool:
+    with ThreadPoolExecutor(max_workers=3) as pool:
         return dict(pool.map(trace, cases))
 
 
@@ -72,3 +78,26 @@ def test_padding_to_a_multiple_has_no_recompile_finding_and_passes_check(classif
         assert "pad_to_multiple_of=" not in note["fix"], note
     check = lazyscope_cmd("check", str(classifier_runs["multiple16"]))
     assert check.returncode == 0, check.stdout
+
+
+def test_a_trainer_whose_loader_thread_died_is_a_failed_run_not_an_ok_one(classifier_runs) -> None:
+    """The collator raises inside torch_xla's loader thread: the Trainer stops at step 0 and
+    its loop still reaches barriers, each running nothing. The run is failed at the line that
+    raised, the gate fails, and a diff against a real run gives no speed-up."""
+    run = classifier_runs["broken"]
+    report = report_json(run)
+    assert report["status"] == "failed"
+    assert "KeyError: 'label_ids'" in report["error"] and "_loader_worker" in report["error"]
+    assert f"hf_classifier.py:{_line('raise KeyError')}" in report["error"]
+    assert report["idle"].endswith("steps ran nothing on the device")
+    said = [ln for ln in (run / "stderr.txt").read_text().splitlines()
+            if ln.startswith("lazyscope: ") and "failed" in ln]
+    assert len(said) == 1 and "an exception ended the program's thread" in said[0]
+    check = lazyscope_cmd("check", str(run))
+    assert check.returncode == 1 and "run-status" in check.stdout
+    diff = lazyscope_cmd("diff", str(classifier_runs["dynamic"]), str(run), "--format", "json")
+    assert diff.returncode == 0, diff.stderr
+    data = json.loads(diff.stdout)
+    wall = next(m for m in data["metrics"] if m["name"] == "wall_seconds")
+    assert wall["ratio"] is None
+    assert any("not comparable" in w for w in data["warnings"])

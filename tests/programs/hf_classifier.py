@@ -29,6 +29,8 @@ parser = argparse.ArgumentParser()
 parser.add_argument("--steps", type=int, default=12)
 parser.add_argument("--pad-to-multiple-of", type=int, default=None)
 parser.add_argument("--attn", default=None, help="attn_implementation (default: transformers')")
+parser.add_argument("--broken-collator", action="store_true",
+                    help="a collator that raises (a bug in the user's data code)")
 args = parser.parse_args()
 
 words = [f"w{i}" for i in range(90)]
@@ -64,11 +66,16 @@ training = TrainingArguments(output_dir=tempfile.mkdtemp(), max_steps=args.steps
                              per_device_train_batch_size=8, optim="adamw_torch",
                              report_to=[], save_strategy="no", disable_tqdm=True,
                              logging_steps=1000, seed=0)
+collator = DataCollatorWithPadding(tokenizer, pad_to_multiple_of=args.pad_to_multiple_of)
+if args.broken_collator:
+    def collator(features):  # noqa: F811 - a bug: labels of another name
+        raise KeyError("label_ids")
 trainer = Trainer(
     model=model,
     args=training,
     train_dataset=Reviews(),
-    data_collator=DataCollatorWithPadding(tokenizer, pad_to_multiple_of=args.pad_to_multiple_of),
+    data_collator=DataCollatorWithPadding(tokenizer, pad_to_multiple_of=args.pad_to_multiple_of)
+    if not args.broken_collator else collator,
 )
 trainer.train()
 print(f"TRAINED {trainer.state.global_step} steps")

@@ -151,3 +151,30 @@ def test_a_run_whose_files_are_damaged_fails_the_gate(tmp_path) -> None:
     assert v.rule == "run-files" and "damaged" in v.message
     allowed = check_report(rep, Rules(allow_incomplete=True))
     assert allowed.passed and any("damaged" in n for n in allowed.notes)
+
+
+def test_a_run_that_did_no_work_fails_the_gate_and_is_not_comparable(tmp_path) -> None:
+    """A loop over a loader that died keeps reaching barriers: every step ran nothing on the
+    device. The verdict says so, the gate fails (run-work), and a diff gives its times no
+    ratio."""
+    from lazyscope.analyze.diff import diff_reports
+
+    quiet = {"wall_s": 4e-5, "t_end_s": 0.0, "compile_count": 0, "compile_s": 0.0,
+             "execute_count": 0, "execute_s": 0.0, "to_device_count": 0, "to_device_bytes": 0,
+             "to_device_s": 0.0, "from_device_count": 0, "from_device_bytes": 0,
+             "from_device_s": 0.0, "fallback_count": 0}
+    work = {**quiet, "wall_s": 0.2, "execute_count": 1, "execute_s": 0.15}
+    idle = build_report(build_run(tmp_path / "idle", steps=[work] + [quiet] * 20))
+    busy = build_report(build_run(tmp_path / "busy", steps=[work] * 21))
+    assert idle.summary.idle == "20 of 21 steps ran nothing on the device"
+    assert busy.summary.idle is None and not busy.summary.warnings
+    assert "the run did no work" in idle.verdict and not idle.clean
+    (v,) = check_report(idle, Rules()).violations
+    assert v.rule == "run-work" and "did no work" in v.message
+    assert check_report(busy, Rules()).passed
+    diff = diff_reports(busy, idle)
+    wall = next(m for m in diff.metrics if m.name == "wall_seconds")
+    assert wall.ratio is None and wall.delta is not None
+    assert any("not comparable" in w for w in diff.warnings)
+    assert next(m for m in diff_reports(busy, busy).metrics
+                if m.name == "wall_seconds").ratio == 1.0

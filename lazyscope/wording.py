@@ -131,6 +131,13 @@ BASE: dict[str, str] = {
                        "value every N steps",
     "sync_fix_value": "keep the value on the device (accumulate it there) and read it every N "
                       "steps or after the loop",
+    "sync_after_detail": "{reads} in {nsteps} step{s}, of a value already computed (it cut no "
+                         "graph): the host waited {seconds}",
+    "sync_every": "it reads every {every} steps, {share}",
+    "sync_fix_every": "it already reads only every N steps, and still costs the run: read it "
+                      "less often, or keep the values on the device and read them after the loop",
+    "sync_fix_every_cheap": "nothing to change: a read every N steps after the barrier cuts no "
+                            "graph, and the host waits only for work the device was doing",
     "sync_library_detail": "{reads} by {call} (library code, called at this line)",
     # graph breaks and eager fallbacks (torch.compile)
     "break_detail": "torch.compile stopped tracing here {count} time{s}: {reason}{hints}; the "

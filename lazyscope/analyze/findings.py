@@ -573,13 +573,24 @@ def _library_of(frame: Frame) -> str:
     return "a library"
 
 
-def sync_finding(backend: str, site: SyncSite) -> Finding:
+def _after_barrier(backend: str, site: SyncSite) -> bool:
+    """Most of the reads (three in four) read a value already computed: after the step's
+    barrier, they cut no graph. Known where the backend says whether a read's tensor was still
+    pending (XLA); for runs recorded before it did, from the executions the reads forced."""
+    if site.pending_known:
+        return site.pending * 4 <= site.pending_known
+    return bool(table(backend)["sync_forced"]) and site.executions * 4 <= site.count
+
+
+def sync_finding(backend: str, site: SyncSite, wall_seconds: float = 0.0) -> Finding:
     file, line, function = _loc(site.site)
     steps, step_count = _steps(site.steps)
     nsteps = len(site.steps)
     facts = SyncFacts(reads=dict(site.reads), executions=site.executions, closure=site.closure,
                       api=site.library_call if site.owner == OWNER_LIBRARY else "",
                       happens_at=site.happens_at)
+    share = (f"{site.seconds / wall_seconds:.1%} of the run's wall time" if wall_seconds
+             else "")
     if site.closure:
         detail = say(backend, "sync_closure_detail", reads=_reads(site), nsteps=nsteps,
                      s=plural(nsteps), seconds=units.seconds(site.seconds))
@@ -587,8 +598,12 @@ def sync_finding(backend: str, site: SyncSite) -> Finding:
     else:
         forced = (say(backend, "sync_forced", n=units.counted(site.executions, "execution"))
                   if site.executions and table(backend)["sync_forced"] else "")
-        detail = say(backend, "sync_detail", reads=_reads(site), nsteps=nsteps,
-                     s=plural(nsteps), seconds=units.seconds(site.seconds), forced=forced)
+        after = _after_barrier(backend, site)
+        detail = say(backend, "sync_after_detail" if after else "sync_detail",
+                     reads=_reads(site), nsteps=nsteps, s=plural(nsteps),
+                     seconds=units.seconds(site.seconds), forced="" if after else forced)
+        if site.every:
+            detail += "; " + say(backend, "sync_every", every=site.every, share=share or "?")
         branch = any(r.startswith("if tensor") for r in site.reads)
         if facts.api and facts.happens_at is None:
             fix = say(backend, "sync_fix_api", api=facts.api)
@@ -596,6 +611,12 @@ def sync_finding(backend: str, site: SyncSite) -> Finding:
             fix = library_fix(facts.happens_at) or say(
                 backend, "sync_fix_library", library=_library_of(facts.happens_at),
                 where=str(facts.happens_at))
+        elif site.every:
+            # the line already reads every N steps: never advice to do what it does; what is
+            # left is the cost, or a closure that does not wait
+            cheap = bool(wall_seconds) and site.seconds < SYNC_TIME_SHARE * wall_seconds
+            fix = say(backend, "sync_fix_every_cheap" if cheap or (after and site.every)
+                      else "sync_fix_every", every=site.every or 1)
         else:
             fix = say(backend, "sync_fix_branch" if branch else "sync_fix_value")
     if facts.happens_at is not None:
@@ -705,8 +726,19 @@ def make_findings(backend: str, *, sites: list[SiteCompiles], syncs: list[SyncSi
                     len(site.steps) >= max(2, CLOSURE_NOTE_SHARE * steps):
                 notes.append(sync_finding(backend, site))
         elif _per_step(site, steps, wall_seconds):
-            # a library API the user calls in the loop reads every step: the user's cost
-            findings.append(sync_finding(backend, site))
+            # a library API the user calls in the loop reads every step: the user's cost.
+            # Reads every N steps, or after the barrier (they cut no graph), are already the
+            # advice: a finding only when they still cost the run, else a note with the cost
+            cheap = bool(wall_seconds) and site.seconds < SYNC_TIME_SHARE * wall_seconds
+            after = _after_barrier(backend, site)
+            if site.every and (after or cheap):
+                # read every N steps, after the barrier (it cuts no graph, and the host waits
+                # only for work the device was doing) or costing little: a note with the cost.
+                # A read at every step, even after the barrier, makes the host wait for the
+                # device at every step: a finding
+                notes.append(sync_finding(backend, site, wall_seconds))
+            else:
+                findings.append(sync_finding(backend, site, wall_seconds))
     findings += [fallback_finding(backend, op) for op in fallbacks if op.count > 0]
     findings += [break_finding(backend, b) for b in breaks]
     findings += [eager_finding(backend, e) for e in eagers]

@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from lazyscope.model import Run, StepTable
+from lazyscope.units import counted
 
 #: fewer steady steps than this, and step-time statistics are over every step
 MIN_STEADY_STEPS = 3
@@ -147,20 +148,18 @@ IDLE_SHARE = 0.9
 
 
 def idle_reason(steps: StepTable) -> str | None:
-    """Why the run did no work, or None: at least :data:`IDLE_SHARE` of its steps (3 or more)
-    executed and compiled nothing on the device (a loop over a loader that died: a Trainer that
-    stopped at step 0 keeps reaching barriers). None where executions are not counted."""
-    executions = steps.col("execute_count")
-    if executions is None or len(steps) < 3:
+    """Why the run did no work, or None: its steps (3 or more) ran fewer executions on the
+    device, in all, than ``1 - IDLE_SHARE`` of their number (a loop over a loader that died: a
+    Trainer that stopped at step 0 keeps reaching barriers). Counted over the whole run, the
+    tail included: torch_xla counts an execution when it finishes, often after the step's
+    barrier, so a busy step can read 0. None where executions are not counted."""
+    if steps.col("execute_count") is None or len(steps) < 3:
         return None
-    compiles = steps.col("compile_count")
-    quiet = np.asarray(executions) == 0
-    if compiles is not None:
-        quiet &= np.asarray(compiles) == 0
-    n, idle = len(steps), int(quiet.sum())
-    if idle < IDLE_SHARE * n:
+    n = len(steps)
+    executions = int(steps.total("execute_count") or 0)
+    if executions >= (1 - IDLE_SHARE) * n:
         return None
-    return f"{idle} of {n} steps ran nothing on the device"
+    return f"its {n} steps ran {counted(executions, 'execution')} on the device in all"
 
 
 def _runtime_counts(value: Any) -> dict[str, int]:

@@ -46,10 +46,31 @@ class SyncSite:
     library_call: str = ""  # the library function the read happened in, when not the user's
     #: the innermost library frame the read happened in (None: in the user's own code)
     happens_at: Frame | None = None
+    #: reads whose value still had to be computed (they cut the step's graph), and reads the
+    #: backend said either way about
+    pending: int = 0
+    pending_known: int = 0
 
     @property
     def recurring(self) -> bool:
         return len(self.steps) >= 2
+
+    @property
+    def every(self) -> int | None:
+        """N when the reads come every N steps (N >= 2: most gaps between the steps that read
+        are N), else None (every step, or no pattern)."""
+        return period(self.steps)
+
+
+def period(steps: np.ndarray) -> int | None:
+    """The gap most of the steps' gaps have, when it is 2 or more and at least 80% of them have
+    it (reads every N steps); None otherwise."""
+    gaps = np.diff(np.unique(steps))
+    if len(gaps) < 1:
+        return None
+    values, counts = np.unique(gaps, return_counts=True)
+    best = int(values[int(np.argmax(counts))])
+    return best if best >= 2 and counts.max() >= 0.8 * len(gaps) else None
 
 
 def sync_sites(run: Run) -> list[SyncSite]:
@@ -85,15 +106,20 @@ def sync_sites(run: Run) -> list[SyncSite]:
         stack = ev.stack_of(int(ev.stack[sel[0]]))
         reads: Counter[str] = Counter()
         payloads, counts = id_counts(ev.payload[sel])
+        pending = known = 0
         for pid, n in zip(payloads, counts, strict=True):
             data = ev.payload_of(int(pid))
             reads[(data.read or data.message or "read") if data is not None else "read"] += int(n)
+            if data is not None and data.pending is not None:
+                known += int(n)
+                pending += int(n) if data.pending else 0
         out.append(SyncSite(
             site=Frame(where[0], where[1], where[2]) if where[0] else None,
             stack=tuple(user_frames(stack)), closure=closure, owner=owner,
             count=len(sel), steps=distinct(ev.step[sel]), seconds=float(ev.seconds[sel].sum()),
             executions=int(ev.value[sel].sum()), reads=dict(reads), library_call=lib,
-            happens_at=Frame(inner[0], inner[1], inner[2], library=True) if inner else None))
+            happens_at=Frame(inner[0], inner[1], inner[2], library=True) if inner else None,
+            pending=pending, pending_known=known))
     out.sort(key=lambda s: (-s.seconds, -s.count))
     return out
 

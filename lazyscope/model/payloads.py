@@ -164,7 +164,9 @@ class Sync:
     closure, after the barrier, blocking) or ``"async"`` (an async step closure). ``api``: the
     library API that made the read for its own purposes (``xm.mesh_reduce``), when not the
     user's code; ``called_by``: the library frame that called that API, when library code (a
-    Trainer's logging), not the user, called it."""
+    Trainer's logging), not the user, called it. ``pending``: True when the value still had to
+    be computed (the read cut the step's graph), False when it was device data already (a read
+    after the step's barrier), None where the backend does not say."""
 
     read: str = ""
     shape: list[int] | None = None
@@ -173,6 +175,7 @@ class Sync:
     message: str = ""
     api: str = ""
     called_by: Frame | None = None
+    pending: bool | None = None
 
     def to_json(self) -> dict[str, Any]:
         out = {k: v for k, v in asdict(self).items() if k != "called_by"

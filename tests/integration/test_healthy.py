@@ -56,3 +56,18 @@ def test_steptrace_and_parallel_loader_are_step_barriers(tmp_path: Path) -> None
     # marked the step), before the end-of-data fetch and at StopIteration (4); the final sync
     assert report["steps"] == 8, report["per_step"]
     assert report["status"] == "ok"
+
+
+def test_a_read_every_n_steps_is_priced_and_never_told_to_read_every_n(tmp_path: Path) -> None:
+    """``float(loss)`` in a dict every 5 steps, before the barrier: the line already reads
+    every N steps. Its finding (or note) says so and what it costs; its fix never asks for what
+    the line does."""
+    script = Path(healthy.__file__).parent.parent / "log_dict_every_n.py"
+    out = tmp_path / "log"
+    proc = lazyscope_cmd("trace", "--out", str(out), "--no-views", str(script))
+    assert proc.returncode == 0, proc.stderr
+    report = report_json(out)
+    (f,) = [f for f in report["findings"] + report["notes"] if f["kind"] == "sync"]
+    assert "reads every 5 steps" in f["detail"] and "% of the run's wall time" in f["detail"]
+    assert "every N steps or after the loop" not in f["fix"]
+    assert "already reads every 5 steps" in f["fix"] or "nothing to change" in f["fix"]

@@ -166,7 +166,7 @@ def test_a_run_that_did_no_work_fails_the_gate_and_is_not_comparable(tmp_path) -
     work = {**quiet, "wall_s": 0.2, "execute_count": 1, "execute_s": 0.15}
     idle = build_report(build_run(tmp_path / "idle", steps=[work] + [quiet] * 20))
     busy = build_report(build_run(tmp_path / "busy", steps=[work] * 21))
-    assert idle.summary.idle == "20 of 21 steps ran nothing on the device"
+    assert idle.summary.idle == "its 21 steps ran 1 execution on the device in all"
     assert busy.summary.idle is None and not busy.summary.warnings
     assert "the run did no work" in idle.verdict and not idle.clean
     (v,) = check_report(idle, Rules()).violations

@@ -8,8 +8,10 @@ materialised tensor executes nothing, so the reads are recorded here, at the Pyt
 ``torch.Tensor`` methods above are wrapped for the duration of a trace and restored after.
 
 A wrapper checks ``tensor.device.type == "xla"`` and otherwise calls straight through; for an XLA
-tensor it times the call, notes whether an execution happened (the ``ExecuteTime`` sample count,
-a structured metric read) and emits one ``sync`` event with the user's stack. It also says
+tensor it times the call, notes whether the tensor was still pending IR (the read cuts the step's
+graph) or device data already (a read after the barrier), and whether an execution happened (the
+``ExecuteTime`` sample count, a structured metric read), and emits one ``sync`` event with the
+user's stack. It also says
 whether the read runs inside a step closure (after the barrier; ``closure``) and whether
 torch_xla itself made it for its own purposes (``owner``). Only the outermost read is recorded
 (``print(t)`` calls ``.cpu()`` and more inside). The wrappers add no computation, transfer or
@@ -61,16 +63,32 @@ def walk_frames(skip: int) -> list[Frame]:
     return frames
 
 
-def read_event_data(frames: list[Frame], label: str, shape: list[int]) -> tuple[Stack, Sync]:
+def read_event_data(frames: list[Frame], label: str, shape: list[int],
+                    pending: bool | None = None) -> tuple[Stack, Sync]:
     """The stack an event keeps and its Sync payload, from a full walk of the stack."""
     api = library_call(frames)
     payload = Sync(read=label, shape=shape, closure=closure_kind(frames),
-                   owner=OWNER_LIBRARY if api else "user")
+                   owner=OWNER_LIBRARY if api else "user", pending=pending)
     if api:
         payload.read = f"{label} by {api}"
         payload.api = api
         payload.called_by = library_caller(frames)
     return bound_stack(frames), payload
+
+
+def has_pending_ir(tensor: Any) -> bool | None:
+    """True when reading ``tensor`` must first run a graph (it is pending IR), False when it is
+    device data already (a read after the step's barrier: it cuts no graph), None when torch_xla
+    does not say. The device data a tensor's graph depends on is the tensor itself exactly when
+    it is materialised (a walk of its IR: about 2 us, no computation, no transfer)."""
+    try:
+        import torch_xla
+
+        xlac = torch_xla._XLAC
+        ids = xlac._get_tensors_xla_device_data_node([tensor])[0]
+        return list(ids) != [xlac._xla_get_tensor_id(tensor)]
+    except Exception:  # noqa: BLE001 - another torch_xla: unknown
+        return None
 
 
 class ValueReadHooks:
@@ -117,6 +135,7 @@ class ValueReadHooks:
             if not is_xla:
                 return original(self_t, *args, **kwargs)
             local.depth = 1
+            pending = has_pending_ir(self_t)
             execs_before = hooks._executions()
             tic = time.perf_counter()
             try:
@@ -126,7 +145,7 @@ class ValueReadHooks:
                 executed = hooks._executions() - execs_before
                 local.depth = 0
                 stack, payload = read_event_data(walk_frames(1), label,
-                                                 list(getattr(self_t, "shape", [])))
+                                                 list(getattr(self_t, "shape", [])), pending)
                 hooks._emit(stack, payload, seconds, executed)
 
         read.__name__ = getattr(original, "__name__", "read")

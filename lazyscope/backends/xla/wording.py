@@ -51,6 +51,11 @@ WORDS: dict[str, str] = {
     "sync_fix_value": "keep the value on the device (accumulate it there) and read it every N "
                       "steps or after the loop, or read it after the barrier in "
                       "xm.add_step_closure(fn, run_async=True)",
+    "sync_after_detail": "{reads} in {nsteps} step{s}, after the step's barrier (it cut no "
+                         "graph): the host waited {seconds} for the device to finish the "
+                         "step{forced}",
+    "sync_fix_every": "it already reads every {every} steps, and still costs the run: read it in xm.add_step_closure(fn, run_async=True), which "
+                      "does not make the host wait, or less often",
     "sync_closure_detail": "{reads} inside a step closure in {nsteps} step{s}: it runs after "
                            "the barrier and cuts no graph, but the host waits {seconds} for "
                            "each step's execution before tracing the next one",

@@ -26,6 +26,7 @@ HEALTHY: list[str] = [
     "mark_step_loop",
     "bucketed_lengths",
     "eval_every_n",
+    "read_after_barrier_every_n",
     "async_logging",
     "checkpoint_eval",
     "adamw_warmup",

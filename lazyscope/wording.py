@@ -45,6 +45,8 @@ BASE: dict[str, str] = {
     "recompile_detail": "{where} compiled {graphs} graph{s} ({counted} recompilation{cs} after "
                         "its first graph{fs}){reasons}",
     "recompile_note_detail": "{where} recompiled once at step {step}: {changes}",
+    "recompile_notes_detail": "{where} recompiled {n} times after warm-up, at steps {steps} "
+                              "(first at step {step}: {changes})",
     "fix_batch_dim": "the last batch is smaller than the others: drop it "
                      "(DataLoader(..., drop_last=True)) or pad it to the full batch size",
     "fix_growing": "{dims} grows at every compilation ({values}): its size follows the step "

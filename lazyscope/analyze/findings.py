@@ -505,9 +505,15 @@ def recompile_note(backend: str, entry: SiteCompiles, graph_shapes: bool,
     f = recompile_finding(backend, entry, graph_shapes, sources)
     r = entry.counted[0] if entry.counted else None
     if r is not None:
-        f.detail = say(backend, "recompile_note_detail",
-                       where=str(entry.site or entry.function or "?"), step=r.step,
-                       changes=changes_text(r.changes) or r.cls)
+        where = str(entry.site or entry.function or "?")
+        changes = changes_text(r.changes) or r.cls
+        if entry.counted_count > 1:  # one count per fact: the note's count is its sentence's
+            f.detail = say(backend, "recompile_notes_detail", where=where,
+                           n=entry.counted_count, step=r.step, changes=changes,
+                           steps=", ".join(str(int(s)) for s in entry.counted_steps))
+        else:
+            f.detail = say(backend, "recompile_note_detail", where=where, step=r.step,
+                           changes=changes)
         if isinstance(f.facts, RecompileFacts) and f.facts.value_set_at is not None:
             f.detail += "; " + say(backend, "value_set_detail", where=str(f.facts.value_set_at))
         reused = late_bucket(entry, r)
@@ -718,6 +724,7 @@ def make_findings(backend: str, *, sites: list[SiteCompiles], syncs: list[SyncSi
                 v.what in ("dim", "rank", "dtype", "value") for v in entry.varying):
             notes.append(reuse_note(backend, entry))
     findings = _one_finding_per_cause(findings)
+    notes = _one_finding_per_cause(notes)
     for site in syncs:
         if site.closure == "async":
             continue
@@ -754,8 +761,10 @@ def _reuse_shown(entry: SiteCompiles) -> bool:
 
 def _one_finding_per_cause(findings: list[Finding]) -> list[Finding]:
     """Recompile findings with the same line to change and the same varying inputs are one
-    cause cut at several sites (a tensor made at one line and read by two graphs): merged, the
-    other sites kept in the stack and the detail."""
+    cause cut at several sites (a tensor made at one line and read by two graphs; a step cut in
+    two by a read, each part recompiled for the same new length): merged, the other sites kept
+    in the detail. One count per fact: a new length that made two graphs in a step is one
+    recompilation, so the count is the larger one, the seconds both graphs'."""
     merged: dict[tuple[Any, ...], Finding] = {}
     for f in findings:
         facts = f.facts
@@ -767,11 +776,11 @@ def _one_finding_per_cause(findings: list[Finding]) -> list[Finding]:
         if first is None:
             merged[key] = f
             continue
-        first.count += f.count
+        first.count = max(first.count, f.count)
         first.seconds += f.seconds
         first.steps = sorted(set(first.steps) | set(f.steps))[:MAX_STEPS_LISTED]
         first.step_count = max(first.step_count, len(first.steps))
-        if f.compiled_at is not None:
+        if f.compiled_at is not None and f.compiled_at != first.compiled_at:
             first.detail += f"; also compiled at {f.compiled_at}"
     return list(merged.values())
 

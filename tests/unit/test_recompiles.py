@@ -372,3 +372,18 @@ def test_a_short_run_over_declared_buckets_is_bucketing_not_churn(tmp_path: Path
     (outside,) = explain_recompiles(compiles_run(tmp_path / "o", graphs, runs=runs,
                                                  info={"declared_buckets": buckets[:-1]}))
     assert outside.declared == [] and outside.verdict == plain.verdict
+
+
+def test_a_note_counts_what_its_sentence_says(tmp_path: Path) -> None:
+    """Two late one-offs in one family: the note's count (x2) and its sentence agree, and the
+    same new length cut in two graphs (a read in the step) is one note, counted once."""
+    sizes = {"b16": 16, "b32": 32, "b48": 48, "b64": 64}
+    graphs = [(s, k, graph(("s64", [8, sizes[k]]), *PARAMS))
+              for s, k in [(0, "b16"), (1, "b32"), (6, "b48"), (9, "b64")]]
+    runs = {"b16": [0, 2, 4, 7, 10], "b32": [1, 3, 5, 8, 11], "b48": [6], "b64": [9]}
+    run = compiles_run(tmp_path / "r", graphs, runs=runs)
+    (fam,) = explain_recompiles(run)
+    assert fam.verdict == LATE and fam.counted_count == 2
+    findings, (note,) = findings_of(run)
+    assert findings == [] and note.count == 2
+    assert "recompiled 2 times after warm-up, at steps 6, 9" in note.detail

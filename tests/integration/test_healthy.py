@@ -71,3 +71,22 @@ def test_a_read_every_n_steps_is_priced_and_never_told_to_read_every_n(tmp_path:
     assert "reads every 5 steps" in f["detail"] and "% of the run's wall time" in f["detail"]
     assert "every N steps or after the loop" not in f["fix"]
     assert "already reads every 5 steps" in f["fix"] or "nothing to change" in f["fix"]
+
+
+def test_a_closure_optimizers_first_steps_are_warm_up_not_recompiles(tmp_path: Path) -> None:
+    """L-BFGS cuts its first steps into many graphs (its history fills up), each compiled once
+    and most run once, then reuses them all: no recompile finding, and check passes. Its host
+    reads are torch's own, named inside torch.optim.LBFGS with what reads less."""
+    script = Path(healthy.__file__).parent.parent / "lbfgs_closure.py"
+    out = tmp_path / "lbfgs"
+    proc = lazyscope_cmd("trace", "--out", str(out), "--no-views", str(script))
+    assert proc.returncode == 0, proc.stderr
+    report = report_json(out)
+    assert report["compiles"] >= 20 and report["per_step"][-1]["compiles"] == 0
+    assert not [f for f in report["findings"] if f["kind"] == "recompile"], report["findings"]
+    assert report["verdict"].startswith("no recompilation in steady state")
+    syncs = [f for f in report["findings"] if f["kind"] == "sync"]
+    assert syncs and all("torch/optim/lbfgs.py" in f["happens_at"]["file"] for f in syncs)
+    assert all("max_iter" in f["fix"] for f in syncs)
+    check = lazyscope_cmd("check", str(out))
+    assert check.returncode == 0, check.stdout

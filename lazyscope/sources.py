@@ -240,8 +240,58 @@ class SourceFiles:
     def call_line(self, files: list[str], names: list[str], keyword: str = "") -> Frame | None:
         return call_line(files, names, keyword)
 
+    def growth_origin(self, file: str, line: int) -> Frame | None:
+        return growth_origin(file, line)
+
 
 SOURCES = SourceFiles()
+
+
+#: calls that make a tensor larger than one of their arguments
+_GROWING_CALLS = frozenset({"cat", "concat", "concatenate", "stack", "hstack", "vstack",
+                            "dstack", "column_stack", "row_stack", "append"})
+
+
+def growth_origin(file: str, line: int) -> Frame | None:
+    """Where a tensor read at ``file:line`` grows: in the line's function (or module), the one
+    assignment ``name = torch.cat((name, ...))`` (or stack, hstack, append ...) to a name the line
+    reads, the name itself among the call's arguments. When the line reads a parameter of its
+    function, the function's calls in the same file are followed (``smoothed(history)``, and
+    ``history = torch.cat((history, ...))`` beside it). None when there is no single one."""
+    tree = _tree(file)
+    if tree is None:
+        return None
+    scope, function = _scope(tree, line)
+    read = {n.id for n in ast.walk(scope) if isinstance(n, ast.Name)
+            and isinstance(n.ctx, ast.Load) and getattr(n, "lineno", 0) == line}
+    found = _growing_assignments(scope, read)
+    if not found and isinstance(scope, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        params = [a.arg for a in scope.args.args]
+        for call in ast.walk(tree):
+            if not (isinstance(call, ast.Call) and _callee(call) == scope.name):
+                continue
+            passed = {a.id for i, a in enumerate(call.args)
+                      if isinstance(a, ast.Name) and i < len(params) and params[i] in read}
+            outer, _ = _scope(tree, call.lineno)
+            found |= {(ln, _scope(tree, ln)[1]) for ln, _ in _growing_assignments(outer, passed)}
+    if len(found) == 1:
+        at, fn = found.pop()
+        return Frame(file, at, fn)
+    return None
+
+
+def _growing_assignments(scope: ast.AST, names: set[str]) -> set[tuple[int, str]]:
+    """(line, function) of each ``name = cat((name, ...))`` in ``scope`` to one of ``names``."""
+    out: set[tuple[int, str]] = set()
+    for node in ast.walk(scope):
+        if not (isinstance(node, ast.Assign) and isinstance(node.value, ast.Call)
+                and _callee(node.value) in _GROWING_CALLS):
+            continue
+        targets = {t.id for t in node.targets if isinstance(t, ast.Name)}
+        grows = {n.id for n in ast.walk(node.value) if isinstance(n, ast.Name)} & targets
+        if grows & names:
+            out.add((node.lineno, getattr(scope, "name", "<module>")))
+    return out
 
 
 def _callee(node: ast.Call) -> str:

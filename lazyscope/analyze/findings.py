@@ -226,6 +226,9 @@ class SourceLookup(Protocol):
         """The one call in ``files`` to a function or class named in ``names``, else the one
         ``keyword=`` argument of a call."""
 
+    def growth_origin(self, file: str, line: int) -> Frame | None:
+        """Where a tensor read at ``file:line`` grows (``x = torch.cat((x, ...))``)."""
+
 
 def _dims_text(varying: list[Varying]) -> str:
     return ", ".join(f"dim {v.index} of {v.input}" for v in varying[:3])
@@ -389,6 +392,12 @@ def recompile_finding(backend: str, entry: SiteCompiles, graph_shapes: bool,
     if set_at is not None and line_frame is set_at:
         stack = [set_at, *stack]
     maker = _maker_frame(entry, sources)
+    grows = _growth_frame(entry, origin, sources) if maker is None else None
+    if grows is not None:
+        # a tensor that grows every step is changed where it grows, not where it is read
+        line_frame = grows
+        stack = [grows, *[f for f in stack if f != grows]]
+        file, line, function = _loc(line_frame)
     if maker is not None:
         # the shape is made by the loader's collate function: that line, then the loader's
         # maker and where the batch entered the graph
@@ -432,6 +441,21 @@ def recompile_finding(backend: str, entry: SiteCompiles, graph_shapes: bool,
         seconds=entry.counted_seconds + (entry.backward_seconds * n / max(entry.compiles, 1)),
         detail=detail, fix=_maker_fix(backend, entry, maker) or _recompile_fix(
             backend, entry, graph_shapes), facts=facts)
+
+
+def _growth_frame(entry: SiteCompiles, origin: Frame | None,
+                  sources: SourceLookup | None) -> Frame | None:
+    """The line where a growing input grows (its ``torch.cat``), looked for at the line that
+    reads it and then at its callers, when every varying dimension grows."""
+    shaped = [v for v in entry.varying if v.what in ("dim", "rank")]
+    if sources is None or not shaped or not all(v.growing for v in shaped):
+        return None
+    for frame in (origin, *entry.stack):
+        if frame is not None and not frame.library:
+            found = sources.growth_origin(frame.file, frame.line)
+            if found is not None:
+                return found
+    return None
 
 
 def _maker_frame(entry: SiteCompiles, sources: SourceLookup | None) -> Frame | None:

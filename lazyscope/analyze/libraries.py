@@ -4,7 +4,8 @@ A host read (or another cost) that happens inside a library is the library's cod
 the user's: the finding names the user's call and the library line where it happens. When the
 library offers a way around it, this table says which, keyed by the library frame's file
 (a path suffix) and function. Each entry was measured: the setting removed the read (device-to-
-host transfers per step counted with torch_xla's metrics on XLA:CPU, transformers 5, GPT-2).
+host transfers per step counted with torch_xla's metrics on XLA:CPU, transformers 5, GPT-2;
+L-BFGS's reads, per iteration, in ``tests/programs/lbfgs_closure.py``).
 Pure data and one lookup: no I/O.
 """
 
@@ -20,6 +21,11 @@ LIBRARY_FIXES: dict[tuple[str, str], str] = {
         "TrainingArguments(use_cache=True), or an attention_mask with "
         "attn_implementation='eager', avoids the read (with SDPA and a mask it moves to "
         "_ignore_causal_mask_sdpa)",
+    ("torch/optim/lbfgs.py", "step"):
+        "torch.optim.LBFGS decides on the host: it reads the loss, the gradient norm and the "
+        "line search's values at every iteration of its step (each read cuts the graph on "
+        "XLA); fewer iterations (max_iter) read less, a first-order optimizer (Adam, SGD) "
+        "reads nothing",
     ("transformers/trainer.py", "_maybe_log_save_evaluate"):
         "Trainer reads the loss and the gradient norm to log them every logging_steps steps: "
         "log less often (TrainingArguments(logging_steps=...)); the other steps read nothing",

@@ -133,12 +133,15 @@ def outlook(runs: list[int], first_calls: list[int], *, steps: int, seconds_each
             step_seconds: float, horizon_steps: int = DEFAULT_HORIZON,
             bound: int | None = None, sizes: list[int] | None = None,
             largest: int | None = None, planned: int | None = None,
-            late_share: float = 0.0) -> Outlook:
+            late_share: float = 0.0, late: tuple[int, int] | None = None) -> Outlook:
     """The outlook of a family from its graphs' executions (``runs``, one entry a graph) and the
     call (0-based, in the family's order of calls) at which each graph was first made
     (``first_calls``), over a run of ``steps`` steps. ``sizes``: the size of the one varying
     dimension in each graph, when one dimension makes the graphs; ``largest``: the largest size
-    it can take, when known."""
+    it can take, when known. ``late``: (graphs first made, calls made) in the second half of the
+    run's steps, when the caller counts them by step: a family that made its graphs in a burst
+    early and is done (or calls on without new ones) has no recent novelty however few of its
+    own calls came after; by default, the second half of the family's own calls."""
     n = sum(runs)
     once = sum(1 for r in runs if r == 1)
     twice = sum(1 for r in runs if r == 2)
@@ -154,9 +157,12 @@ def outlook(runs: list[int], first_calls: list[int], *, steps: int, seconds_each
         unseen = max(unseen, horizon_calls if bound is None else
                      min(horizon_calls, max(0.0, float(bound - len(runs)))))
     good_turing = once / n if n else 0.0
-    half = n // 2
-    late_calls = n - half
-    late_new = sum(1 for c in first_calls if c >= half)
+    if late is not None:
+        late_new, late_calls = late
+    else:
+        half = n // 2
+        late_calls = n - half
+        late_new = sum(1 for c in first_calls if c >= half)
     recent = late_new / late_calls if late_calls > 0 else 0.0
     rate = min(good_turing, recent)
     if unseen <= 0 or rate <= 0:

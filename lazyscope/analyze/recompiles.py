@@ -817,7 +817,24 @@ def family_outlook(fam: SiteCompiles, ctx: _Context) -> Outlook:
                    seconds_each=seconds[len(seconds) // 2] if seconds else 0.0,
                    step_seconds=ctx.step_seconds, horizon_steps=ctx.horizon,
                    sizes=sizes, largest=ctx.largest, planned=ctx.planned,
-                   late_share=_late_share(fam, ctx.run))
+                   late_share=_late_share(fam, ctx.run), late=_late_by_step(fam, ctx))
+
+
+def _late_by_step(fam: SiteCompiles, ctx: _Context) -> tuple[int, int] | None:
+    """(graphs first made, family calls) in the second half of the run's steps; None when the
+    run has too few steps to halve (the family's own calls are halved instead)."""
+    n = len(ctx.run.steps)
+    if n < 4:
+        return None
+    half = n // 2
+    ev = ctx.run.events
+    sel = ev.indices("execute")
+    keys = {ev.key_of(int(k)): int(k) for k in np.unique(ev.key[sel])} if len(sel) else {}
+    mine = [keys[u.graph] for u in fam.uses if u.graph in keys]
+    hit = sel[np.isin(ev.key[sel], mine) & (ev.step[sel] >= half)] if mine else sel[:0]
+    calls = int(round(float(ev.value[hit].sum())))
+    new = sum(1 for u in fam.uses if u.step >= half)
+    return new, max(calls, new)
 
 
 def _late_share(fam: SiteCompiles, run: Run) -> float:

@@ -65,3 +65,22 @@ def test_where_a_tensor_used_at_a_line_was_moved_to_the_device(tmp_path: Path) -
     assert transfer_origin(str(src), 5).line == 2  # tokens, not logits (not a transfer)
     assert transfer_origin(str(src), 2) is None  # the transfer line itself
     assert transfer_origin(str(src), 6) is None  # history is carried by its own line
+
+
+def test_growth_origin_is_the_cat_that_grows_what_the_line_reads(tmp_path) -> None:
+    from lazyscope.sources import growth_origin
+
+    script = tmp_path / "grow.py"
+    script.write_text(
+        "import torch\n"
+        "h = torch.zeros(1)\n"
+        "def smooth(t):\n"
+        "    return t.mean()\n"
+        "for i in range(3):\n"
+        "    loss = smooth(h)\n"
+        "    h = torch.cat((h, loss.view(1)))\n"
+        "    g = torch.cat((torch.ones(1), loss.view(1)))\n")
+    assert growth_origin(str(script), 7).line == 7  # the cat reads h and grows it
+    assert growth_origin(str(script), 6).line == 7  # loss = smooth(h): h grows at line 7
+    assert growth_origin(str(script), 4).line == 7  # inside smooth, through its call
+    assert growth_origin(str(script), 8) is None  # g is made anew, not grown

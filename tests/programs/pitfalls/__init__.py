@@ -28,6 +28,7 @@ PITFALLS: dict[str, str] = {
     "arange_in_step": "recompile",
     "slice_growing": "recompile",
     "cat_accumulate": "recompile",
+    "cat_grown_read_elsewhere": "recompile",
     "full_python_int": "recompile",
     "helper_recompile": "recompile",
     "collate_pad_longest": "recompile",

@@ -406,6 +406,12 @@ def recompile_finding(backend: str, entry: SiteCompiles, graph_shapes: bool,
         stack = [maker, *([made] if made is not None and made != maker else []),
                  *[f for f in stack if f != maker and f != made]]
         file, line, function = _loc(line_frame)
+    if line_frame is not None and _library_path(line_frame.file):
+        # never a library's line (a torch function the recorded metadata pointed into): the
+        # first of the user's frames
+        line_frame = next((f for f in stack if not f.library and not _library_path(f.file)),
+                          entry.site)
+        file, line, function = _loc(line_frame)
     facts = _recompile_facts(entry, set_at, read_at)
     n = entry.counted_count
     examples = [f"step {r.step}: {changes_text(r.changes)}" for r in counted if r.changes][:3]
@@ -590,6 +596,12 @@ def reuse_note(backend: str, entry: SiteCompiles) -> Finding:
 
 def _reads(site: SyncSite) -> str:
     return ", ".join(f"{r} x{n}" for r, n in site.reads.items())
+
+
+def _library_path(file: str) -> bool:
+    """A file of an installed package (by its path: no I/O)."""
+    parts = file.replace("\\", "/").split("/")
+    return "site-packages" in parts or "dist-packages" in parts
 
 
 def _library_of(frame: Frame) -> str:

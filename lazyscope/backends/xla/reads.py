@@ -76,6 +76,21 @@ def read_event_data(frames: list[Frame], label: str, shape: list[int],
     return bound_stack(frames), payload
 
 
+def _traced(tensor: Any) -> bool:
+    """A tensor with no value to read: a fake or functional tensor of torch.compile's tracing
+    (AOTAutograd prints them while it compiles a scan or a compiled function: no transfer
+    happens, torch_xla counts none)."""
+    name = type(tensor).__name__
+    if name in ("FakeTensor", "FunctionalTensor") or "Proxy" in name:
+        return True
+    try:
+        import torch
+
+        return bool(torch.compiler.is_compiling())
+    except Exception:  # noqa: BLE001 - an old torch
+        return False
+
+
 def has_pending_ir(tensor: Any) -> bool | None:
     """True when reading ``tensor`` must first run a graph (it is pending IR), False when it is
     device data already (a read after the step's barrier: it cuts no graph), None when torch_xla
@@ -129,7 +144,8 @@ class ValueReadHooks:
 
         def read(self_t: Any, *args: Any, **kwargs: Any) -> Any:
             try:
-                is_xla = getattr(local, "depth", 0) == 0 and self_t.device.type == "xla"
+                is_xla = (getattr(local, "depth", 0) == 0 and self_t.device.type == "xla"
+                          and not _traced(self_t))
             except Exception:  # noqa: BLE001 - odd subclasses: just call through
                 is_xla = False
             if not is_xla:

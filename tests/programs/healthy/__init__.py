@@ -27,6 +27,7 @@ HEALTHY: list[str] = [
     "bucketed_lengths",
     "eval_every_n",
     "read_after_barrier_every_n",
+    "scan_layers_loop",
     "async_logging",
     "checkpoint_eval",
     "adamw_warmup",

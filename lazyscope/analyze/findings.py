@@ -268,10 +268,11 @@ def _recompile_fix(backend: str, entry: SiteCompiles, graph_shapes: bool) -> str
         if all(v.growing for v in shaped) and not entry.evicted.count:
             return say(backend, "fix_growing", dims=_dims_text(shaped),
                        values=", ".join(_range(v) for v in shaped[:3]))
+        if entry.dynamic:  # the backend switched it to dynamic (torch.compile): whatever
+            # the sizes were, there is nothing left to pad or drop
+            return say(backend, "fix_dynamic_now", dims=", ".join(entry.dynamic))
         if _batch_rows(entry):
             return say(backend, "fix_batch_dim")
-        if entry.dynamic:  # the backend switched it to dynamic (torch.compile)
-            return say(backend, "fix_dynamic_now", dims=", ".join(entry.dynamic))
         if entry.origin is not None:
             return say(backend, "fix_dims_where", dims=_dims_text(shaped), where=where)
         return say(backend, "fix_dims", dims=_dims_text(shaped))
@@ -485,8 +486,8 @@ def _maker_frame(entry: SiteCompiles, sources: SourceLookup | None) -> Frame | N
 def _batch_rows(entry: SiteCompiles) -> bool:
     """Only the batch dimension varies, over two sizes: a last partial batch."""
     shaped = [v for v in entry.varying if v.what in ("dim", "rank")]
-    return bool(shaped) and all(v.what == "dim" and v.index == 0 and len(v.values) == 2
-                                for v in shaped)
+    return not entry.dynamic and bool(shaped) and all(
+        v.what == "dim" and v.index == 0 and len(v.values) == 2 for v in shaped)
 
 
 def _maker_fix(backend: str, entry: SiteCompiles, maker: Frame | None) -> str:

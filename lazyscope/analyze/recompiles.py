@@ -803,6 +803,18 @@ def declared_buckets(fam: SiteCompiles, run: Run) -> list[int]:
     return sorted(sizes)
 
 
+def _partial_batch(fam: SiteCompiles) -> bool:
+    """Two graphs, the second made for another size of the batch dimension (dim 0) and run no
+    more than the first: a smaller last batch."""
+    if fam.graphs != 2 or len(fam.recompiles) != 1 or fam.dynamic:
+        return False
+    changes = fam.recompiles[0].changes
+    if not changes or any(c.what != "dim" or c.index != 0 for c in changes):
+        return False
+    runs = [u.executions for u in fam.uses]
+    return None in runs or (runs[1] or 0) <= (runs[0] or 0)
+
+
 def family_outlook(fam: SiteCompiles, ctx: _Context) -> Outlook:
     """The family's graphs still expected over the user's run, from its executions
     (:mod:`lazyscope.analyze.novelty`)."""
@@ -907,6 +919,10 @@ def _judge(fam: SiteCompiles, ctx: _Context) -> None:
         # torch.compile switched a dimension to dynamic after recompiling for it: one
         # recompilation, worth knowing (marked dynamic up front it is none)
         late = [r for r in recs if r.cls == VARIANT][:1]
+    if not late and _partial_batch(fam):
+        # a smaller last batch each epoch, reused every epoch: not bucketing, a one-off to
+        # drop or pad (DataLoader(drop_last=True)), said as a note
+        late = recs[:1]
     for r in late:
         r.counted = True
     if late or fam.evicted.count:

@@ -175,14 +175,29 @@ def test_three_buckets_each_reused_are_warm_up_said_in_a_reuse_note(tmp_path: Pa
 
 
 def test_one_graph_that_ran_once_is_not_churn(tmp_path: Path) -> None:
-    """CHURN_ONE_SHOTS: one throw-away graph among reused ones (a last partial batch in the
-    middle of warm-up) is not a pattern."""
+    """One throw-away graph among reused ones (a smaller batch) is not a pattern: no finding,
+    a one-off note that says what a smaller last batch needs."""
     assert CHURN_ONE_SHOTS == 2
     full, part = graph(("f32", [4, 32]), *PARAMS), graph(("f32", [2, 32]), *PARAMS)
     run = compiles_run(tmp_path / "r", [(0, "full", full), (1, "part", part)],
                        runs={"full": [0, 2, 3, 4], "part": [1]})
     (fam,) = explain_recompiles(run)
-    assert fam.verdict == REUSED and findings_of(run)[0] == []
+    assert fam.verdict == LATE and not fam.outlook.keeps_compiling
+    findings, (note,) = findings_of(run)
+    assert findings == [] and "drop_last=True" in note.fix
+
+
+def test_a_last_partial_batch_every_epoch_is_a_note_not_bucketing(tmp_path: Path) -> None:
+    """Three epochs of 4, 4, 4, 2 rows: the 2-row graph runs once an epoch, reused, yet it is
+    not a bucket that works: a note with drop_last, never 'nothing to change'."""
+    full, part = graph(("f32", [4, 32]), *PARAMS), graph(("f32", [2, 32]), *PARAMS)
+    run = compiles_run(tmp_path / "r", [(0, "full", full), (3, "part", part)],
+                       runs={"full": [0, 1, 2, 4, 5, 6, 8, 9, 10], "part": [3, 7, 11]})
+    (fam,) = explain_recompiles(run)
+    assert fam.verdict == LATE
+    findings, (note,) = findings_of(run)
+    assert findings == [] and note.kind == "recompile" and "drop_last=True" in note.fix
+    assert "nothing to change" not in note.fix
 
 
 def test_new_graphs_that_keep_coming_churn_however_often_some_were_reused(tmp_path: Path) -> None:
@@ -387,3 +402,26 @@ def test_a_note_counts_what_its_sentence_says(tmp_path: Path) -> None:
     findings, (note,) = findings_of(run)
     assert findings == [] and note.count == 2
     assert "recompiled 2 times after warm-up, at steps 6, 9" in note.detail
+
+
+def test_a_batch_dimension_dynamo_made_dynamic_is_not_a_partial_batch(tmp_path: Path) -> None:
+    """torch.compile: every batch has its own size; dynamo recompiled once and made dim 0
+    dynamic. The note says so; it never tells to drop a last partial batch."""
+    call = (frame("/work/train.py", 40, "main"),)
+    fn = "forward (/work/model.py:17)"
+    events = [
+        {"kind": "compile", "step": 0, "seconds": 2.0, "stack": call, "key": "0/0",
+         "payload": Compile(phase="forward", cause_kind="first", function=fn)},
+        {"kind": "compile", "step": 1, "seconds": 2.0, "stack": call, "key": "0/1",
+         "payload": Compile(phase="forward", cause_kind="recompile", function=fn,
+                            changes=[Change("x", "dim", 0, 32, 27)], dynamic=["x dim 0"])},
+    ]
+    events += [{"kind": "execute", "step": s, "key": "0/1", "value": 1} for s in range(1, 8)]
+    events.append({"kind": "execute", "step": 0, "key": "0/0", "value": 1})
+    run = build_run(tmp_path / "r", backend="compile", events=events,
+                    steps=[{"wall_s": 0.1, "compile_count": c} for c in [1, 1] + [0] * 6])
+    (fam,) = explain_recompiles(run)
+    assert fam.dynamic == ["x dim 0"] and fam.verdict == LATE
+    findings, (note,) = make_findings("compile", sites=[fam], syncs=[], fallbacks=[],
+                                      breaks=[], eagers=[], steps=8)
+    assert findings == [] and "drop_last" not in note.fix and "dynamic" in note.fix

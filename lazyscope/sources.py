@@ -243,8 +243,41 @@ class SourceFiles:
     def growth_origin(self, file: str, line: int) -> Frame | None:
         return growth_origin(file, line)
 
+    def size_origin(self, file: str, line: int) -> tuple[Frame, Frame] | None:
+        return size_origin(file, line)
+
 
 SOURCES = SourceFiles()
+
+
+#: calls whose output size comes from a Python number argument
+_SIZE_CALLS = frozenset({"interpolate", "upsample", "randperm", "arange", "zeros", "ones",
+                         "empty", "full", "rand", "randn", "randint", "linspace", "repeat",
+                         "expand", "view", "reshape", "new_zeros", "new_ones", "new_full",
+                         "narrow", "tile", "pad"})
+#: how far above the first changed line the call that made the size is looked for
+_SIZE_LOOKBACK = 8
+
+
+def size_origin(file: str, line: int) -> tuple[Frame, Frame] | None:
+    """``(the call that makes a size, where its number is set)``: the nearest line at or above
+    ``file:line`` (at most a few lines, in the same function) calling a size-making function
+    (``F.interpolate(x, scale_factor=s)``, ``torch.randperm(n)``, ``torch.arange(n)`` ...) with a
+    Python number set in the function (:func:`value_origin`); None when there is none."""
+    tree = _tree(file)
+    if tree is None:
+        return None
+    scope, function = _scope(tree, line)
+    calls: dict[int, bool] = {}
+    for node in ast.walk(scope):
+        if isinstance(node, ast.Call) and _callee(node) in _SIZE_CALLS and \
+                line - _SIZE_LOOKBACK <= node.lineno <= line:
+            calls[node.lineno] = True
+    for at in sorted(calls, reverse=True):
+        set_at = value_origin(file, at)
+        if set_at is not None and set_at.line != at:
+            return Frame(file, at, function), set_at
+    return None
 
 
 #: calls that make a tensor larger than one of their arguments

@@ -110,6 +110,9 @@ BASE: dict[str, str] = {
     "fix_value": "the compiled code specialised on the value of {inputs}: pass it as a tensor",
     "fix_break_value": "a Python number crosses a graph break and each new value compiles "
                        "the code after it again: remove the graph break",
+    "fix_size": "the size made at {call} comes from a Python number set at {set_at}: each new "
+                "value is a new shape inside the graph, and a size cannot be a device tensor; "
+                "keep it to a few values (round the number to a few buckets) or fixed",
     "fix_constant": "a Python number or size is baked into the compiled code at {where}, so "
                     "each new value compiles it again: pass it as a tensor or keep it fixed",
     "fix_special_scalar": "a value that becomes 0 or 1 is compiled in as a constant: keep it a "

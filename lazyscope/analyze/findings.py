@@ -229,6 +229,10 @@ class SourceLookup(Protocol):
     def growth_origin(self, file: str, line: int) -> Frame | None:
         """Where a tensor read at ``file:line`` grows (``x = torch.cat((x, ...))``)."""
 
+    def size_origin(self, file: str, line: int) -> tuple[Frame, Frame] | None:
+        """The call at or just above ``file:line`` that makes a size from a Python number, and
+        where that number is set."""
+
 
 def _dims_text(varying: list[Varying]) -> str:
     return ", ".join(f"dim {v.index} of {v.input}" for v in varying[:3])
@@ -394,6 +398,13 @@ def recompile_finding(backend: str, entry: SiteCompiles, graph_shapes: bool,
         stack = [set_at, *stack]
     maker = _maker_frame(entry, sources)
     grows = _growth_frame(entry, origin, sources) if maker is None else None
+    sized = _size_frames(entry, origin, sources) if maker is None and grows is None else None
+    if sized is not None:
+        # an internal size made from a Python number (an interpolate's scale, a randperm's n):
+        # changed where the size is made, from where the number is set
+        line_frame, set_at = sized[0], None
+        stack = [sized[0], *[f for f in stack if f != sized[0]]]
+        file, line, function = _loc(line_frame)
     if grows is not None:
         # a tensor that grows every step is changed where it grows, not where it is read
         line_frame = grows
@@ -446,8 +457,22 @@ def recompile_finding(backend: str, entry: SiteCompiles, graph_shapes: bool,
         kind="recompile", file=file, line=line, function=function, stack=stack, count=n,
         steps=steps, step_count=step_count,
         seconds=entry.counted_seconds + (entry.backward_seconds * n / max(entry.compiles, 1)),
-        detail=detail, fix=_maker_fix(backend, entry, maker) or _recompile_fix(
-            backend, entry, graph_shapes), facts=facts)
+        detail=detail, fix=(say(backend, "fix_size", call=str(sized[0]), set_at=str(sized[1]))
+                            if sized is not None else _maker_fix(backend, entry, maker)
+                            or _recompile_fix(backend, entry, graph_shapes)), facts=facts)
+
+
+def _size_frames(entry: SiteCompiles, origin: Frame | None,
+                 sources: SourceLookup | None) -> tuple[Frame, Frame] | None:
+    """For graphs whose inputs are the same and an internal size differs: the call that makes
+    the size from a Python number, and where the number is set."""
+    if sources is None or origin is None or entry.varying:
+        return None
+    internal = [c for r in entry.counted for c in r.changes
+                if c.what == "constant" and not _special_scalar(c)]
+    if not internal:
+        return None
+    return sources.size_origin(origin.file, origin.line)
 
 
 def _growth_frame(entry: SiteCompiles, origin: Frame | None,

@@ -84,3 +84,21 @@ def test_growth_origin_is_the_cat_that_grows_what_the_line_reads(tmp_path) -> No
     assert growth_origin(str(script), 6).line == 7  # loss = smooth(h): h grows at line 7
     assert growth_origin(str(script), 4).line == 7  # inside smooth, through its call
     assert growth_origin(str(script), 8) is None  # g is made anew, not grown
+
+
+def test_size_origin_is_the_call_that_makes_a_size_from_a_python_number(tmp_path) -> None:
+    from lazyscope.sources import size_origin
+
+    script = tmp_path / "sizes.py"
+    script.write_text(
+        "import torch\n"
+        "import torch.nn.functional as F\n"
+        "for step in range(4):\n"
+        "    scale = 1.0 + 0.25 * step\n"
+        "    up = F.interpolate(x, scale_factor=scale)\n"
+        "    y = conv(up)\n"
+        "    z = torch.randn(8, 32)\n"
+        "    w = z * 2\n")
+    call, set_at = size_origin(str(script), 6)
+    assert (call.line, set_at.line) == (5, 4)
+    assert size_origin(str(script), 8) is None  # randn(8, 32): its sizes are literals

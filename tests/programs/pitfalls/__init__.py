@@ -33,6 +33,7 @@ PITFALLS: dict[str, str] = {
     "helper_recompile": "recompile",
     "collate_pad_longest": "recompile",
     "pow_exponent_schedule": "recompile",
+    "interpolate_scale_schedule": "recompile",
     "spmd_varying_length": "recompile",
     "compile_attribute_guard": "recompile",
     "openxla_varying_length": "recompile",

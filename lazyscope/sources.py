@@ -260,20 +260,27 @@ _SIZE_LOOKBACK = 8
 
 
 def size_origin(file: str, line: int) -> tuple[Frame, Frame] | None:
-    """``(the call that makes a size, where its number is set)``: the nearest line at or above
-    ``file:line`` (at most a few lines, in the same function) calling a size-making function
-    (``F.interpolate(x, scale_factor=s)``, ``torch.randperm(n)``, ``torch.arange(n)`` ...) with a
-    Python number set in the function (:func:`value_origin`); None when there is none."""
+    """``(the call that makes a size, where its number is set)``: a call, at ``file:line`` or
+    assigned (a few lines above, in the same function) to a name that line reads, of a
+    size-making function (``F.interpolate(x, scale_factor=s)``, ``torch.randperm(n)``,
+    ``torch.arange(n)`` ...) with a Python number set in the function (:func:`value_origin`);
+    None when there is none."""
     tree = _tree(file)
     if tree is None:
         return None
     scope, function = _scope(tree, line)
-    calls: dict[int, bool] = {}
+    read = {n.id for n in ast.walk(scope) if isinstance(n, ast.Name)
+            and isinstance(n.ctx, ast.Load) and getattr(n, "lineno", 0) == line}
+    candidates: set[int] = set()
     for node in ast.walk(scope):
-        if isinstance(node, ast.Call) and _callee(node) in _SIZE_CALLS and \
-                line - _SIZE_LOOKBACK <= node.lineno <= line:
-            calls[node.lineno] = True
-    for at in sorted(calls, reverse=True):
+        if isinstance(node, ast.Call) and _callee(node) in _SIZE_CALLS and node.lineno == line:
+            candidates.add(line)
+        elif isinstance(node, ast.Assign) and isinstance(node.value, ast.Call) and \
+                _callee(node.value) in _SIZE_CALLS and \
+                line - _SIZE_LOOKBACK <= node.lineno < line and \
+                {t.id for t in node.targets if isinstance(t, ast.Name)} & read:
+            candidates.add(node.lineno)
+    for at in sorted(candidates, reverse=True):
         set_at = value_origin(file, at)
         if set_at is not None and set_at.line != at:
             return Frame(file, at, function), set_at

@@ -506,10 +506,14 @@ def _varying(recompiles: Iterable[Recompile]) -> list[Varying]:
     seen: dict[tuple[Any, ...], Varying] = {}
     order: dict[tuple[Any, ...], list[Any]] = {}
     for r in recompiles:
+        pairs_seen: set[tuple[Any, ...]] = set()
         for c in r.changes:
             if c.what not in ("dim", "value", "rank", "dtype"):
                 continue
             key = (c.input, c.what, c.index)
+            if (key, repr(c.before), repr(c.after)) in pairs_seen:
+                continue  # two inputs of one signature changed alike: one change of the key
+            pairs_seen.add((key, repr(c.before), repr(c.after)))
             v = seen.get(key)
             if v is None:
                 v = seen[key] = Varying(c.input, c.what, c.index, [], origin=c.origin)

@@ -176,3 +176,13 @@ def test_library_api_matches_the_cli(tmp_path: Path) -> None:
     # computation (family), so the varying lengths are those of steps 1..4
     assert [(v["dim"], v["values"]) for v in cli["findings"][0]["varying"]] == [
         (1, [5, 7, 9, 11])]
+
+
+def test_every_tensor_an_eval_loop_grows_is_called_growth(pitfall_reports) -> None:
+    """Predictions, labels and scores gathered with torch.cat: two inputs of one signature and
+    a third of another, all growing by a batch a step. Each is growth (never 'pad to a few
+    bucket sizes'), named at the first cat."""
+    report = pitfall_reports["eval_accumulate_predictions"]
+    (f,) = [f for f in report["findings"] if f["kind"] == "recompile"]
+    assert len(f["varying"]) == 2 and all(v["growing"] for v in f["varying"])
+    assert "grows at every compilation" in f["fix"] and "bucket" not in f["fix"]

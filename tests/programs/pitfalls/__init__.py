@@ -29,6 +29,7 @@ PITFALLS: dict[str, str] = {
     "slice_growing": "recompile",
     "cat_accumulate": "recompile",
     "cat_grown_read_elsewhere": "recompile",
+    "eval_accumulate_predictions": "recompile",
     "full_python_int": "recompile",
     "helper_recompile": "recompile",
     "collate_pad_longest": "recompile",

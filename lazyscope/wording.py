@@ -63,6 +63,10 @@ BASE: dict[str, str] = {
                        "is one of your buckets, compile every bucket before the loop (one batch "
                        "padded to each size) so that no compilation lands mid-run; if not, pad "
                        "it to one",
+    "late_multiple_fix": "a new size ({changes}) first met at step {step}, already padded to a "
+                         "multiple of {multiple} (a bucket): nothing to pad; to keep the "
+                         "compilation out of the run, compile every bucket before the loop (one "
+                         "batch padded to each size)",
     "recompile_runs": "each graph ran {runs}",
     "maker_detail": "the sizes are made by {name}{made}: its batches' {tensor} took {n} sizes "
                     "in {batches} batches",

@@ -573,10 +573,24 @@ def recompile_note(backend: str, entry: SiteCompiles, graph_shapes: bool,
         if isinstance(f.facts, RecompileFacts) and f.facts.value_set_at is not None:
             f.detail += "; " + say(backend, "value_set_detail", where=str(f.facts.value_set_at))
         reused = late_bucket(entry, r)
+        multiple = _bucketed_multiple(entry)
         if reused:
             f.fix = say(backend, "late_bucket_fix", step=r.step, graphs=reused,
                         changes=changes_text(r.changes))
+        elif multiple:
+            # the sizes are padded to a multiple already: a bucket met late, not a size to pad
+            f.fix = say(backend, "late_multiple_fix", step=r.step, multiple=multiple,
+                        changes=changes_text(r.changes))
     return f
+
+
+def _bucketed_multiple(entry: SiteCompiles) -> int:
+    """The multiple (8 or more) every size of the family's varying dimensions is padded to
+    (``pad_to_multiple_of``), or 0."""
+    sizes = [x for v in entry.varying if v.what == "dim" for x in v.values if isinstance(x, int)]
+    if entry.maker is not None:
+        sizes += entry.maker.sizes
+    return padded_to_multiple(sizes) if sizes else 0
 
 
 def late_bucket(entry: SiteCompiles, late: Recompile) -> int:

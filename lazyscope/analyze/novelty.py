@@ -14,6 +14,8 @@ From it, an estimate of the graphs still to come and what they would cost:
   too (:func:`range_gaps`). A run in which no graph ever ran twice says nothing of where they
   end: every call ahead may make one. Bounded by what can exist (``bound``: the buckets a
   program declares).
+  Sizes the program's data loader already made that no graph has yet are graphs known to be
+  coming (the loader works ahead of the steps).
 * **How fast they come** (``rate``): the chance that the next call makes a new graph, the smaller
   of Good-Turing's ``f1 / n`` (the share of calls whose graph ran only then) and the share of
   new graphs among the calls of the run's second half. The second keeps work that compiles its
@@ -133,7 +135,8 @@ def outlook(runs: list[int], first_calls: list[int], *, steps: int, seconds_each
             step_seconds: float, horizon_steps: int = DEFAULT_HORIZON,
             bound: int | None = None, sizes: list[int] | None = None,
             largest: int | None = None, planned: int | None = None,
-            late_share: float = 0.0, late: tuple[int, int] | None = None) -> Outlook:
+            late_share: float = 0.0, late: tuple[int, int] | None = None,
+            ahead: int = 0) -> Outlook:
     """The outlook of a family from its graphs' executions (``runs``, one entry a graph) and the
     call (0-based, in the family's order of calls) at which each graph was first made
     (``first_calls``), over a run of ``steps`` steps. ``sizes``: the size of the one varying
@@ -141,11 +144,12 @@ def outlook(runs: list[int], first_calls: list[int], *, steps: int, seconds_each
     it can take, when known. ``late``: (graphs first made, calls made) in the second half of the
     run's steps, when the caller counts them by step: a family that made its graphs in a burst
     early and is done (or calls on without new ones) has no recent novelty however few of its
-    own calls came after; by default, the second half of the family's own calls."""
+    own calls came after; by default, the second half of the family's own calls. ``ahead``:
+    graphs known to be coming (sizes the data loader already made that no graph has yet)."""
     n = sum(runs)
     once = sum(1 for r in runs if r == 1)
     twice = sum(1 for r in runs if r == 2)
-    unseen = unseen_graphs(once, twice, len(runs), bound)
+    unseen = max(unseen_graphs(once, twice, len(runs), bound), float(ahead))
     if sizes:
         gaps = float(range_gaps(sizes, largest))
         unseen = max(unseen, gaps if bound is None else min(gaps, max(0, bound - len(runs))))

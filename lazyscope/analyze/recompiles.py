@@ -753,14 +753,14 @@ def _explain_site(ctx: _Context, site: Frame | None, stack: Stack, phase: str, f
         if fam.evicted.total:
             fam.classes[EVICTED] = fam.evicted.total
         fam.evicted.steps = distinct(fam.evicted.steps)
-        _judge(fam, ctx)
-        fam.varying = _varying(fam.counted if fam.verdict in (CHURN, LATE, FIXED)
-                               else fam.recompiles)
         makers = [shape_maker([x for x in v.values if isinstance(x, int)],
                               ctx.run.meta.info.get("loaders"))
                   for v in _varying(fam.recompiles) if v.what == "dim"]
         found = [m for m in makers if m is not None]
         fam.maker = max(found, key=lambda m: m.matched) if found else None
+        _judge(fam, ctx)
+        fam.varying = _varying(fam.counted if fam.verdict in (CHURN, LATE, FIXED)
+                               else fam.recompiles)
         out.append(fam)
     return out
 
@@ -829,11 +829,18 @@ def family_outlook(fam: SiteCompiles, ctx: _Context) -> Outlook:
     sizes = None
     if len({(v.input, v.index) for v in varying}) == 1:
         sizes = [x for x in varying[0].values if isinstance(x, int)]
+    # the loader that makes the sizes has often made more than the steps used (it works ahead):
+    # the sizes it made that no graph of the family has yet are graphs still to come
+    ahead = 0
+    if fam.maker is not None and sizes is not None:
+        ahead = len(set(fam.maker.sizes) - set(sizes))
+        sizes = sorted(set(sizes) | set(fam.maker.sizes))
     return outlook(runs, first_calls, steps=max(1, len(ctx.run.steps)),
                    seconds_each=seconds[len(seconds) // 2] if seconds else 0.0,
                    step_seconds=ctx.step_seconds, horizon_steps=ctx.horizon,
                    sizes=sizes, largest=ctx.largest, planned=ctx.planned,
-                   late_share=_late_share(fam, ctx.run), late=_late_by_step(fam, ctx))
+                   late_share=_late_share(fam, ctx.run), late=_late_by_step(fam, ctx),
+                   ahead=ahead)
 
 
 def _late_by_step(fam: SiteCompiles, ctx: _Context) -> tuple[int, int] | None:

@@ -65,6 +65,8 @@ def test_dynamic_padding_is_named_at_the_data_collator_line_with_the_fix(classif
     assert "pad_to_multiple_of=" in f["fix"] and 'padding="max_length"' in f["fix"]
     assert 'train_sampling_strategy="group_by_length"' in f["fix"]
     assert "DataCollatorWithPadding" in f["detail"] and "more graph" in f["detail"]
+    # the loader works ahead of the steps: the sizes it made and no graph has yet are coming
+    assert int(f["detail"].split("expect ~")[1].split()[0]) >= 5
     check = lazyscope_cmd("check", str(classifier_runs["dynamic"]))
     assert check.returncode == 1, check.stdout
     assert f"hf_classifier.py:{_line('data_collator=')}" in check.stdout
@@ -76,6 +78,7 @@ def test_padding_to_a_multiple_has_no_recompile_finding_and_passes_check(classif
     # a bucket first met after warm-up is a note, never advice to pad to a multiple again
     for note in report["notes"]:
         assert "pad_to_multiple_of=" not in note["fix"], note
+        assert "a few fixed bucket sizes" not in note["fix"], note
     check = lazyscope_cmd("check", str(classifier_runs["multiple16"]))
     assert check.returncode == 0, check.stdout
 

@@ -585,12 +585,13 @@ def recompile_note(backend: str, entry: SiteCompiles, graph_shapes: bool,
 
 
 def _bucketed_multiple(entry: SiteCompiles) -> int:
-    """The multiple (8 or more) every size of the family's varying dimensions is padded to
-    (``pad_to_multiple_of``), or 0."""
-    sizes = [x for v in entry.varying if v.what == "dim" for x in v.values if isinstance(x, int)]
-    if entry.maker is not None:
-        sizes += entry.maker.sizes
-    return padded_to_multiple(sizes) if sizes else 0
+    """The multiple (8 or more) the data loader that makes the family's sizes pads every batch
+    to (``pad_to_multiple_of``), seen over at least 3 of its sizes; 0 otherwise."""
+    if entry.maker is None or len(set(entry.maker.sizes)) < 3:
+        return 0
+    sizes = entry.maker.sizes + [x for v in entry.varying if v.what == "dim"
+                                 for x in v.values if isinstance(x, int)]
+    return padded_to_multiple(sizes)
 
 
 def late_bucket(entry: SiteCompiles, late: Recompile) -> int:

@@ -25,6 +25,7 @@ pytest.importorskip("transformers")
 pytest.importorskip("torch_xla")
 
 PROGRAM = REPO / "tests" / "programs" / "hf_classifier.py"
+CLASSIFIER = REPO / "tests" / "programs" / "text_classifier.py"
 
 
 def _line(text: str) -> int:
@@ -104,3 +105,27 @@ def test_a_trainer_whose_loader_thread_died_is_a_failed_run_not_an_ok_one(classi
     wall = next(m for m in data["metrics"] if m["name"] == "wall_seconds")
     assert wall["ratio"] is None
     assert any("not comparable" in w for w in data["warnings"])
+
+
+def test_an_unseeded_classifier_gets_the_same_verdict_on_every_run(tmp_path: Path) -> None:
+    """A (tokens, label) classifier whose loader shuffles unseeded and whose collate_fn pads
+    with pad_sequence: two runs see two orders of the data, and both are a recompile finding at
+    the collate function's def line, with a padding fix there, and fail check."""
+    def trace(name: str) -> dict:
+        out = tmp_path / name
+        proc = lazyscope_cmd("trace", "--out", str(out), "--no-views", str(CLASSIFIER),
+                             timeout=600)
+        assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+        check = lazyscope_cmd("check", str(out))
+        assert check.returncode == 1, check.stdout
+        return report_json(out)
+
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        reports = list(pool.map(trace, ["a", "b"]))
+    def_line = next(i for i, ln in enumerate(CLASSIFIER.read_text().splitlines(), 1)
+                    if ln.startswith("def collate"))
+    for report in reports:
+        (f,) = [f for f in report["findings"] if f["kind"] == "recompile"]
+        assert (f["file"], f["line"]) == (str(CLASSIFIER), def_line)
+        assert "pad to a few fixed lengths in collate" in f["fix"]
+        assert report["verdict"].startswith("recompiles in steady state")

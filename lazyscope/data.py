@@ -24,9 +24,13 @@ fixed shapes and little padding:
   dataset's lengths for the samplers.
 
 Every collator takes a list of features, each a dict with ``input_ids`` (a list or a 1-D
-tensor; ``labels`` optional) or the ids themselves, and returns a dict of ``torch.long`` tensors:
-it is a ``collate_fn`` for a plain ``torch.utils.data.DataLoader`` and a ``data_collator`` for a
-Hugging Face ``Trainer``. :func:`collate_for` / :func:`sampler_for` build them for a
+tensor; ``labels`` optional: a sequence as long as the ids, or one number for the whole sequence,
+a classification example; ``label`` is read too), a ``(tokens, label)`` tuple, or the ids
+themselves, and returns a dict of ``torch.long`` tensors (``(input_ids, labels)`` for tuples,
+as ``for x, y in loader`` unpacks): it is a ``collate_fn`` for a plain
+``torch.utils.data.DataLoader`` and a ``data_collator`` for a Hugging Face ``Trainer``. One
+label a sequence stays one a row; packing, which puts several documents in a row, needs a label
+a token and refuses one a sequence. :func:`collate_for` / :func:`sampler_for` build them for a
 :class:`lazyscope.padding.Policy` (the advisor's). This module imports torch; ``import
 lazyscope`` does not import it.
 """
@@ -69,29 +73,57 @@ def _declare(buckets: Sequence[int]) -> None:
 
 def lengths_of(dataset: Any, key: str = "input_ids") -> list[int]:
     """Each item's length, in dataset order (what the samplers need up front): ``len`` of the
-    item's ``key`` entry when it is a dict, else of the item itself. A Hugging Face
-    ``datasets.Dataset`` is read column-wise (``dataset[key]``), without decoding rows."""
+    item's ``key`` entry when it is a dict; of its first element when it is a tuple (a
+    ``(tokens, label)`` pair); else of the item itself (a sequence, a 1-D tensor). A Hugging
+    Face ``datasets.Dataset`` is read column-wise (``dataset[key]``), without decoding rows."""
     column = getattr(dataset, "column_names", None)
     if column is not None and key in column:
         return [len(x) for x in dataset[key]]
-    return [len(item[key]) if isinstance(item, Mapping) else len(item) for item in dataset]
+    return [len(_ids_of(item, key)) for item in dataset]
+
+
+def _ids_of(item: Any, key: str = "input_ids") -> Any:
+    """The token sequence of one dataset item (see :func:`lengths_of`)."""
+    if isinstance(item, Mapping):
+        return item[key]
+    if isinstance(item, tuple) and item:
+        return item[0]
+    return item
+
+
+#: a feature's labels: one per token (a sequence as long as the ids), one per sequence (a
+#: number: classification), or none
+TOKEN, SEQUENCE = "token", "sequence"
 
 
 def _feature(feature: Any) -> tuple[torch.Tensor, torch.Tensor | None]:
-    """(input ids, labels or None) of one feature, as 1-D long tensors."""
+    """(input ids, labels or None) of one feature, as long tensors: the ids 1-D; the labels 1-D
+    as long as the ids (one a token) or 0-D (one label for the sequence, given as a number: a
+    classification example, ``{"input_ids": ..., "labels": 1}`` or ``(tokens, 1)``)."""
     labels = None
     if isinstance(feature, Mapping):
         if "input_ids" not in feature:
             raise ValueError("a feature dict needs an 'input_ids' entry")
         ids = feature["input_ids"]
-        labels = feature.get("labels")
+        labels = feature.get("labels", feature.get("label"))
+    elif isinstance(feature, tuple):
+        if not feature:
+            raise ValueError("an empty tuple is not a feature")
+        ids = feature[0]
+        labels = feature[1] if len(feature) > 1 else None
     else:
         ids = feature
     ids_t = torch.as_tensor(ids, dtype=torch.long).reshape(-1)
-    labels_t = None if labels is None else torch.as_tensor(labels, dtype=torch.long).reshape(-1)
-    if labels_t is not None and labels_t.shape != ids_t.shape:
+    if labels is None:
+        return ids_t, None
+    labels_t = torch.as_tensor(labels, dtype=torch.long)
+    if labels_t.dim() == 0:
+        return ids_t, labels_t  # one label for the sequence
+    labels_t = labels_t.reshape(-1)
+    if labels_t.shape != ids_t.shape:
         raise ValueError(f"labels of length {labels_t.numel()} for input_ids of length "
-                         f"{ids_t.numel()}")
+                         f"{ids_t.numel()} (one label a token needs as many labels as ids; "
+                         "one label for the sequence is a number)")
     return ids_t, labels_t
 
 
@@ -136,7 +168,12 @@ class PadToBuckets:
                              f"{self.buckets[-1]} (pass truncate=True to cut it)")
         return bucket_of(longest, self.buckets)
 
-    def __call__(self, features: Sequence[Any]) -> dict[str, torch.Tensor]:
+    def __call__(self, features: Sequence[Any]) -> Any:
+        """A dict (``input_ids``, ``attention_mask``, ``labels`` ...) for dict features or bare
+        sequences; for ``(tokens, label)`` tuples, the tuple ``(input_ids, labels)`` a
+        ``for x, y in loader`` loop unpacks, as the ``pad_sequence`` collate it replaces gave.
+        Labels of one a sequence (classification) stay one a row, ``(rows,)``, -100 on padding
+        rows; labels of one a token are padded with the ids."""
         items = [_feature(f) for f in features]
         if not items:
             raise ValueError("an empty batch")
@@ -144,9 +181,21 @@ class PadToBuckets:
         if len(items) > n:
             raise ValueError(f"a batch of {len(items)} sequences does not fit {n} rows")
         length = self.length_for(max(1, *(ids.numel() for ids, _ in items)))
-        items = [(ids[:length], None if lab is None else lab[:length]) for ids, lab in items]
-        out = _lay_out([[item] for item in items], length, n, self.pad_id, self.label_pad_id,
+        kinds = {None if lab is None else (SEQUENCE if lab.dim() == 0 else TOKEN)
+                 for _, lab in items}
+        if len(kinds - {None}) > 1:
+            raise ValueError("a batch mixes labels of one a token and one a sequence")
+        per_sequence = SEQUENCE in kinds
+        rows = [(ids[:length], None if lab is None or per_sequence else lab[:length])
+                for ids, lab in items]
+        out = _lay_out([[item] for item in rows], length, n, self.pad_id, self.label_pad_id,
                        packed=False)
+        if per_sequence:
+            out["labels"] = torch.full((n,), self.label_pad_id, dtype=torch.long)
+            for r, (_, lab) in enumerate(items):
+                out["labels"][r] = self.label_pad_id if lab is None else lab
+        if features and isinstance(features[0], tuple):
+            return out["input_ids"], out["labels"]
         keys = ["input_ids", "attention_mask", "labels"]
         if self.return_document_ids:
             keys += ["document_ids", "position_ids"]
@@ -183,6 +232,10 @@ def _lay_out(rows: list[list[tuple[torch.Tensor, torch.Tensor | None]]], row_len
     for r, row in enumerate(rows):
         at = 0
         for d, (ids, lab) in enumerate(row):
+            if lab is not None and lab.dim() == 0:
+                raise ValueError("one label for a whole sequence (classification) cannot be "
+                                 "laid out in rows of tokens: packing several documents in a "
+                                 "row needs a label for every token")
             n = ids.numel()
             if at + n > row_len:
                 raise ValueError(f"row {r}: documents of {[i.numel() for i, _ in row]} tokens "

@@ -289,3 +289,67 @@ def test_document_mask_keeps_documents_apart_in_sdpa() -> None:
         alone = torch.nn.functional.scaled_dot_product_attention(
             q[:, :, idx], k[:, :, idx], v[:, :, idx], is_causal=True)
         assert torch.allclose(out[:, :, idx], alone, atol=1e-6)
+
+
+item_kinds = st.sampled_from(["tuple", "dict", "dict-label", "tensor", "list"])
+
+
+def _item(kind: str, ids: list[int], label: int):
+    if kind == "tuple":
+        return (torch.tensor(ids), label)
+    if kind == "dict":
+        return {"input_ids": ids, "labels": label}
+    if kind == "dict-label":
+        return {"input_ids": torch.tensor(ids), "label": label}  # a datasets column name
+    return torch.tensor(ids) if kind == "tensor" else list(ids)
+
+
+@settings(max_examples=60, deadline=None)
+@given(lengths=lengths_st, kind=item_kinds, seed=st.integers(0, 99))
+def test_lengths_of_reads_the_tokens_of_every_kind_of_item(lengths, kind, seed) -> None:
+    """(tokens, label) pairs, dicts, tensors and lists: the length is the tokens' (a pair's is
+    not 2)."""
+    rng = random.Random(seed)
+    items = [_item(kind, [rng.randint(1, 50) for _ in range(n)], rng.randint(0, 3))
+             for n in lengths]
+    assert lengths_of(items) == lengths
+
+
+@settings(max_examples=60, deadline=None)
+@given(lengths=lengths_st, kind=st.sampled_from(["tuple", "dict", "dict-label"]),
+       buckets=st.lists(st.integers(1, 30), min_size=1, max_size=4), seed=st.integers(0, 99))
+def test_pad_to_buckets_keeps_one_label_a_sequence(lengths, kind, buckets, seed) -> None:
+    """A classification batch: ids padded to the bucket, one label a row (never padded to the
+    length, never refused), the same structure out as in (a tuple for tuples: `for x, y in
+    loader` unpacks it)."""
+    rng = random.Random(seed)
+    labels = [rng.randint(0, 3) for _ in lengths]
+    feats = [_item(kind, [rng.randint(1, 50) for _ in range(n)], y)
+             for n, y in zip(lengths, labels, strict=True)]
+    collate = PadToBuckets(buckets, truncate=True)
+    out = collate(feats)
+    ids, got = (out if kind == "tuple" else (out["input_ids"], out["labels"]))
+    want = min((b for b in sorted(set(buckets)) if b >= max(lengths)), default=max(buckets))
+    assert ids.shape == (len(lengths), want)
+    assert got.tolist() == labels and got.dtype == torch.long
+    for row, n in zip(ids.tolist(), lengths, strict=True):
+        assert all(t != 0 for t in row[:min(n, want)]) and all(t == 0 for t in row[n:])
+
+
+def test_a_classification_loop_takes_pad_to_buckets_as_its_collate_fn_unchanged() -> None:
+    """The advice pasted into a (tokens, label) loop: `for x, y in loader` runs as before, with
+    a few shapes."""
+    rng = random.Random(0)
+    data = [(torch.randint(1, 50, (rng.randint(3, 60),)), rng.randint(0, 1)) for _ in range(64)]
+    loader = torch.utils.data.DataLoader(data, batch_size=8, shuffle=True,
+                                         collate_fn=PadToBuckets([16, 32, 48, 64], rows=8))
+    shapes = set()
+    for x, y in loader:
+        assert y.shape == (8,)
+        shapes.add(tuple(x.shape))
+    assert shapes <= {(8, 16), (8, 32), (8, 48), (8, 64)}
+
+
+def test_packing_refuses_one_label_a_sequence() -> None:
+    with pytest.raises(ValueError, match="label for every token"):
+        PackRows(1, 16)([{"input_ids": [1, 2, 3], "labels": 1}])

@@ -46,6 +46,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from lazyscope.analyze.makers import SEQUENCE_LABELS, data_task
 from lazyscope.analyze.recompiles import CHURN, SiteCompiles, explain_recompiles
 from lazyscope.model import EVENT_KINDS, OWNER_USER, Compile, Run
 from lazyscope.padding import (
@@ -517,6 +518,10 @@ class Advice:
     measured: tuple[Measured, ...] = ()
     compared: str | None = None
     notes: tuple[str, ...] = field(default=())
+    #: what the data is, from the run's loader (``makers.SEQUENCE_LABELS`` ...; "" unknown)
+    task: str = ""
+    #: the Hugging Face padding collator the run's loader used (its description), if any
+    collator: dict[str, Any] | None = None
 
     @property
     def recommended(self) -> Plan:
@@ -550,7 +555,7 @@ class Advice:
                 "per_k": [p.to_json() for p in self.per_k], "packing": self.packing,
                 "run_policy": self.run_policy, "seq_len_values": self.seq_len_values,
                 "compared": self.compared, "measured": [m.to_json() for m in self.measured],
-                "notes": list(self.notes)}
+                "notes": list(self.notes), "task": self.task, "collator": self.collator}
 
 
 def _obj(required: dict[str, Any], optional: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -587,7 +592,8 @@ ADVICE_SCHEMA: dict[str, Any] = _obj({
         "padding_efficiency": {"type": ["number", "null"]}, "tokens_per_s": _NUM,
         "predicted_tokens_per_s": _NUM, "predicted_graphs": _NUM,
         "predicted_padding_efficiency": _NUM})},
-    "notes": {"type": "array", "items": _STR}})
+    "notes": {"type": "array", "items": _STR}}, {
+    "task": _STR, "collator": {"type": ["object", "null"]}})
 
 
 def _expected_distinct(probs: Iterable[float], horizon: float) -> float:
@@ -754,7 +760,8 @@ def advise(
                 best_g = p
             if len(bounds) < k:
                 break
-        if best_g is not None:
+        if best_g is not None and best_g.buckets > 1:
+            # one length-grouped bucket is pad to max: the same shapes, never ranked above it
             plans.append(best_g)
     if packing:
         packed = []
@@ -840,9 +847,16 @@ def advice_for_run(run: Run, *, max_buckets: int = 8, horizon: int | None = None
     model = calibrate(run, lengths, base, padded, rows)
     if not model.calibrated:
         model = prior_model(base, lengths.batch, lengths.top)
+    task, collator = data_task(info.get("loaders"))
+    # packing puts several documents in a row: it fits one label a token (a language model
+    # with a document mask), never one label a sequence
     advice = advise(lengths, max_buckets=max_buckets, horizon=horizon, model=model,
-                    packing=packing)
-    return replace(advice, run_policy=info.get("policy"))
+                    packing=packing and task != SEQUENCE_LABELS)
+    notes = advice.notes + ((f"packed rows are left out: the data has {task} (packing "
+                             "several documents in a row needs a label for every token)",)
+                            if task == SEQUENCE_LABELS and packing else ())
+    return replace(advice, run_policy=info.get("policy"), task=task, collator=collator,
+                   notes=notes)
 
 
 def advice_if_recompiling(run: Run, sites: list[SiteCompiles] | None = None) -> Advice | None:

@@ -161,3 +161,36 @@ def group_by_length(version: str) -> str:
     if major.isdigit() and int(major) >= 5:
         return 'TrainingArguments(train_sampling_strategy="group_by_length")'
     return "TrainingArguments(group_by_length=True)"
+
+
+#: what a loader's labels say the task is
+SEQUENCE_LABELS = "one label a sequence"
+TOKEN_LABELS = "one label a token"
+
+
+def data_task(loaders: Any) -> tuple[str, dict[str, Any] | None]:
+    """``(task, collator)`` from the loaders a run recorded (the one that yielded most batches):
+    :data:`SEQUENCE_LABELS` when its labels are one a row (``labels`` of shape ``(B,)`` beside
+    ``input_ids`` ``(B, L)``; a ``(tokens, label)`` batch), :data:`TOKEN_LABELS` when they are as
+    long as the ids, "" when it does not say; and its collate function's description when it is
+    a Hugging Face padding collator (else None)."""
+    recs = [r for r in loaders if isinstance(r, dict)] if isinstance(loaders, list) else []
+    if not recs:
+        return "", None
+    rec = max(recs, key=lambda r: int(r.get("batches") or 0))
+    raw = rec.get("shapes")
+    shapes: dict[str, Any] = raw if isinstance(raw, dict) else {}
+    ids = shapes.get("input_ids") or shapes.get("[0]")
+    labels = shapes.get("labels") or shapes.get("label") or shapes.get("[1]")
+    task = ""
+    if isinstance(ids, list) and isinstance(labels, list) and len(ids) == 2:
+        if len(labels) == 1 and labels[0] == ids[0]:
+            task = SEQUENCE_LABELS
+        elif labels == ids:
+            task = TOKEN_LABELS
+    got = rec.get("collate")
+    collate: dict[str, Any] | None = got if isinstance(got, dict) else None
+    if collate is None or collate.get("package") != "transformers" or \
+            str(collate.get("name", "")).split(".")[-1] not in HF_PADDING_COLLATORS:
+        return task, None
+    return task, dict(collate)

@@ -793,11 +793,14 @@ DECLARED_BUCKETS = "declared_buckets"
 
 
 def declared_buckets(fam: SiteCompiles, run: Run) -> list[int]:
-    """The declared bucket lengths (``meta.json`` info :data:`DECLARED_BUCKETS`) when every
-    recompilation of ``fam`` only moves dimensions between them and the family has no more graphs
-    than there are buckets; else ``[]``."""
+    """The declared bucket lengths (``meta.json`` info :data:`DECLARED_BUCKETS`, or the
+    multiples a Hugging Face collator with ``pad_to_multiple_of`` makes: :func:`multiple_buckets`)
+    when every recompilation of ``fam`` only moves dimensions between them and the family has no
+    more graphs than there are buckets; else ``[]``."""
     declared = run.meta.info.get(DECLARED_BUCKETS)
     sizes = {b for b in declared if isinstance(b, int)} if isinstance(declared, list) else set()
+    if not sizes:
+        sizes = set(multiple_buckets(fam))
     if not sizes or not fam.recompiles or fam.graphs > len(sizes):
         return []
     for r in fam.recompiles:
@@ -805,6 +808,23 @@ def declared_buckets(fam: SiteCompiles, run: Run) -> list[int]:
                                 for c in r.changes):
             return []
     return sorted(sizes)
+
+
+def multiple_buckets(fam: SiteCompiles) -> list[int]:
+    """The lengths a loader's collator that pads to a multiple (``pad_to_multiple_of=N``, which
+    the trace recorded) can make: the multiples of N up to the largest length seen (or the
+    collator's ``max_length``); [] when the family's loader does not pad so."""
+    m = fam.maker
+    n = m.collate.get("pad_to_multiple_of") if m is not None else None
+    if m is None or not isinstance(n, int) or isinstance(n, bool) or n < 2:
+        return []
+    seen = [x for v in _varying(fam.recompiles) if v.what == "dim" for x in v.values
+            if isinstance(x, int)] + m.sizes
+    if not seen or any(x % n for x in seen):
+        return []
+    cap = m.collate.get("max_length")
+    top = max(max(seen), cap if isinstance(cap, int) and not isinstance(cap, bool) else 0)
+    return list(range(n, top + 1, n))
 
 
 def _partial_batch(fam: SiteCompiles) -> bool:

@@ -17,8 +17,8 @@ active, this watch wraps
 At the end of the trace each loader that yielded a batch is written to ``meta.json`` info
 :data:`LOADERS`: its collate function (a function of the user's with its ``def`` line, or a
 library object by class, module and package version), the stack that made it, how many batches
-it yielded and, for each tensor of the batch whose size varied, the sizes each varying
-dimension took. The analysis matches a recompiled family's varying sizes against them
+it yielded, the last batch's shapes (what the data is: one label a sequence or a token) and, for
+each tensor of the batch whose size varied, the sizes each varying dimension took. The analysis matches a recompiled family's varying sizes against them
 (:func:`lazyscope.analyze.makers.shape_maker`). Everything is restored when the trace ends.
 """
 
@@ -69,6 +69,8 @@ def batch_shapes(batch: Any) -> dict[str, tuple[int, ...]]:
     return out
 
 
+#: a collator object's padding settings worth recording (Hugging Face's padding collators)
+PADDING_SETTINGS = ("pad_to_multiple_of", "max_length", "padding")
 #: attributes through which a library's wrapper holds the collator it calls (transformers'
 #: ``RemoveColumnsCollator``, which a Trainer puts around the ``data_collator`` it was given)
 WRAPPED = ("data_collator", "collate_fn")
@@ -107,11 +109,16 @@ def collate_info(fn: Any) -> dict[str, Any]:
     version = getattr(sys.modules.get(package), "__version__", None)
     if package and version:
         info["package"], info["version"] = package, str(version)
+    # how a Hugging Face padding collator pads: a multiple bounds the shapes it can make
+    for attr in PADDING_SETTINGS:
+        value = getattr(fn, attr, None) if info["object"] else None
+        if isinstance(value, (int, str, bool)) and not isinstance(value, type):
+            info[attr] = value
     return info
 
 
 class _Loader:
-    __slots__ = ("made_at", "collate", "batches", "sizes")
+    __slots__ = ("made_at", "collate", "batches", "sizes", "last")
 
     def __init__(self, made_at: Any, collate: dict[str, Any]):
         self.made_at = made_at
@@ -119,9 +126,12 @@ class _Loader:
         self.batches = 0
         #: key path -> dim -> distinct sizes, in order of appearance
         self.sizes: dict[str, dict[int, list[int]]] = {}
+        #: the last batch's shapes: what the data is (one label a sequence, or a token)
+        self.last: dict[str, tuple[int, ...]] = {}
 
     def add(self, shapes: dict[str, tuple[int, ...]]) -> None:
         self.batches += 1
+        self.last = shapes
         for key, shape in shapes.items():
             dims = self.sizes.setdefault(key, {})
             for d, n in enumerate(shape):
@@ -134,7 +144,8 @@ class _Loader:
                    for key, dims in self.sizes.items()}
         return {"made_at": [[f.file, f.line, f.function, f.library] for f in self.made_at],
                 "collate": self.collate, "batches": self.batches,
-                "varying": {k: v for k, v in varying.items() if v}}
+                "varying": {k: v for k, v in varying.items() if v},
+                "shapes": {k: list(v) for k, v in self.last.items()}}
 
 
 class LoaderWatch:

@@ -26,6 +26,12 @@ from typing import Any
 
 from lazyscope.analyze.buckets import Advice, Plan
 from lazyscope.analyze.compare import CompareRow, Comparison, Verdict
+from lazyscope.analyze.makers import (
+    SEQUENCE_LABELS,
+    group_by_length,
+    multiple_for,
+    padded_shapes,
+)
 from lazyscope.render.html import REPORT_HTML, esc, img, page, table
 from lazyscope.render.plots import LITERAL, figure
 from lazyscope.store import atomic_write_text
@@ -396,7 +402,8 @@ def render_emit(advice: Advice, plan: Plan | None = None) -> str:
             f"{ref.name if ref else '-'} over {advice.horizon:,} steps "
             f"(padding efficiency {p.padding_efficiency:.2f}, "
             f"{counted(round(p.graphs), 'compiled graph')})"]
-    lengths_line = "lengths = lengths_of(dataset)  # each item's len(item['input_ids']) or len(item)"
+    lengths_line = ("lengths = lengths_of(dataset)  # each item's tokens: item['input_ids'], "
+                    "item[0] of a (tokens, label) pair, or the item")
     if pol.packed:
         rows, row_len = pol.rows, pol.row_len
         extra = f", max_position={advice.lengths.top}" if (row_len or 0) > advice.lengths.top \
@@ -443,10 +450,44 @@ def render_emit(advice: Advice, plan: Plan | None = None) -> str:
                 f"collate = {collate}",
                 f"loader = DataLoader(dataset, batch_size={b}, shuffle=True, collate_fn=collate)",
             ]
+        one_label = advice.task == SEQUENCE_LABELS
         code += [f"# each batch: input_ids, attention_mask, labels, all ({b}, L) with L in "
-                 f"{bounds if bounds else 'the batch lengths'}; pad id 0, labels -100 on "
-                 "padding",
+                 f"{bounds if bounds else 'the batch lengths'}"
+                 + (f" (labels ({b},): one a sequence)" if one_label else "")
+                 + "; pad id 0, labels -100 on padding; (tokens, label) items give "
+                 "(input_ids, labels)",
                  "# Hugging Face Trainer: data_collator=" + collate
-                 + (" (and group_by_length=True for the length grouping)" if pol.grouped
+                 + (f" and {_grouping(advice)} for the length grouping" if pol.grouped
                     else "")]
+        if advice.collator is not None:
+            code = _hf_collator_first(advice, pol.grouped) + code
     return "\n".join(head + code) + "\n"
+
+
+def _grouping(advice: Advice) -> str:
+    """How the installed transformers asks for a length-grouped sampler (both spellings when
+    the run does not say which transformers it had)."""
+    version = str((advice.collator or {}).get("version") or "")
+    if version:
+        return group_by_length(version)
+    return ('TrainingArguments(train_sampling_strategy="group_by_length") (transformers 5; '
+            "group_by_length=True in 4.x)")
+
+
+def _hf_collator_first(advice: Advice, grouped: bool) -> list[str]:
+    """For a Hugging Face padding collator, the smallest change first: the same collator,
+    padding to a multiple (or to one length); the advisor's buckets come after."""
+    name = str((advice.collator or {}).get("name", "DataCollatorWithPadding")).split(".")[-1]
+    sizes = sorted(set(advice.lengths.maxima)) or [advice.lengths.top]
+    multiple = multiple_for(sizes)
+    shapes = padded_shapes(sizes, multiple)
+    top = shapes[-1] if shapes else advice.lengths.top
+    return [
+        f"# Hugging Face Trainer with {name}: the smallest change, where it is built",
+        f"#   (pads each batch to a multiple of {multiple}: {len(shapes)} shapes for the "
+        f"lengths seen, {min(sizes)}..{max(sizes)})",
+        f"data_collator = {name}(tokenizer, pad_to_multiple_of={multiple})",
+        f"# or one shape: {name}(tokenizer, padding=\"max_length\", max_length={top})",
+        f"# and to keep the padding small: {_grouping(advice)}",
+        "# the advisor's own plan, for any loader:",
+    ]

@@ -129,3 +129,50 @@ def test_an_unseeded_classifier_gets_the_same_verdict_on_every_run(tmp_path: Pat
         assert (f["file"], f["line"]) == (str(CLASSIFIER), def_line)
         assert "pad to a few fixed lengths in collate" in f["fix"]
         assert report["verdict"].startswith("recompiles in steady state")
+
+
+def _emitted(text: str, pattern: str) -> str:
+    import re
+
+    found = re.search(pattern, text)
+    assert found, text
+    return found.group(1)
+
+
+def test_the_emitted_advice_runs_as_pasted_and_passes_check(classifier_runs,
+                                                            tmp_path: Path) -> None:
+    """advise -> emit -> paste -> trace -> check, on the Trainer classifier (the smallest change,
+    pad_to_multiple_of=N, and the advisor's PadToBuckets as data_collator) and on the (tokens,
+    label) classifier (PadToBuckets as its collate_fn, in its own `for x, y in loader`)."""
+    emit = lazyscope_cmd("advise", str(classifier_runs["dynamic"]), "--emit")
+    assert emit.returncode == 0, emit.stderr
+    assert "PackRows" not in emit.stdout  # one label a sequence: never packed
+    multiple = _emitted(emit.stdout, r"pad_to_multiple_of=(\d+)\)")
+    buckets = _emitted(emit.stdout, r"data_collator=(PadToBuckets\([^)]*\))")
+    base = tmp_path / "plain"
+    plain = lazyscope_cmd("trace", "--out", str(base), "--no-views", str(CLASSIFIER),
+                          timeout=600)
+    assert plain.returncode == 0, plain.stderr
+    emit2 = lazyscope_cmd("advise", str(base), "--emit", "--no-model-changes")
+    assert emit2.returncode == 0 and "PackRows" not in emit2.stdout, emit2.stdout
+    collate = _emitted(emit2.stdout, r"collate_fn=(PadToBuckets\([^)]*\))")
+    cases = {"multiple": (PROGRAM, ["--steps", "8", "--pad-to-multiple-of", multiple]),
+             "buckets": (PROGRAM, ["--steps", "8", "--data-collator", buckets]),
+             "loop": (CLASSIFIER, ["--collate", collate])}
+
+    def trace(name: str) -> tuple[str, Path]:
+        out = tmp_path / name
+        program, args = cases[name]
+        proc = lazyscope_cmd("trace", "--out", str(out), "--no-views", str(program), *args,
+                             timeout=900)
+        assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+        return name, out
+
+    with ThreadPoolExecutor(max_workers=3) as pool:
+        runs = dict(pool.map(trace, cases))
+    for name, run in runs.items():
+        check = lazyscope_cmd("check", str(run))
+        assert check.returncode == 0, (name, check.stdout)
+    diff = lazyscope_cmd("diff", str(base), str(runs["loop"]), "--format", "json")
+    compiles = next(m for m in json.loads(diff.stdout)["metrics"] if m["name"] == "compiles")
+    assert compiles["b"] < compiles["a"], compiles

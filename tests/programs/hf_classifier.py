@@ -31,6 +31,9 @@ parser.add_argument("--pad-to-multiple-of", type=int, default=None)
 parser.add_argument("--attn", default=None, help="attn_implementation (default: transformers')")
 parser.add_argument("--broken-collator", action="store_true",
                     help="a collator that raises (a bug in the user's data code)")
+parser.add_argument("--data-collator", default=None, metavar="CODE",
+                    help="a data_collator expression pasted as it is (lazyscope advise --emit's "
+                    "PadToBuckets(...)); lazyscope.data's names are imported")
 args = parser.parse_args()
 
 words = [f"w{i}" for i in range(90)]
@@ -70,12 +73,16 @@ collator = DataCollatorWithPadding(tokenizer, pad_to_multiple_of=args.pad_to_mul
 if args.broken_collator:
     def collator(features):  # noqa: F811 - a bug: labels of another name
         raise KeyError("label_ids")
+if args.data_collator:
+    import lazyscope.data
+
+    collator = eval(args.data_collator, {**vars(lazyscope.data), "tokenizer": tokenizer})
 trainer = Trainer(
     model=model,
     args=training,
     train_dataset=Reviews(),
     data_collator=DataCollatorWithPadding(tokenizer, pad_to_multiple_of=args.pad_to_multiple_of)
-    if not args.broken_collator else collator,
+    if not (args.broken_collator or args.data_collator) else collator,
 )
 trainer.train()
 print(f"TRAINED {trainer.state.global_step} steps")

@@ -18,6 +18,9 @@ from torch.utils.data import DataLoader
 
 parser = argparse.ArgumentParser()
 parser.add_argument("--steps", type=int, default=24)
+parser.add_argument("--collate", default=None, metavar="CODE",
+                    help="a collate_fn expression pasted as it is (lazyscope advise --emit's "
+                    "PadToBuckets(...)); lazyscope.data's names are imported")
 args = parser.parse_args()
 
 rng = random.Random(0)
@@ -42,6 +45,10 @@ class Classifier(torch.nn.Module):
 dev = torch_xla.device()
 model = Classifier().to(dev)
 opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+if args.collate:
+    import lazyscope.data
+
+    collate = eval(args.collate, vars(lazyscope.data))  # noqa: F811 - the pasted advice
 loader = DataLoader(data, batch_size=8, shuffle=True, collate_fn=collate)
 for step, (x, y) in enumerate(loader):
     if step == args.steps:

@@ -5,6 +5,7 @@ library collator (read from a real file)."""
 from __future__ import annotations
 
 import functools
+import random
 from pathlib import Path
 
 import pytest
@@ -134,3 +135,30 @@ def test_call_line_finds_the_users_line_that_builds_the_collator(tmp_path: Path)
     other.write_text("trainer = Trainer(model=m,\n    data_collator=make())\n")
     assert call_line([str(other)], ["DataCollatorWithPadding"], "data_collator").line == 2
     assert call_line([str(other)], ["DataCollatorWithPadding"]) is None
+
+
+def test_the_task_is_read_from_the_loaders_last_batch() -> None:
+    from lazyscope.analyze.makers import SEQUENCE_LABELS, TOKEN_LABELS, data_task
+
+    hf = {"name": "DataCollatorWithPadding", "package": "transformers", "version": "5.1",
+          "object": True}
+    cls = [{"batches": 30, "collate": hf, "shapes": {"input_ids": [8, 77], "labels": [8]}}]
+    lm = [{"batches": 30, "collate": {"name": "collate"},
+           "shapes": {"input_ids": [8, 77], "labels": [8, 77]}}]
+    pairs = [{"batches": 3, "shapes": {"[0]": [8, 50], "[1]": [8]}}]
+    assert data_task(cls) == (SEQUENCE_LABELS, hf)
+    assert data_task(lm) == (TOKEN_LABELS, None)
+    assert data_task(pairs)[0] == SEQUENCE_LABELS
+    assert data_task([]) == ("", None) and data_task(None) == ("", None)
+
+
+def test_no_plan_is_ranked_above_one_that_pads_the_same() -> None:
+    """Lengths whose batch maxima all reach the top: one length-grouped bucket is pad to max,
+    the same shapes; it is not offered as a plan of its own."""
+    from lazyscope import advise
+
+    rng = random.Random(0)
+    values = [rng.randint(100, 120) for _ in range(4000)]
+    advice = advise(values, batch=32, max_len=120, horizon=32)
+    names = [p.name for p in advice.plans]
+    assert "1 bucket, length-grouped" not in names, names

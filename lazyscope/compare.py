@@ -31,6 +31,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
@@ -53,6 +54,7 @@ from lazyscope.runner import resolve_target, validate_scenario_args
 from lazyscope.signals import Terminated
 from lazyscope.store import atomic_write_text, load_run
 from lazyscope.units import counted
+from lazyscope.units import seconds as fmt_seconds
 
 COMPARE_JSON = "compare.json"
 DEFAULT_POLICIES = "max,longest,pow2,bucket:auto,packed,auto"
@@ -168,6 +170,7 @@ def run_compare(
     done: dict[int, list[tuple[str, CompareRow | None]]] = {i: [] for i in range(len(cases))}
     total = len(cases) * repeat
     n = 0
+    took: list[float] = []  # seconds of each case so far: what the rest will take
     for round_ in range(repeat):
         # rounds in alternating order (ABBA): a load that drifts during the comparison weighs
         # on every policy alike
@@ -184,15 +187,18 @@ def run_compare(
             def on_step(steps_done: int, compiles: int, n: int = n, policy: str = policy) -> None:
                 say(CaseUpdate(n, total, policy, "running", steps_done, compiles))
 
+            began = time.monotonic()
             path, row, err = _run_case(scenario, policy, policy_name, backend, steps, extra,
                                        out, slug, env, timeout, on_step)
+            took.append(time.monotonic() - began)
+            left = _time_left(took, total - n, steps)
             done[i].append((path, row))
             if err is not None:
                 failures[policy] = err
             label = policy + (f" ({row.resolved})" if row is not None and row.resolved else "")
             if row is None:
                 say(CaseUpdate(n, total, policy, "failed",
-                               line=f"[{n}/{total}] {label:<14} FAILED: {err}"))
+                               line=f"[{n}/{total}] {label:<14} FAILED: {err}{left}"))
                 continue
             eff = row.padding_efficiency
             say(CaseUpdate(
@@ -202,7 +208,7 @@ def run_compare(
                     f"{counted(row.compiles, 'compile')}, "
                     f"{row.wall_s:.1f} s wall, {row.tokens_per_s:,.0f} real tokens/s, "
                     f"padding efficiency {'-' if eff is None else f'{eff:.2f}'}"
-                    + (f"  FAILED: {err}" if err is not None else ""))))
+                    + (f"  FAILED: {err}" if err is not None else "") + left)))
     rows: list[CompareRow] = []
     for i, (backend, policy_name) in enumerate(cases):
         policy = f"{backend}/{policy_name}" if backend else policy_name
@@ -222,6 +228,16 @@ def run_compare(
     )
     atomic_write_text(out / COMPARE_JSON, json.dumps(result.to_json(), indent=2) + "\n")
     return result
+
+
+def _time_left(took: list[float], cases_left: int, steps: int) -> str:
+    """`` (about 4 min left: ...)`` after a case, from the cases so far; "" when none is left."""
+    if cases_left <= 0 or not took:
+        return ""
+    each = sum(took) / len(took)
+    return (f"  (about {fmt_seconds(each * cases_left)} left for {counted(cases_left, 'run')} "
+            f"at ~{fmt_seconds(each)} each; --steps fewer than {steps} or fewer --policies "
+            "shortens it)")
 
 
 def _run_case(scenario: str, policy: str, policy_name: str, backend: str | None, steps: int,

@@ -57,6 +57,8 @@ class CompareRow:
     cumulative_tokens: tuple[int, ...] = ()
     #: real tokens/s of each repeat (``compare --repeat N``); the row is the median one
     repeats: tuple[float, ...] = ()
+    #: the padded lengths its batches took (sorted): rows with the same ran the same shapes
+    shapes: tuple[int, ...] = ()
 
     @property
     def ok(self) -> bool:
@@ -75,10 +77,10 @@ class CompareRow:
                 continue
             if f.name == "repeats" and not value:
                 continue
-            if f.name == "cumulative_tokens" and not value:
+            if f.name in ("cumulative_tokens", "shapes") and not value:
                 continue
             out[f.name] = list(value) if f.name in ("cumulative_wall_s", "cumulative_tokens",
-                                                    "repeats") else value
+                                                    "repeats", "shapes") else value
         return out
 
     @classmethod
@@ -90,6 +92,7 @@ class CompareRow:
         kw["cumulative_wall_s"] = tuple(float(v) for v in data.get("cumulative_wall_s") or ())
         kw["repeats"] = tuple(float(v) for v in data.get("repeats") or ())
         kw["cumulative_tokens"] = tuple(int(v) for v in data.get("cumulative_tokens") or ())
+        kw["shapes"] = tuple(int(v) for v in data.get("shapes") or ())
         return cls(**kw)
 
 
@@ -116,6 +119,7 @@ def compare_row(policy: str, run: Run) -> CompareRow:
         padding_efficiency=real / computed if computed else None,
         buckets=info.get("buckets"), resolved=resolved, ran=info.get("resolved_policy"),
         cumulative_wall_s=cumulative, cumulative_tokens=tokens,
+        shapes=tuple(sorted(int(v) for v in shapes)),
     )
 
 
@@ -145,11 +149,17 @@ def ratios(rows: list[CompareRow], baseline: str = "longest") -> dict[str, float
 @dataclass(frozen=True)
 class Verdict:
     """Which row is fastest end to end (real tokens/s, compilation included) and by how much:
-    ``margins`` holds its speed over each other successful row's, best row first."""
+    ``margins`` holds its speed over each other successful row whose difference is a win, best
+    row first; ``noise`` the rows whose difference from it is not (they ran the same padded
+    shapes, or differ by less than the run-to-run ``spread`` measured with repeats)."""
 
     best: CompareRow
     margins: tuple[tuple[str, float], ...]
     failed: tuple[str, ...] = ()
+    noise: tuple[tuple[str, float], ...] = ()
+    #: the largest relative spread of a row's repeats (``compare --repeat N``); None: one run
+    #: a row, not measured
+    spread: float | None = None
 
     @property
     def runner_up(self) -> tuple[str, float] | None:
@@ -158,7 +168,16 @@ class Verdict:
     def to_json(self) -> dict[str, Any]:
         return {"best": self.best.policy, "tokens_per_s": self.best.tokens_per_s,
                 "over": {name: ratio for name, ratio in self.margins},
-                "failed": list(self.failed)}
+                "noise": {name: ratio for name, ratio in self.noise},
+                "spread": self.spread, "failed": list(self.failed)}
+
+
+def spread_of(rows: list[CompareRow]) -> float | None:
+    """The largest relative spread ((max - min) / min) of a row's repeats; None without
+    repeats."""
+    spreads = [max(r.repeats) / min(r.repeats) - 1 for r in rows
+               if len(r.repeats) > 1 and min(r.repeats) > 0]
+    return max(spreads) if spreads else None
 
 
 @dataclass(frozen=True)
@@ -184,17 +203,29 @@ class Comparison:
         if not ok:
             return None
         best = ok[0]
-        return Verdict(best, tuple((r.policy, best.tokens_per_s / r.tokens_per_s)
-                                   for r in ok[1:]), tuple(self.failed))
+        spread = spread_of(ok)
+        same = next((g for g in self.same_runs() if best in g), [])
+        margins: list[tuple[str, float]] = []
+        noise: list[tuple[str, float]] = []
+        for r in ok[1:]:
+            ratio = best.tokens_per_s / r.tokens_per_s
+            in_noise = r in same or (spread is not None and ratio - 1 <= spread)
+            (noise if in_noise else margins).append((r.policy, ratio))
+        return Verdict(best, tuple(margins), tuple(self.failed), tuple(noise), spread)
 
     def same_runs(self) -> list[list[CompareRow]]:
-        """Groups of successful rows (two or more) that ran the same concrete policy on the same
-        backend: ``auto`` resolved to one of the others, say. Their difference in real tokens/s is
-        measurement noise."""
-        groups: dict[tuple[str | None, str], list[CompareRow]] = {}
+        """Groups of successful rows (two or more) that ran the same thing on the same backend:
+        the same concrete policy (``auto`` resolved to one of the others), or the same padded
+        shapes whatever their names (``pow2`` and ``max`` both padding every batch to 256).
+        Their difference in real tokens/s is measurement noise."""
+        groups: dict[tuple[Any, ...], list[CompareRow]] = {}
         for r in self.rows:
-            if r.ok and r.ran:
-                groups.setdefault((r.backend, r.ran), []).append(r)
+            if not r.ok:
+                continue
+            key: tuple[Any, ...] = ((r.backend, "shapes", r.shapes) if r.shapes
+                                    else (r.backend, "ran", r.ran) if r.ran else ())
+            if key:
+                groups.setdefault(key, []).append(r)
         return [g for g in groups.values() if len(g) > 1]
 
     def row(self, policy: str) -> CompareRow | None:

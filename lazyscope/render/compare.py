@@ -61,10 +61,19 @@ def verdict_text(verdict: Verdict | None) -> str:
         return "no policy ran: nothing to compare"
     best = verdict.best
     over = ", ".join(f"{ratio:.2f}x {name}" for name, ratio in verdict.margins)
-    return (f"{_label(best)} is fastest end to end: {best.tokens_per_s:,.0f} real tokens/s "
-            f"(compilation included; {_compiles(best.compiles)}, padding efficiency "
-            f"{_eff(best.padding_efficiency)})" + (f"; {over}" if over else "")
-            + (f"; failed: {', '.join(verdict.failed)}" if verdict.failed else ""))
+    noise = ", ".join(name for name, _ in verdict.noise)
+    spread = ("not measured: --repeat N measures it" if verdict.spread is None
+              else f"{verdict.spread:.0%} between repeats")
+    if not verdict.margins and verdict.noise:
+        lead = (f"no policy wins: {_label(best)} and {noise} differ by measurement noise "
+                f"(run-to-run spread {spread})")
+    else:
+        lead = (f"{_label(best)} is fastest end to end: {best.tokens_per_s:,.0f} real tokens/s "
+                f"(compilation included; {_compiles(best.compiles)}, padding efficiency "
+                f"{_eff(best.padding_efficiency)})" + (f"; {over}" if over else "")
+                + (f"; {noise}: the same as it within noise" if noise else "")
+                + ("" if verdict.spread is not None else f" (run-to-run spread {spread})"))
+    return lead + (f"; failed: {', '.join(verdict.failed)}" if verdict.failed else "")
 
 
 def render_compare_text(result: Comparison) -> str:
@@ -115,10 +124,16 @@ def same_run_notes(result: Comparison) -> list[str]:
     for group in result.same_runs():
         fast = max(r.tokens_per_s for r in group)
         slow = min(r.tokens_per_s for r in group)
-        out.append(f"{' and '.join(r.policy for r in group)} ran the same policy "
-                   f"({group[0].ran}): {fast:,.0f} vs {slow:,.0f} real tokens/s is measurement "
-                   f"noise ({fast / slow - 1:.0%})")
+        what = (f"the same padded shapes ({_shapes(group[0].shapes)})" if group[0].shapes
+                else f"the same policy ({group[0].ran})")
+        out.append(f"{' and '.join(r.policy for r in group)} ran {what}: {fast:,.0f} vs "
+                   f"{slow:,.0f} real tokens/s is measurement noise ({fast / slow - 1:.0%})")
     return out
+
+
+def _shapes(shapes: tuple[int, ...]) -> str:
+    return (", ".join(str(x) for x in shapes) if len(shapes) <= 4
+            else f"{len(shapes)} lengths in {shapes[0]}..{shapes[-1]}")
 
 
 def write_compare_png(result: Comparison, path: Path) -> Path:

@@ -204,9 +204,39 @@ def test_rows_that_ran_the_same_policy_measure_the_noise(tmp_path: Path) -> None
     result = Comparison("decoder", 2, [], ["packed", "auto", "max"], [a, b, c])
     assert [[r.policy for r in g] for g in result.same_runs()] == [["packed", "auto"]]
     text = render_compare_text(result)
-    assert "note: packed and auto ran the same policy (packed:8x64): 67 vs 57 real tokens/s " \
+    assert "note: packed and auto ran the same padded shapes (64): 67 vs 57 real tokens/s " \
            "is measurement noise (17%)" in text
-    assert "ran the same policy" in compare_page(result)
+    assert "ran the same padded shapes" in compare_page(result)
+
+
+def test_rows_that_padded_to_the_same_shapes_are_noise_whatever_their_names(tmp_path) -> None:
+    """pow2 and max both padded every batch to 256: the same work; the verdict never ranks
+    one above the other, and says the run-to-run spread is not measured (one run a policy)."""
+    pow2 = compare_rows([("pow2", _run(tmp_path, "p", [2.0, 1.0], [1, 0], [256, 256]))])[0]
+    mx = compare_rows([("max", _run(tmp_path, "m", [2.6, 1.0], [1, 0], [256, 256]))])[0]
+    longest = compare_rows([("longest", _run(tmp_path, "l", [9.0, 8.0], [1, 1], [70, 90]))])[0]
+    result = Comparison("decoder", 2, [], ["pow2", "max", "longest"], [pow2, mx, longest])
+    assert [[r.policy for r in g] for g in result.same_runs()] == [["pow2", "max"]]
+    v = result.verdict
+    assert v.best.policy == "pow2" and [n for n, _ in v.noise] == ["max"]
+    assert [n for n, _ in v.margins] == ["longest"] and v.spread is None
+    text = render_compare_text(result)
+    assert "max: the same as it within noise" in text and "not measured" in text
+    assert "x max" not in text.split("verdict:")[1]
+    # two policies, same shapes: no policy wins
+    only = Comparison("decoder", 2, [], ["pow2", "max"], [pow2, mx])
+    assert render_compare_text(only).split("verdict: ")[1].startswith("no policy wins")
+
+
+def test_a_difference_within_the_repeats_spread_is_noise(tmp_path) -> None:
+    from dataclasses import replace
+
+    a = compare_rows([("bucket:auto", _run(tmp_path, "a", [2.0, 1.0], [1, 0], [64, 96]))])[0]
+    b = compare_rows([("max", _run(tmp_path, "b", [2.2, 1.0], [1, 0], [128, 128]))])[0]
+    a, b = replace(a, repeats=(60.0, 70.0, 66.0)), replace(b, repeats=(58.0, 62.0, 61.0))
+    v = Comparison("decoder", 2, [], ["bucket:auto", "max"], [a, b], repeat=3).verdict
+    assert v.spread is not None and abs(v.spread - 70 / 60 + 1) < 1e-9
+    assert [n for n, _ in v.noise] == ["max"] and not v.margins
 
 
 def test_repeats_keep_the_median_run(tmp_path: Path) -> None:

@@ -159,3 +159,9 @@ def test_bucketing(tmp_path: Path, monkeypatch) -> None:
     assert (tmp_path / "runs/bucketing/compare.png").is_file()
     _shown_as_fragment(book)
     assert os.path.isdir(tmp_path / "runs/bucketing-advised")
+    # "take the advice" takes the advice advise gave just above, whatever it was
+    advice = json.loads(lazyscope_cmd("advise", str(tmp_path / "runs/bucketing/longest"),
+                                      "--format", "json").stdout)
+    padding, _, grouped = advice["recommended"]["policy"].partition("+")
+    info = json.loads((tmp_path / "runs/bucketing-advised/meta.json").read_text())["info"]
+    assert info["policy"] == padding and (info["batching"] == "grouped") == bool(grouped)

@@ -72,14 +72,24 @@ def _scope(tree: ast.Module, line: int) -> tuple[ast.AST, str]:
     return best
 
 
-def value_origin(file: str, line: int) -> Frame | None:
-    """Where a number used at ``file:line`` is set (see the module docstring), or None."""
+def _at_line(file: str, line: int) -> tuple[ast.Module, ast.AST, str, set[str]] | None:
+    """``(the file's tree, the function holding the line (or the module), its name, the names
+    the line reads)``, or None when the file cannot be parsed."""
     tree = _tree(file)
     if tree is None:
         return None
     scope, function = _scope(tree, line)
-    used = {n.id for n in ast.walk(scope) if isinstance(n, ast.Name)
+    read = {n.id for n in ast.walk(scope) if isinstance(n, ast.Name)
             and isinstance(n.ctx, ast.Load) and getattr(n, "lineno", 0) == line}
+    return tree, scope, function, read
+
+
+def value_origin(file: str, line: int) -> Frame | None:
+    """Where a number used at ``file:line`` is set (see the module docstring), or None."""
+    found = _at_line(file, line)
+    if found is None:
+        return None
+    _, scope, function, used = found
     if not used:
         return None
     latest: dict[str, tuple[int, bool]] = {}
@@ -265,12 +275,10 @@ def size_origin(file: str, line: int) -> tuple[Frame, Frame] | None:
     size-making function (``F.interpolate(x, scale_factor=s)``, ``torch.randperm(n)``,
     ``torch.arange(n)`` ...) with a Python number set in the function (:func:`value_origin`);
     None when there is none."""
-    tree = _tree(file)
-    if tree is None:
+    found = _at_line(file, line)
+    if found is None:
         return None
-    scope, function = _scope(tree, line)
-    read = {n.id for n in ast.walk(scope) if isinstance(n, ast.Name)
-            and isinstance(n.ctx, ast.Load) and getattr(n, "lineno", 0) == line}
+    _, scope, function, read = found
     candidates: set[int] = set()
     for node in ast.walk(scope):
         if isinstance(node, ast.Call) and _callee(node) in _SIZE_CALLS and node.lineno == line:
@@ -298,12 +306,10 @@ def growth_origin(file: str, line: int) -> Frame | None:
     reads, the name itself among the call's arguments. When the line reads a parameter of its
     function, the function's calls in the same file are followed (``smoothed(history)``, and
     ``history = torch.cat((history, ...))`` beside it). None when there is no single one."""
-    tree = _tree(file)
-    if tree is None:
+    at = _at_line(file, line)
+    if at is None:
         return None
-    scope, function = _scope(tree, line)
-    read = {n.id for n in ast.walk(scope) if isinstance(n, ast.Name)
-            and isinstance(n.ctx, ast.Load) and getattr(n, "lineno", 0) == line}
+    tree, scope, function, read = at
     found = _growing_assignments(scope, read)
     if not found and isinstance(scope, (ast.FunctionDef, ast.AsyncFunctionDef)):
         params = [a.arg for a in scope.args.args]
@@ -315,8 +321,8 @@ def growth_origin(file: str, line: int) -> Frame | None:
             outer, _ = _scope(tree, call.lineno)
             found |= {(ln, _scope(tree, ln)[1]) for ln, _ in _growing_assignments(outer, passed)}
     if len(found) == 1:
-        at, fn = found.pop()
-        return Frame(file, at, fn)
+        where, fn = found.pop()
+        return Frame(file, where, fn)
     return None
 
 

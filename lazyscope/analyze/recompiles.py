@@ -531,9 +531,12 @@ def _varying(recompiles: Iterable[Recompile]) -> list[Varying]:
         except TypeError:
             v.values = sorted(v.values, key=str)
         pairs_ = order[key]
+        # every change made it larger, and each new size is larger than the last: a size that
+        # follows the step (the closest earlier graph a change is diffed against need not be
+        # the one just before, so the pairs need not chain)
         v.growing = v.what == "dim" and len(pairs_) >= 3 and all(
             isinstance(a, int) and isinstance(b, int) and b > a for a, b in pairs_) and all(
-            p[1] == q[0] for p, q in zip(pairs_, pairs_[1:], strict=False))
+            p[1] < q[1] for p, q in zip(pairs_, pairs_[1:], strict=False))
         out.append(v)
     return out
 

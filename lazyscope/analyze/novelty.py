@@ -75,7 +75,7 @@ class Outlook:
     seconds_each: float  # median compile seconds of the family's graphs
     step_seconds: float  # the run's steady step time
     bound: int | None = None  # graphs that can exist at most, when known
-    new_late: int = 0  # graphs first met in the second half of the family's calls
+    new_late: int = 0  # graphs first met in the run's second half (by steps, or by its own calls)
     planned: int | None = None  # the steps of the user's run, when known
     #: measured: the share of the run's second half spent compiling the family's new graphs
     late_share: float = 0.0

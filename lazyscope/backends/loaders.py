@@ -28,6 +28,7 @@ import functools
 import inspect
 import sys
 import threading
+import weakref
 from collections.abc import Mapping
 from typing import Any
 
@@ -157,8 +158,10 @@ class LoaderWatch:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._loaders: dict[int, _Loader] = {}
+        #: id(loader) -> the stack that made it, while the loader lives (a weak reference: a
+        #: loader with persistent workers must not outlive the program's last use of it)
         self._made: dict[int, Any] = {}
-        self._keep: list[Any] = []  # the loaders seen: their ids stay theirs
+        self._gone: list[_Loader] = []  # the records of loaders that were collected
         self._saved: list[tuple[Any, str, Any]] = []
         self._hook: Any = None
         self.thread_errors: list[dict[str, Any]] = []
@@ -179,7 +182,7 @@ class LoaderWatch:
             try:
                 with watch._lock:
                     watch._made[id(loader)] = capture_stack(1)
-                    watch._keep.append(loader)
+                weakref.finalize(loader, watch._forget, id(loader))
             except Exception:  # noqa: BLE001 - never break the program's loader
                 pass
 
@@ -206,6 +209,14 @@ class LoaderWatch:
                                 (dl._BaseDataLoaderIter, "__next__", __next__)):
             self._saved.append((owner, name, owner.__dict__[name]))
             setattr(owner, name, fn)
+
+    def _forget(self, key: int) -> None:
+        """The loader is gone: its id may be another's next; its record is kept apart."""
+        with self._lock:
+            self._made.pop(key, None)
+            rec = self._loaders.pop(key, None)
+            if rec is not None:
+                self._gone.append(rec)
 
     def remove(self) -> None:
         for owner, name, fn in reversed(self._saved):
@@ -258,4 +269,5 @@ class LoaderWatch:
     def info(self) -> list[dict[str, Any]]:
         """Every loader that yielded a batch, for ``meta.json`` info :data:`LOADERS`."""
         with self._lock:
-            return [rec.as_info() for rec in self._loaders.values() if rec.batches]
+            return [rec.as_info() for rec in (*self._gone, *self._loaders.values())
+                    if rec.batches]

@@ -162,3 +162,29 @@ def test_no_plan_is_ranked_above_one_that_pads_the_same() -> None:
     advice = advise(values, batch=32, max_len=120, horizon=32)
     names = [p.name for p in advice.plans]
     assert "1 bucket, length-grouped" not in names, names
+
+
+def test_the_watch_keeps_no_loader_alive_and_keeps_its_record() -> None:
+    """A loader the program drops is collected (its workers would be kept otherwise); what it
+    yielded stays in the record, apart from a later loader that gets its id."""
+    import gc
+    import weakref
+
+    watch = LoaderWatch()
+    watch.install()
+    try:
+        loader = DataLoader([torch.randn(n, 4) for n in LENGTHS], batch_size=2,
+                            collate_fn=pad_longest)
+        for _ in loader:
+            pass
+        ref = weakref.ref(loader)
+        del loader
+        gc.collect()
+        assert ref() is None
+        again = DataLoader([torch.randn(3, 4)] * 4, batch_size=2)
+        for _ in again:
+            pass
+    finally:
+        watch.remove()
+    names = sorted(rec["collate"]["name"] for rec in watch.info())
+    assert names == ["default_collate", "pad_longest"]

@@ -24,7 +24,8 @@ appears nor disappears, and neither do that kind's sites.
 steps), ``metrics`` (:class:`MetricDelta`: ``b - a`` and ``b / a``, None where either side does
 not measure it or ``a`` is 0, for compilations, recompilations, distinct graphs, compile and
 execute seconds, executions, transfers both ways, host syncs, CPU-fallback executions, graph
-breaks, the median step and the wall time), ``compile_sites`` / ``sync_sites`` /
+breaks, the median step, the wall time, the measured padding efficiency and real tokens per
+second), ``compile_sites`` / ``sync_sites`` /
 ``fallback_sites`` / ``break_sites`` (:class:`SiteChanges`), ``fallback_ops`` (the same, keyed by
 op name), ``findings`` (:class:`FindingChanges`) and ``warnings`` (each run's load warnings,
 ``a:`` / ``b:``). :meth:`RunDiff.to_json` is the ``--format json`` object.
@@ -55,6 +56,8 @@ METRICS: list[tuple[str, str]] = [
     ("graph_breaks", "graph_breaks"),
     ("median_step_seconds", "median_step_seconds"),
     ("wall_seconds", "wall_seconds"),
+    ("padding_efficiency", "padding_efficiency"),
+    ("real_tokens_per_second", "real_tokens_per_second"),
 ]
 
 
@@ -303,7 +306,8 @@ def _prefixed(prefix: str, lines: Iterable[str]) -> list[str]:
 
 
 #: metrics that time the work: no ratio when one side did none
-TIMES = frozenset({"median_step_seconds", "wall_seconds", "execute_seconds"})
+TIMES = frozenset({"median_step_seconds", "wall_seconds", "execute_seconds",
+                   "real_tokens_per_second"})
 
 
 def diff_reports(a: Report, b: Report) -> RunDiff:

@@ -16,6 +16,7 @@ from typing import Any
 
 import numpy as np
 
+from lazyscope.analyze.tokens import measured_tokens
 from lazyscope.model import Run, StepTable
 from lazyscope.units import counted
 
@@ -68,6 +69,13 @@ class Summary:
     eager_mode: bool = field(default=False, metadata={"omit_empty": True})
     #: why the run did no work (its steps ran nothing on the device), when it did none
     idle: str | None = field(default=None, metadata={"omit_none": True})
+    #: real tokens the steps trained on, the padding efficiency (real over computed tokens)
+    #: and real tokens per second of the steps' wall time, compiles included, where measured
+    #: (:mod:`lazyscope.analyze.tokens`), and how they were counted
+    real_tokens: int | None = field(default=None, metadata={"omit_none": True})
+    padding_efficiency: float | None = field(default=None, metadata={"omit_none": True})
+    real_tokens_per_second: float | None = field(default=None, metadata={"omit_none": True})
+    tokens_counted_by: str | None = field(default=None, metadata={"omit_none": True})
 
 
 def _int(value: float | None) -> int | None:
@@ -117,6 +125,7 @@ def summarize(run: Run, *, library_compiles: int = 0, distinct_graphs: int = 0,
     tail = steps.tail
     wall = float(walls.sum()) + (tail.wall_s or 0.0 if tail is not None else 0.0)
     m = run.meta
+    tokens = measured_tokens(run)
     return Summary(
         target=m.target, target_kind=m.target_kind, args=list(m.args), backend=m.backend,
         device=m.device, versions=dict(m.versions), status=run.status, complete=run.complete,
@@ -140,6 +149,10 @@ def summarize(run: Run, *, library_compiles: int = 0, distinct_graphs: int = 0,
         runtime_counts=_runtime_counts(m.info.get("runtime_counts")),
         eager_mode=bool(m.info.get("eager_mode")),
         idle=idle_reason(steps) if not run.warnings else None,
+        real_tokens=tokens.real if tokens else None,
+        padding_efficiency=tokens.padding_efficiency if tokens else None,
+        real_tokens_per_second=tokens.per_second if tokens else None,
+        tokens_counted_by=tokens.source if tokens else None,
     )
 
 

@@ -19,7 +19,10 @@ At the end of the trace each loader that yielded a batch is written to ``meta.js
 library object by class, module and package version), the stack that made it, how many batches
 it yielded, the last batch's shapes (what the data is: one label a sequence or a token) and, for
 each tensor of the batch whose size varied, the sizes each varying dimension took. The analysis matches a recompiled family's varying sizes against them
-(:func:`lazyscope.analyze.makers.shape_maker`). Everything is restored when the trace ends.
+(:func:`lazyscope.analyze.makers.shape_maker`). Where a batch still on the CPU says which of
+its positions are padding (:func:`batch_tokens`), its real and padded tokens are counted too:
+the run's measured padding efficiency and real tokens per second
+(:func:`lazyscope.analyze.tokens.measured_tokens`). Everything is restored when the trace ends.
 """
 
 from __future__ import annotations
@@ -43,6 +46,10 @@ MAX_TENSORS = 16
 MAX_DEPTH = 3
 #: distinct sizes kept per varying dimension
 MAX_SIZES = 256
+#: batches whose real and padded token counts are kept one by one (totals go on beyond)
+MAX_TOKEN_BATCHES = 20_000
+#: the label that marks a position no loss is computed on (torch's ``ignore_index``)
+IGNORE_INDEX = -100
 
 
 def batch_shapes(batch: Any) -> dict[str, tuple[int, ...]]:
@@ -68,6 +75,43 @@ def batch_shapes(batch: Any) -> dict[str, tuple[int, ...]]:
 
     walk(batch, "", 0)
     return out
+
+
+def _matrix(obj: Any) -> Any:
+    """``obj`` when it is a 2-D tensor on the CPU (its values cost no device sync), else None."""
+    shape = getattr(obj, "shape", None)
+    device = getattr(obj, "device", None)
+    if shape is None or len(shape) != 2 or getattr(device, "type", None) != "cpu":
+        return None
+    return obj
+
+
+def batch_tokens(batch: Any) -> tuple[int, int, str] | None:
+    """``(real tokens, padded tokens, how counted)`` of a collated batch still on the CPU, or
+    None where the batch does not say which of its positions are padding: the ``(B, L)``
+    ``attention_mask``'s ones; else the ``document_ids`` of packed rows (-1 on padding); else the
+    ``labels`` that are not -100 where they have ``input_ids``' shape; else the nonzero ids of
+    an integer matrix, the batch or a ``(tokens, ...)`` tuple's first (``pad_sequence`` pads
+    with 0).
+    Reading CPU tensors never syncs a device; a batch already on the device is not read."""
+    if isinstance(batch, Mapping):
+        mask = _matrix(batch.get("attention_mask"))
+        if mask is not None:
+            return int(mask.count_nonzero()), int(mask.numel()), "attention_mask"
+        docs = _matrix(batch.get("document_ids"))
+        if docs is not None:
+            return int((docs >= 0).sum()), int(docs.numel()), "document_ids"
+        ids, labels = _matrix(batch.get("input_ids")), _matrix(batch.get("labels"))
+        if ids is not None and labels is not None and tuple(ids.shape) == tuple(labels.shape):
+            return (int((labels != IGNORE_INDEX).sum()), int(labels.numel()),
+                    "labels other than -100")
+        return None
+    first = batch[0] if isinstance(batch, (list, tuple)) and batch else batch
+    if first is not None:
+        ids = _matrix(first)
+        if ids is not None and not ids.dtype.is_floating_point and str(ids.dtype) != "torch.bool":
+            return int(ids.count_nonzero()), int(ids.numel()), "nonzero token ids"
+    return None
 
 
 #: a collator object's padding settings worth recording (Hugging Face's padding collators)
@@ -119,7 +163,8 @@ def collate_info(fn: Any) -> dict[str, Any]:
 
 
 class _Loader:
-    __slots__ = ("made_at", "collate", "batches", "sizes", "last")
+    __slots__ = ("made_at", "collate", "batches", "sizes", "last", "real", "padded", "counted",
+                 "real_total", "padded_total", "counted_by")
 
     def __init__(self, made_at: Any, collate: dict[str, Any]):
         self.made_at = made_at
@@ -129,10 +174,27 @@ class _Loader:
         self.sizes: dict[str, dict[int, list[int]]] = {}
         #: the last batch's shapes: what the data is (one label a sequence, or a token)
         self.last: dict[str, tuple[int, ...]] = {}
+        #: each batch's real and padded tokens (the first MAX_TOKEN_BATCHES), while every
+        #: batch so far could be counted; their totals over every batch counted
+        self.real: list[int] = []
+        self.padded: list[int] = []
+        self.counted = 0
+        self.real_total = 0
+        self.padded_total = 0
+        self.counted_by = ""
 
-    def add(self, shapes: dict[str, tuple[int, ...]]) -> None:
+    def add(self, shapes: dict[str, tuple[int, ...]],
+            tokens: tuple[int, int, str] | None = None) -> None:
         self.batches += 1
         self.last = shapes
+        if tokens is not None and self.counted == self.batches - 1:
+            self.counted += 1
+            self.real_total += tokens[0]
+            self.padded_total += tokens[1]
+            self.counted_by = tokens[2]
+            if len(self.real) < MAX_TOKEN_BATCHES:
+                self.real.append(tokens[0])
+                self.padded.append(tokens[1])
         for key, shape in shapes.items():
             dims = self.sizes.setdefault(key, {})
             for d, n in enumerate(shape):
@@ -143,10 +205,15 @@ class _Loader:
     def as_info(self) -> dict[str, Any]:
         varying = {key: {str(d): sorted(v) for d, v in dims.items() if len(v) > 1}
                    for key, dims in self.sizes.items()}
-        return {"made_at": [[f.file, f.line, f.function, f.library] for f in self.made_at],
-                "collate": self.collate, "batches": self.batches,
-                "varying": {k: v for k, v in varying.items() if v},
-                "shapes": {k: list(v) for k, v in self.last.items()}}
+        out = {"made_at": [[f.file, f.line, f.function, f.library] for f in self.made_at],
+               "collate": self.collate, "batches": self.batches,
+               "varying": {k: v for k, v in varying.items() if v},
+               "shapes": {k: list(v) for k, v in self.last.items()}}
+        if self.counted:
+            out["tokens"] = {"counted_by": self.counted_by, "batches": self.counted,
+                             "real": self.real_total, "padded": self.padded_total,
+                             "real_per_batch": self.real, "padded_per_batch": self.padded}
+        return out
 
 
 class LoaderWatch:
@@ -258,13 +325,17 @@ class LoaderWatch:
         loader = getattr(it, "_lazyscope_loader", None)
         key = id(loader) if loader is not None else id(it)
         shapes = batch_shapes(batch)
+        try:
+            tokens = batch_tokens(batch)
+        except Exception:  # noqa: BLE001 - a batch that cannot be counted is not counted
+            tokens = None
         with self._lock:
             rec = self._loaders.get(key)
             if rec is None:
                 collate = getattr(loader, "collate_fn", None) or getattr(it, "_collate_fn", None)
                 rec = self._loaders[key] = _Loader(self._made.get(key, ()),
                                                    collate_info(collate) if collate else {})
-            rec.add(shapes)
+            rec.add(shapes, tokens)
 
     def info(self) -> list[dict[str, Any]]:
         """Every loader that yielded a batch, for ``meta.json`` info :data:`LOADERS`."""

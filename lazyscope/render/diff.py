@@ -22,6 +22,10 @@ def _value(name: str, v: Any) -> str:
         return "-"
     if name in _SECONDS:
         return fmt_seconds(v) if v >= 0 else "-" + fmt_seconds(-v)
+    if name == "padding_efficiency":
+        return f"{v:.2f}"
+    if name == "real_tokens_per_second":
+        return f"{v:,.0f}"
     return str(v)
 
 

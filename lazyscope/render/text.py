@@ -72,6 +72,13 @@ def render_summary_text(report: Report) -> list[str]:
         f"  wall            {fmt_seconds(s.wall_seconds)}",
         f"  compilations    {comp}",
     ]
+    if s.real_tokens is not None:
+        eff = (f", padding efficiency {s.padding_efficiency:.2f}"
+               if s.padding_efficiency is not None else "")
+        rate = (f", {s.real_tokens_per_second:,.0f}/s (compiles included)"
+                if s.real_tokens_per_second is not None else "")
+        lines.append(f"  real tokens     {s.real_tokens:,}{eff}{rate}; counted from "
+                     f"{s.tokens_counted_by}")
     if s.executions is not None:
         lines.append(f"  executions      {s.executions}, {fmt_seconds(s.execute_seconds)}")
     if s.transfers_to_device is not None:

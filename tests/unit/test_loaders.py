@@ -188,3 +188,48 @@ def test_the_watch_keeps_no_loader_alive_and_keeps_its_record() -> None:
         watch.remove()
     names = sorted(rec["collate"]["name"] for rec in watch.info())
     assert names == ["default_collate", "pad_longest"]
+
+
+def test_batch_tokens_counts_what_the_batch_says_is_padding() -> None:
+    from lazyscope.backends.loaders import batch_tokens
+    from lazyscope.data import PackRows, PadToBuckets
+
+    rng = random.Random(3)
+    for _ in range(50):
+        lengths = [rng.randint(1, 40) for _ in range(rng.randint(1, 6))]
+        items = [{"input_ids": torch.randint(1, 50, (n,))} for n in lengths]
+        padded = PadToBuckets([16, 48], rows=len(items))(items)
+        real, total, how = batch_tokens(padded)
+        assert (real, how) == (sum(lengths), "attention_mask")
+        assert total == padded["input_ids"].numel()
+        # (tokens, label) pairs padded by pad_sequence (0): the nonzero ids
+        pairs = (pad_sequence([it["input_ids"] for it in items], batch_first=True),
+                 torch.zeros(len(items)))
+        assert batch_tokens(pairs)[:2] == (sum(lengths), pairs[0].numel())
+        # packed rows: document_ids -1 on padding
+        packed = PackRows(4, 64, return_document_ids=True)(items)
+        assert batch_tokens(packed)[:2] == (sum(lengths), 4 * 64)
+        no_docs = PackRows(4, 64)(items)  # labels: -100 on padding and each document's start
+        assert batch_tokens(no_docs)[:2] == (sum(lengths) - len(lengths), 4 * 64)
+    # what says nothing of its padding is not counted
+    assert batch_tokens({"input_ids": torch.ones(2, 5, dtype=torch.long)}) is None
+    assert batch_tokens((torch.randn(2, 5), torch.ones(2))) is None
+    assert batch_tokens(torch.ones(2, 5)) is None
+    meta = {"attention_mask": torch.ones(2, 5, device="meta")}  # not on the CPU: not read
+    assert batch_tokens(meta) is None
+
+
+def test_the_watch_counts_each_batchs_real_tokens() -> None:
+    watch = LoaderWatch()
+    watch.install()
+    try:
+        data = [torch.randint(1, 9, (n,)) for n in LENGTHS]
+        for _ in DataLoader(data, batch_size=2, collate_fn=pad_longest):
+            pass
+    finally:
+        watch.remove()
+    (rec,) = watch.info()
+    tokens = rec["tokens"]
+    assert tokens["real_per_batch"] == [LENGTHS[i] + LENGTHS[i + 1] for i in range(0, 8, 2)]
+    assert tokens["padded_per_batch"] == [2 * max(LENGTHS[i:i + 2]) for i in range(0, 8, 2)]
+    assert tokens["real"] == sum(LENGTHS) and tokens["counted_by"] == "nonzero token ids"

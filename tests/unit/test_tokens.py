@@ -1,0 +1,46 @@
+"""The real tokens a run trained on, measured from its annotations or its loader's batches
+(pure: runs written by the test, no XLA)."""
+
+from __future__ import annotations
+
+import pytest
+
+from lazyscope.analyze.report import build_report
+from lazyscope.analyze.tokens import measured_tokens
+from tests.builders import build_run
+
+
+def _loader(real: list[int], padded: list[int], batches: int | None = None) -> dict:
+    return {"made_at": [], "collate": {"name": "collate"}, "batches": batches or len(real),
+            "varying": {}, "shapes": {},
+            "tokens": {"counted_by": "attention_mask", "batches": len(real), "real": sum(real),
+                       "padded": sum(padded), "real_per_batch": real,
+                       "padded_per_batch": padded}}
+
+
+def test_the_steps_batches_count_not_those_the_loader_made_ahead(tmp_path) -> None:
+    walls = [2.0, 0.5, 0.5, 0.5]
+    train = _loader([10, 20, 30, 40, 50, 60], [16, 32, 32, 64, 64, 64])  # 2 made ahead
+    small = _loader([5], [8])
+    run = build_run(tmp_path / "r", steps=[{"wall_s": w} for w in walls],
+                    info={"loaders": [small, train]})
+    t = measured_tokens(run)
+    assert (t.real, t.padded, t.steps) == (100, 144, 4)
+    assert t.seconds == pytest.approx(3.5) and t.per_second == pytest.approx(100 / 3.5)
+    assert t.padding_efficiency == pytest.approx(100 / 144)
+    assert t.source == "loader batches (attention_mask)"
+    s = build_report(run).summary
+    assert s.real_tokens == 100 and s.real_tokens_per_second == pytest.approx(100 / 3.5)
+
+
+def test_annotations_come_first_and_nothing_measured_is_none(tmp_path) -> None:
+    annotated = build_run(tmp_path / "a", steps=[{"wall_s": 1.0}] * 2,
+                          annotations={0: {"real_tokens": 7, "computed_tokens": 8},
+                                       1: {"real_tokens": 5, "computed_tokens": 8}},
+                          info={"loaders": [_loader([100, 100], [100, 100])]})
+    t = measured_tokens(annotated)
+    assert (t.real, t.padded, t.source) == (12, 16, "annotations")
+    bare = build_run(tmp_path / "b", steps=[{"wall_s": 1.0}] * 2,
+                     info={"loaders": [{"batches": 3, "collate": {}}]})
+    assert measured_tokens(bare) is None
+    assert build_report(bare).summary.real_tokens is None

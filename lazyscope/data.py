@@ -38,6 +38,7 @@ lazyscope`` does not import it.
 from __future__ import annotations
 
 import random
+import warnings
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
@@ -56,6 +57,8 @@ from lazyscope.padding import (
 )
 
 IGNORE_INDEX = -100  # cross-entropy's (and transformers') ignored label
+#: a batch longer than PadToBuckets' largest bucket is padded up to a multiple of this
+OVERFLOW_MULTIPLE = 8
 
 __all__ = ["IGNORE_INDEX", "LengthGroupedBatchSampler", "PackRows", "PackedBatchSampler",
            "PadToBuckets", "collate_for", "document_causal_mask", "flex_block_mask",
@@ -133,14 +136,16 @@ class PadToBuckets:
     ``buckets``: the fixed lengths (sorted; ``[max_len]`` pads to max; None pads to the batch's
     longest, as ``DataCollatorWithPadding`` does: a new shape per new length). ``rows``: pad
     the batch dimension to this many rows too (a short last batch keeps the shape; extra rows are
-    all padding). A sequence longer than the last bucket raises ValueError unless
-    ``truncate``. Returns ``input_ids``, ``attention_mask``, ``labels``; with
+    all padding). A batch with a sequence longer than the last bucket is padded to that length
+    rounded up to a multiple of :data:`OVERFLOW_MULTIPLE`, with a warning (a shape of its own:
+    pasted advice keeps running on data longer than the run showed); ``truncate`` cuts it to
+    the last bucket instead, ``strict`` raises ValueError. Returns ``input_ids``, ``attention_mask``, ``labels``; with
     ``return_document_ids``, also ``document_ids`` (0 on real tokens, -1 on padding) and
     ``position_ids`` (0.. on each row)."""
 
     def __init__(self, buckets: Sequence[int] | None = None, *, rows: int | None = None,
                  pad_id: int = 0, label_pad_id: int = IGNORE_INDEX, truncate: bool = False,
-                 return_document_ids: bool = False):
+                 return_document_ids: bool = False, strict: bool = False):
         if buckets is not None:
             buckets = sorted({int(b) for b in buckets})
             if not buckets or buckets[0] < 1:
@@ -154,19 +159,34 @@ class PadToBuckets:
         self.pad_id = pad_id
         self.label_pad_id = label_pad_id
         self.truncate = truncate
+        self.strict = strict
+        self._overflow: set[int] = set()
         self.return_document_ids = return_document_ids
 
     def __repr__(self) -> str:
         return f"PadToBuckets({self.buckets}, rows={self.rows})"
 
     def length_for(self, longest: int) -> int:
-        """The padded length of a batch whose longest sequence is ``longest``."""
+        """The padded length of a batch whose longest sequence is ``longest``: the smallest
+        bucket that holds it; past the largest bucket, cut to it (``truncate``), refused
+        (``strict``), else padded up to a multiple of :data:`OVERFLOW_MULTIPLE` (a shape of its
+        own, so a graph of its own: said once per length, in a warning)."""
         if self.buckets is None:
             return longest
-        if longest > self.buckets[-1] and not self.truncate:
+        top = self.buckets[-1]
+        if longest <= top or self.truncate:
+            return bucket_of(longest, self.buckets)
+        if self.strict:
             raise ValueError(f"a sequence of length {longest} is longer than the largest bucket "
-                             f"{self.buckets[-1]} (pass truncate=True to cut it)")
-        return bucket_of(longest, self.buckets)
+                             f"{top} (pass truncate=True to cut it)")
+        length = -(-longest // OVERFLOW_MULTIPLE) * OVERFLOW_MULTIPLE
+        if length not in self._overflow:
+            self._overflow.add(length)
+            warnings.warn(f"PadToBuckets: a sequence of length {longest} is longer than the "
+                          f"largest bucket {top}: its batch is padded to {length}, a shape "
+                          "(and an XLA graph) of its own; add a bucket, or truncate=True to cut "
+                          "it", stacklevel=3)
+        return length
 
     def __call__(self, features: Sequence[Any]) -> Any:
         """A dict (``input_ids``, ``attention_mask``, ``labels`` ...) for dict features or bare

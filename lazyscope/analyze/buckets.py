@@ -19,9 +19,10 @@ Contract (pure: no I/O, no printing; standard library and the model only):
   units (linear layers are linear in L, attention's scores quadratic; ``crossover`` is the
   length where both are equal, ``6 * dim + vocab / (2 * layers)`` for a GPT block, see
   :func:`cost_model_from_info`). Calibrated on a run (:func:`calibrate`): seconds per unit from
-  the run's execution time (wall minus compile seconds) over its computed units, seconds per
-  compiled graph from its compilations, graphs per padded shape from its graph count. Without a
-  run: relative units and a compile priced as :data:`COMPILE_PRIOR_STEPS` full batches.
+  the steps that compiled nothing (their median rate), seconds per compiled graph from what the
+  compiling steps took beyond their rows, graphs per padded shape and graphs compiled once (a
+  first step's) from its graphs. Without a run: relative units and a compile priced as
+  :data:`COMPILE_PRIOR_STEPS` full batches.
 * **Plans** (:class:`Plan`): each policy priced over the **horizon** (the user's run: ``horizon``
   steps of ``batch`` sequences; :data:`DEFAULT_HORIZON` unless given): the steps that data takes,
   their execution, the graphs it compiles (expected distinct padded lengths over the horizon),
@@ -46,7 +47,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from lazyscope.analyze.makers import SEQUENCE_LABELS, data_task
+from lazyscope.analyze.makers import SEQUENCE_LABELS, data_task, shape_maker
 from lazyscope.analyze.recompiles import CHURN, SiteCompiles, explain_recompiles
 from lazyscope.model import EVENT_KINDS, OWNER_USER, Compile, Run
 from lazyscope.padding import (
@@ -63,6 +64,9 @@ COMPILE_PRIOR_STEPS = 20.0
 DEFAULT_CROSSOVER = 1024.0
 #: the run the advice plans for when not told: a long training run
 DEFAULT_HORIZON = 100_000
+#: steps that compiled nothing a run needs for its execution time to be calibrated on them
+#: alone (a compiling step's other seconds are the new graph's, not its rows')
+MIN_STEADY_CALIBRATION = 3
 #: packed row lengths tried, as multiples of the longest length
 PACKED_ROW_MULTIPLES = (1, 2, 4)
 #: per-sequence lengths drawn from an estimated distribution
@@ -91,6 +95,9 @@ class CostModel:
     compile_s: float = 0.0
     graphs_per_shape: float = 1.0
     calibrated: bool = False
+    #: graphs compiled once whatever the shapes (a first step without optimizer state yet):
+    #: added to every plan, never multiplied by its shapes
+    extra_graphs: float = 0.0
 
     def row(self, length: int) -> float:
         """Units for one row padded to ``length``: a linear term plus attention's quadratic one."""
@@ -98,7 +105,8 @@ class CostModel:
 
     def to_json(self) -> dict[str, Any]:
         return {"crossover": self.crossover, "unit_s": self.unit_s, "compile_s": self.compile_s,
-                "graphs_per_shape": self.graphs_per_shape, "calibrated": self.calibrated,
+                "graphs_per_shape": self.graphs_per_shape, "extra_graphs": self.extra_graphs,
+                "calibrated": self.calibrated,
                 "units": "seconds" if self.calibrated else "relative (uncalibrated prior)"}
 
 
@@ -425,6 +433,13 @@ def lengths_from_run(run: Run, *, top: int | None = None) -> Lengths:
                  f"(F = F_max^(1/{batch}), random batches assumed; annotate_step(lengths=...) "
                  "makes them exact)")
     longest = max(maxima) if maxima else max(g.by_graph.values())
+    # the loader works ahead of the steps: the longest batch it made may be longer than any
+    # the steps ran, and a plan must hold it
+    maker = shape_maker(sorted(set(maxima)), info.get("loaders"))
+    if maker is not None and maker.sizes and max(maker.sizes) > longest:
+        notes.append(f"the max length is the longest batch the loader made ({max(maker.sizes)}, "
+                     f"in {maker.batches} batches), longer than any step ran ({longest})")
+        longest = max(maker.sizes)
     return Lengths(tuple(estimate_sequences(maxima, batch)), batch,
                    max(top or 0, int(info.get("max_len") or 0), longest), "graph inputs", False,
                    tuple(maxima), g.what, n, len(known), notes=tuple(notes))
@@ -522,6 +537,9 @@ class Advice:
     task: str = ""
     #: the Hugging Face padding collator the run's loader used (its description), if any
     collator: dict[str, Any] | None = None
+    #: plans left out of the ranking: each pads every batch as a ranked plan does (a
+    #: ``compare`` row that ran one is still set beside its prediction)
+    same_shapes: tuple[Plan, ...] = ()
 
     @property
     def recommended(self) -> Plan:
@@ -539,7 +557,8 @@ class Advice:
         return kinds[0] if kinds else min(self.per_k, key=lambda p: p.total_s)
 
     def plan_named(self, name: str) -> Plan | None:
-        return next((p for p in (*self.plans, *self.per_k) if p.name == name), None)
+        return next((p for p in (*self.plans, *self.per_k, *self.same_shapes)
+                     if p.name == name), None)
 
     @classmethod
     def json_schema(cls) -> dict[str, Any]:
@@ -581,7 +600,8 @@ ADVICE_SCHEMA: dict[str, Any] = _obj({
         "notes": {"type": "array", "items": _STR}}),
     "horizon": _INT, "horizon_from": _STR,
     "cost_model": _obj({"crossover": _NUM, "unit_s": _NUM, "compile_s": _NUM,
-                        "graphs_per_shape": _NUM, "calibrated": _BOOL, "units": _STR}),
+                        "graphs_per_shape": _NUM, "calibrated": _BOOL, "units": _STR},
+                       {"extra_graphs": _NUM}),
     "recommended": _PLAN_SCHEMA, "best_without_model_change": _PLAN_SCHEMA,
     "plans": {"type": "array", "items": _PLAN_SCHEMA},
     "per_k": {"type": "array", "items": _PLAN_SCHEMA}, "packing": _BOOL,
@@ -631,7 +651,8 @@ def _padded_plan(name: str, policy: Policy, maxima: dict[int, float], ctx: _Ctx,
     shapes: dict[int, float] = {}
     for m, p in (shapes_of or maxima).items():
         shapes[policy.padded_length(m)] = shapes.get(policy.padded_length(m), 0.0) + p
-    graphs = _expected_distinct(shapes.values(), ctx.horizon) * model.graphs_per_shape
+    graphs = (_expected_distinct(shapes.values(), ctx.horizon) * model.graphs_per_shape
+              + model.extra_graphs)
     execute = ctx.horizon * units * model.unit_s
     compile_ = graphs * model.compile_s
     total = execute + compile_
@@ -648,7 +669,7 @@ def _packed_plan(sequences: list[int], rows: int, row_len: int, ctx: _Ctx,
     real = ctx.real if steps is None else steps * rows * row_len * eff
     steps = real / (rows * row_len * eff)
     execute = steps * rows * model.row(row_len) * model.unit_s
-    graphs = model.graphs_per_shape
+    graphs = model.graphs_per_shape + model.extra_graphs
     compile_ = graphs * model.compile_s
     total = execute + compile_
     return Plan(f"packed {rows}x{row_len}", Policy("packed", (row_len,), rows=rows,
@@ -773,8 +794,32 @@ def advise(
             packed.append(_packed_plan(seqs, rows, row_len, ctx))
         plans.append(min(packed, key=lambda p: p.total_s))
     plans.sort(key=lambda p: (p.total_s, p.graphs, p.name))
-    return Advice(lengths, horizon, horizon_from, model, tuple(plans), tuple(per_k),
-                  packing=packing)
+    kept, notes = _distinct_plans(plans, set(maxima) | set(maxima_list))
+    return Advice(lengths, horizon, horizon_from, model, tuple(kept), tuple(per_k),
+                  packing=packing, notes=tuple(notes),
+                  same_shapes=tuple(p for p in plans if p not in kept))
+
+
+def _distinct_plans(plans: list[Plan], maxima: set[int]) -> tuple[list[Plan], list[str]]:
+    """The ranked plans less those that pad every batch maximum seen to the same length as a
+    plan ranked before them (pow2 whose only bucket above the data is the maximum is pad to
+    max): the same shapes, the same run, never two ranks; a note says which."""
+    kept: list[Plan] = []
+    notes: list[str] = []
+    seen: dict[Any, Plan] = {}
+    for p in plans:
+        pol = p.policy
+        if pol.packed or pol.kind == "longest":
+            kept.append(p)
+            continue
+        key = (pol.grouped, tuple(pol.padded_length(m) for m in sorted(maxima)))
+        if key in seen:
+            notes.append(f"{p.name} pads every batch as {seen[key].name} does (the same "
+                         "shapes): left out")
+            continue
+        seen[key] = p
+        kept.append(p)
+    return kept, notes
 
 
 # ------------------------------------------------------------------------------ a run
@@ -782,12 +827,20 @@ def advise(
 
 def calibrate(run: Run, lengths: Lengths, base: CostModel, padded: dict[int, int],
               rows: dict[int, int]) -> CostModel:
-    """Seconds per unit and per compiled graph from a run: ``unit_s`` = the run's execution
-    time (wall minus compile seconds, step 0 left out when there are others) over its computed
-    units (each step's ``rows`` rows of its ``padded`` length; steps of unknown length count as
-    the mean of the known), ``compile_s`` = compile seconds over compilations,
-    ``graphs_per_shape`` = the user's graphs over the distinct padded lengths. ``base`` when the
-    run measured nothing to calibrate on."""
+    """Seconds per unit and per compiled graph from a run.
+
+    ``unit_s``: the median, over the steps that compiled nothing (at least
+    :data:`MIN_STEADY_CALIBRATION` of them whose length is known, step 0 left out), of a
+    step's wall time over its computed units (``rows`` rows of its ``padded`` length); the
+    median, because a steady step now and then waits on something
+    else (a collection, the last compile's first run); with fewer such steps, every step's
+    wall time less its compile seconds over their units (a step of unknown length counts as
+    the mean of the known).
+    ``compile_s``: what a compiling step took beyond its units' execution, per compilation (a
+    new graph costs its trace, lowering and hashing too, not only the compiler's seconds), never
+    less than the compiler's own seconds. ``graphs_per_shape`` / ``extra_graphs``: the graphs a
+    padded length compiles and those compiled once whatever the lengths
+    (:func:`_graphs_per_shape`). ``base`` when the run measured nothing to calibrate on."""
     steps = run.steps
     n = len(steps)
     if n == 0 or not padded:
@@ -795,24 +848,54 @@ def calibrate(run: Run, lengths: Lengths, base: CostModel, padded: dict[int, int
     walls, comp_s = steps.values("wall_s"), steps.values("compile_s")
     comp_n = steps.values("compile_count")
     first = 1 if n > 1 else 0
-    known_units = [rows.get(i, lengths.batch) * base.row(padded[i]) for i in padded
-                   if first <= i < n]
-    mean_units = (sum(known_units) / len(known_units) if known_units else
-                  sum(rows.get(i, lengths.batch) * base.row(v) for i, v in padded.items())
-                  / len(padded))
-    units = sum(known_units) + mean_units * sum(1 for i in range(first, n) if i not in padded)
-    exec_s = float(sum(max(0.0, float(walls[i] - comp_s[i])) for i in range(first, n)))
+    known = [rows.get(i, lengths.batch) * base.row(padded[i]) for i in padded if 0 <= i < n]
+    mean_units = sum(known) / len(known)
+
+    def units_of(i: int) -> float:
+        return rows.get(i, lengths.batch) * base.row(padded[i]) if i in padded else mean_units
+
+    steady = [i for i in range(first, n) if int(comp_n[i]) == 0 and i in padded]
+    if len(steady) >= MIN_STEADY_CALIBRATION:
+        rates = sorted(float(walls[i]) / units_of(i) for i in steady)
+        unit_s = rates[(len(rates) - 1) // 2]
+    else:
+        timed = list(range(first, n))
+        exec_s = float(sum(max(0.0, float(walls[i] - comp_s[i])) for i in timed))
+        units = sum(units_of(i) for i in timed)
+        unit_s = exec_s / units if units > 0 else 0.0
+    if unit_s <= 0:
+        return base
     compiles = int(comp_n.sum())
     compile_total = float(comp_s.sum())
-    graphs = len({e.key for e in run.events.iter("compile")
-                  if isinstance(e.data, Compile) and e.data.owner == OWNER_USER})
+    compiling = [i for i in range(n) if int(comp_n[i]) > 0]
+    beyond = sum(max(0.0, float(walls[i]) - units_of(i) * unit_s) for i in compiling)
+    compile_s = max(compile_total, beyond) / compiles if compiles else 0.0
+    user = [e for e in run.events.iter("compile")
+            if isinstance(e.data, Compile) and e.data.owner == OWNER_USER]
+    graphs = len({e.key for e in user})
     shapes = len(set(padded.values()))
-    if units <= 0 or exec_s <= 0:
-        return base
-    return CostModel(crossover=base.crossover, unit_s=exec_s / units,
-                     compile_s=compile_total / compiles if compiles else 0.0,
-                     graphs_per_shape=max(1.0, graphs / shapes) if shapes and graphs else 1.0,
-                     calibrated=True)
+    per_shape, extra = _graphs_per_shape(user, padded, graphs, shapes)
+    return CostModel(crossover=base.crossover, unit_s=unit_s, compile_s=compile_s,
+                     graphs_per_shape=per_shape, extra_graphs=extra, calibrated=True)
+
+
+def _graphs_per_shape(user: list[Any], padded: dict[int, int], graphs: int,
+                      shapes: int) -> tuple[float, float]:
+    """Graphs each padded shape compiles (the median over the shapes whose steps compiled),
+    and the graphs compiled once beyond those (a first step without optimizer state yet
+    compiles a graph the next step with the same shape does not reuse): a new shape costs the
+    first, never the second."""
+    if not shapes or not graphs:
+        return 1.0, 0.0
+    by_shape: dict[int, set[str]] = {}
+    for e in user:
+        if e.step in padded:
+            by_shape.setdefault(padded[e.step], set()).add(e.key)
+    counts = sorted(len(v) for v in by_shape.values())
+    if not counts:
+        return max(1.0, graphs / shapes), 0.0
+    per_shape = float(max(1, counts[(len(counts) - 1) // 2]))
+    return per_shape, max(0.0, graphs - per_shape * shapes)
 
 
 def _padded_per_step(run: Run, lengths: Lengths) -> tuple[dict[int, int], dict[int, int]]:
@@ -884,7 +967,7 @@ def advice_if_recompiling(run: Run, sites: list[SiteCompiles] | None = None) -> 
 
 def _plan_for_policy(advice: Advice, policy: Policy) -> Plan | None:
     """The plan of ``advice`` that runs ``policy`` (same kind and shape), if it priced one."""
-    for p in (*advice.plans, *advice.per_k):
+    for p in (*advice.plans, *advice.per_k, *advice.same_shapes):
         q = p.policy
         if q.kind == "longest" and policy.kind == "longest":
             return p

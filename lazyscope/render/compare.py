@@ -315,7 +315,8 @@ def render_advice_text(advice: Advice) -> str:
              "  cost: a row of length L costs L + L^2/" + f"{cm.crossover:.0f} units; "
              + (f"calibrated on the run: {cm.unit_s * 1e6:.3f} us per unit, "
                 f"{cm.compile_s:.2f} s per compile, {cm.graphs_per_shape:.1f} graphs per "
-                "padded shape" if cal else
+                "padded shape" + (f" and {cm.extra_graphs:.0f} compiled once (a first step)"
+                                  if cm.extra_graphs else "") if cal else
                 "uncalibrated: times in million units (Mu), a compile priced as "
                 "20 full-length steps")]
     lines += [f"  note: {n}" for n in (*advice.lengths.notes, *advice.notes)]
@@ -429,10 +430,12 @@ def render_emit(advice: Advice, plan: Plan | None = None) -> str:
             "lengths_of",
             "",
             lengths_line,
-            f"sampler = PackedBatchSampler(lengths, rows={rows}, row_len={row_len}, "
+            f"row_len = max({row_len}, max(lengths))  # a document longer than the run showed "
+            "widens the rows",
+            f"sampler = PackedBatchSampler(lengths, rows={rows}, row_len=row_len, "
             "shuffle=True, seed=0)",
             f"loader = DataLoader(dataset, batch_sampler=sampler, collate_fn=PackRows({rows}, "
-            f"{row_len}, return_document_ids=True{extra}))",
+            f"row_len, return_document_ids=True{extra}))",
             f"# each batch: input_ids, labels, position_ids, document_ids, all ({rows}, "
             f"{row_len}); labels are -100 on padding and on each document's first token",
             "# the model must keep the documents of a row apart:",
@@ -471,6 +474,9 @@ def render_emit(advice: Advice, plan: Plan | None = None) -> str:
                  + (f" (labels ({b},): one a sequence)" if one_label else "")
                  + "; pad id 0, labels -100 on padding; (tokens, label) items give "
                  "(input_ids, labels)",
+                 *([f"# a batch longer than {bounds[-1]} (longer than the run showed) is "
+                    "padded to a multiple of 8, a shape of its own, with a warning "
+                    "(truncate=True cuts it)"] if bounds else []),
                  "# Hugging Face Trainer: data_collator=" + collate
                  + (f" and {_grouping(advice)} for the length grouping" if pol.grouped
                     else "")]

@@ -118,9 +118,17 @@ def test_advice_text_ranks_and_emits_code() -> None:
     assert "without changing the model:" in text and "pad to max" in text
     assert "uncalibrated" in text and "x max" in text
     code = render_emit(advice)
-    assert "PackedBatchSampler(lengths, rows=4, row_len=256" in code
-    assert "collate_fn=PackRows(4, 256, return_document_ids=True)" in code
-    compile(code, "emit", "exec")  # it is Python
+    assert "row_len = max(256, max(lengths))" in code
+    assert "PackedBatchSampler(lengths, rows=4, row_len=row_len" in code
+    assert "collate_fn=PackRows(4, row_len, return_document_ids=True)" in code
+    # it runs as pasted, on data with a document longer than any the run showed
+    torch = pytest.importorskip("torch")
+    dataset = [{"input_ids": torch.randint(1, 9, (n,))} for n in (300, 20, 200, 7, 256, 90)]
+    scope: dict = {"dataset": dataset}
+    exec(compile(code, "emit", "exec"), scope)
+    batches = list(scope["loader"])
+    assert {tuple(b["input_ids"].shape) for b in batches} == {(4, 300)}
+    assert sum(int((b["document_ids"] >= 0).sum()) for b in batches) == 300 + 20 + 200 + 7 + 256 + 90
     plain = render_emit(advice, advice.best_without_model_change)
     assert "PadToBuckets([" in plain and "rows=4" in plain
     compile(plain, "emit", "exec")
@@ -254,3 +262,36 @@ def test_repeats_keep_the_median_run(tmp_path: Path) -> None:
     text = render_compare_text(result)
     assert "x 3 rounds" in text and "67, 29, 50" in text
     assert "real tokens/s of each round" in compare_page(result)
+
+
+@pytest.mark.parametrize("version,spelling,not_spelled", [
+    ("4.57.1", "TrainingArguments(group_by_length=True)", "train_sampling_strategy"),
+    ("5.0.0", 'TrainingArguments(train_sampling_strategy="group_by_length")', "group_by_length="),
+])
+def test_the_length_grouping_is_spelled_as_the_runs_transformers_spells_it(
+        version: str, spelling: str, not_spelled: str) -> None:
+    from dataclasses import replace
+
+    from lazyscope.analyze.buckets import advise
+
+    rng = __import__("random").Random(1)
+    advice = advise([rng.randint(1, 255) for _ in range(2000)], batch=8, top=256,
+                    horizon=100_000, packing=False)
+    advice = replace(advice, collator={"name": "DataCollatorWithPadding",
+                                       "package": "transformers", "version": version})
+    grouped = next(p for p in advice.plans if p.policy.grouped)
+    code = render_emit(advice, grouped)
+    assert spelling in code and not_spelled not in code, code
+    assert "DataCollatorWithPadding(tokenizer, pad_to_multiple_of=" in code  # smallest first
+    compile(code, "emit", "exec")
+
+
+def test_the_installed_transformers_takes_the_spelling_emitted_for_it(tmp_path) -> None:
+    transformers = pytest.importorskip("transformers")
+    from lazyscope.analyze.makers import group_by_length
+
+    spelled = group_by_length(transformers.__version__)
+    args = eval(spelled.replace("TrainingArguments(", "dict("))  # noqa: S307 - our own text
+    made = transformers.TrainingArguments(output_dir=str(tmp_path), **args)
+    assert "group_by_length" in str(getattr(made, "train_sampling_strategy", "")) or \
+        getattr(made, "group_by_length", False)

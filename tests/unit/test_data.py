@@ -99,7 +99,12 @@ def test_pad_to_buckets_equals_brute_force(lengths, buckets, extra_rows, labelle
             assert int(out["labels"][r, t]) == label
     if longest > max(buckets):
         with pytest.raises(ValueError, match="longer than the largest bucket"):
-            PadToBuckets(buckets)(feats)
+            PadToBuckets(buckets, strict=True)(feats)
+        # by default a longer batch gets a shape of its own, a multiple of 8, and a warning
+        with pytest.warns(UserWarning, match=f"length {longest} is longer than the largest"):
+            over = PadToBuckets(buckets, rows=rows)(feats)
+        assert over["input_ids"].shape == (rows, -(-longest // 8) * 8)
+        assert int(over["attention_mask"].sum()) == sum(lengths)
 
 
 @settings(max_examples=120, deadline=None)

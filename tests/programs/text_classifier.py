@@ -5,7 +5,11 @@ of varying length, a DataLoader that shuffles (unseeded: every run sees another 
 On XLA each new padded length is a new graph: the collate function makes the shape, so that is
 the line to change (pad to a few lengths there).
 
-    python tests/programs/text_classifier.py [--steps N]
+    python tests/programs/text_classifier.py [--steps N] [--collate CODE | --loader FILE]
+
+``--loader FILE``: Python lines run in place of the loader built here, as they are (what
+``lazyscope advise RUN --emit`` prints, pasted into a file): ``dataset`` is in scope and the
+lines define ``loader``.
 """
 
 import argparse
@@ -21,10 +25,12 @@ parser.add_argument("--steps", type=int, default=24)
 parser.add_argument("--collate", default=None, metavar="CODE",
                     help="a collate_fn expression pasted as it is (lazyscope advise --emit's "
                     "PadToBuckets(...)); lazyscope.data's names are imported")
+parser.add_argument("--loader", default=None, metavar="FILE",
+                    help="lines that build `loader` from `dataset` (advise --emit's output)")
 args = parser.parse_args()
 
 rng = random.Random(0)
-data = [(torch.randint(1, 100, (rng.randint(4, 120),)), rng.randint(0, 1)) for _ in range(400)]
+dataset = [(torch.randint(1, 100, (rng.randint(4, 120),)), rng.randint(0, 1)) for _ in range(400)]
 
 
 def collate(batch):
@@ -49,7 +55,10 @@ if args.collate:
     import lazyscope.data
 
     collate = eval(args.collate, vars(lazyscope.data))  # noqa: F811 - the pasted advice
-loader = DataLoader(data, batch_size=8, shuffle=True, collate_fn=collate)
+loader = DataLoader(dataset, batch_size=8, shuffle=True, collate_fn=collate)
+if args.loader:
+    with open(args.loader) as f:
+        exec(f.read())
 for step, (x, y) in enumerate(loader):
     if step == args.steps:
         break

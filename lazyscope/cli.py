@@ -759,6 +759,10 @@ def _exit_code(exc: BaseException) -> int:
     except click.NoSuchOption as err:
         _say(_no_such_option(err))
         return err.exit_code
+    except click.exceptions.NoArgsIsHelpError as err:
+        # a usage page, not an error: its lines as click wrote them, never folded into one
+        streams.echo(err.format_message(), to_err=True)
+        return err.exit_code
     except click.ClickException as err:
         _say(err.format_message())
         return err.exit_code

@@ -159,3 +159,15 @@ def test_an_unknown_option_before_the_target_is_lazyscopes_error(capsys) -> None
         "lazyscope: no such option --step (did you mean --steps?): lazyscope's options go "
         "before SCENARIO, the program's own after it (lazyscope compare [OPTIONS] SCENARIO "
         "--step ...)")
+
+
+def test_bare_lazyscope_prints_its_usage_page_line_by_line(capsys) -> None:
+    """No command: the usage page as click lays it out (never folded into one error line),
+    on stderr, exit 2."""
+    assert main([]) == 2
+    captured = capsys.readouterr()
+    lines = captured.err.splitlines()
+    assert lines[0] == "Usage: lazyscope [OPTIONS] COMMAND [ARGS]..."
+    assert len(lines) > 15 and "\\n" not in captured.err and not captured.out
+    assert any(line.strip().startswith("trace ") for line in lines)
+    assert not any(line.startswith("lazyscope: Usage") for line in lines)

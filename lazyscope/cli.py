@@ -60,7 +60,7 @@ from lazyscope.errors import (
     show_path,
     signal_name,
 )
-from lazyscope.model import runs_by_rank
+from lazyscope.model import RankedRun, runs_by_rank
 from lazyscope.render import RENDERERS, render_text
 from lazyscope.render.check import CHECK_RENDERERS
 from lazyscope.render.compare import (
@@ -396,6 +396,10 @@ def export_cmd(run_dir: Path, fmt: str, out: Path | None, warmup_steps: int | No
     column in the tables."""
 
     target = load_target(run_dir)
+    # what the run's files lost is said here too: an export of a damaged run is not silent
+    ranked = target.ranks if isinstance(target, RankedRun) else {None: target}
+    _warn([(f"rank {rank}: " if rank is not None else "") + w
+           for rank, run in ranked.items() for w in run.warnings])
     out = out if out is not None else export_default_out(run_dir, fmt)
     if fmt == "perfetto":
         runs = {rank: (run, build_report(run, warmup_steps=warmup_steps))

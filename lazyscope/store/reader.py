@@ -50,6 +50,7 @@ from lazyscope.store.records import (
     META_FILE,
     STEP_DTYPE,
     STEPS_FILE,
+    lost_steps,
 )
 from lazyscope.store.rundir import is_run_dir, rank_dirs
 from lazyscope.store.schema1 import load_v1
@@ -309,6 +310,23 @@ def _check_steps(columns: dict[str, np.ndarray], measured: list[str],
                         "such as a negative time or count (the file is damaged); they count as 0")
 
 
+def _runtime_count_warnings(meta: Meta) -> list[str]:
+    """The backend's own counters in ``meta.json`` that are no count (negative, not a number)
+    are dropped, with a warning: they are never shown as data."""
+    runtime = meta.info.get("runtime_counts")
+    if not isinstance(runtime, dict):
+        return []
+    bad = {k: v for k, v in runtime.items()
+           if not (isinstance(v, (int, float)) and not isinstance(v, bool) and 0 <= v < 2 ** 63)}
+    for k in bad:
+        del runtime[k]
+    if not bad:
+        return []
+    shown = ", ".join(f"{k} {v!r}" for k, v in list(bad.items())[:3])
+    return [f"{META_FILE}: runtime counts that are no count ({shown}): the file is damaged; "
+            "dropped"]
+
+
 def load_run(path: str | os.PathLike[str]) -> Run:
     """Load the run at ``path``; see the module docstring for what is tolerated."""
     path = Path(path)
@@ -316,8 +334,10 @@ def load_run(path: str | os.PathLike[str]) -> Run:
         raise RunDirError(f"{show_path(path)} is not a directory (expected a lazyscope run directory)")
     meta, version = read_meta(path)
     if version < 2:
-        return load_v1(path, meta)
-    warnings: list[str] = []
+        run = load_v1(path, meta)
+        run.warnings.extend(_runtime_count_warnings(meta))
+        return run
+    warnings: list[str] = _runtime_count_warnings(meta)
     steps_cols = _records(path / STEPS_FILE, STEP_DTYPE, warnings, "kind")
     cols = _records(path / EVENTS_FILE, EVENT_DTYPE, warnings, "kind")
     intern = _InternTable(path / INTERN_FILE, _lines(path / INTERN_FILE, warnings))
@@ -343,13 +363,7 @@ def load_run(path: str | os.PathLike[str]) -> Run:
     tail = ({f: float(tail_cols[f][-1]) for f in STEP_FIELDS} if len(tail_rows["wall_s"])
             else None)
     if not len(columns["wall_s"]) and tail is None:
-        runtime = meta.info.get("runtime_counts")
-        ran = sum(v for v in runtime.values() if isinstance(v, (int, float))) \
-            if isinstance(runtime, dict) else 0
-        if ran and not any(w.startswith(f"{STEPS_FILE} is missing") for w in warnings):
-            warnings.append(f"{STEPS_FILE} holds no step, yet the backend's own counters saw "
-                            f"the program run ({ran:g} compilations, executions and transfers): "
-                            "the file was emptied or cut; its steps are lost")
+        lost_steps(meta, STEPS_FILE, warnings)
     steps = StepTable(columns, meta.capabilities.step_fields, tail, annotations)
 
     codes = cols["kind"]
@@ -405,7 +419,10 @@ def _check_events(cols: dict[str, np.ndarray], n_steps: int,
             what.append(f"{outside} at a step outside the run's 0..{n_steps} (e.g. {first})")
         if int((~keep).sum()) - outside:
             what.append(f"{int((~keep).sum()) - outside} with a negative count")
-        warnings.append(f"{EVENTS_FILE}: {'; '.join(what)}: the file is damaged; dropped")
+        steps_lost = n_steps == 0 and any(w.startswith(STEPS_FILE) for w in warnings)
+        if what and not (steps_lost and outside == int((~keep).sum())):
+            # events past a step file already said lost are its loss, not a second damage
+            warnings.append(f"{EVENTS_FILE}: {'; '.join(what)}: the file is damaged; dropped")
         cols = {c: col[keep] for c, col in cols.items()}
     seconds = cols["seconds"]
     bad = ~(np.isfinite(seconds) & (seconds >= 0))

@@ -7,7 +7,7 @@ import struct
 
 import numpy as np
 
-from lazyscope.model import STEP_FIELDS
+from lazyscope.model import STEP_FIELDS, Meta
 
 META_FILE = "meta.json"
 STEPS_FILE = "steps.bin"
@@ -31,3 +31,15 @@ assert STEP_RECORD.size == STEP_DTYPE.itemsize and EVENT_RECORD.size == EVENT_DT
 #: every record starts with a non-zero byte, so a record cut anywhere is told from padding
 KIND_STEP, KIND_TAIL = 1, 2
 NAN = float("nan")
+
+
+def lost_steps(meta: Meta, name: str, warnings: list[str]) -> None:
+    """A run whose step file holds no step: lost, when the backend's own counters saw the
+    program run and no warning said the file is missing already (any schema)."""
+    runtime = meta.info.get("runtime_counts")
+    ran = sum(v for v in runtime.values() if isinstance(v, (int, float)) and v > 0) \
+        if isinstance(runtime, dict) else 0
+    if ran and not any(w.startswith(f"{name} is missing") for w in warnings):
+        warnings.append(f"{name} holds no step, yet the backend's own counters saw "
+                        f"the program run ({ran:g} compilations, executions and transfers): "
+                        "the file was emptied or cut; its steps are lost")

@@ -29,7 +29,7 @@ from lazyscope.model import (
     Sync,
     table_from_events,
 )
-from lazyscope.store.records import V1_EVENTS_FILE, V1_STEPS_FILE
+from lazyscope.store.records import V1_EVENTS_FILE, V1_STEPS_FILE, lost_steps
 
 
 def _read_bytes(path: Path) -> bytes | None:
@@ -52,6 +52,7 @@ V1_MEASURED = {
 def _v1_jsonl(path: Path, warnings: list[str]) -> Iterator[tuple[int, dict[str, Any]]]:
     raw = _read_bytes(path)
     if raw is None:
+        warnings.append(f"{path.name} is missing: what it recorded is lost")
         return
     raw = raw.rstrip(b"\x00")
     lines = raw.split(b"\n")
@@ -189,6 +190,8 @@ def load_v1(path: Path, meta: Meta) -> Run:
         for op, n in fallbacks.items():
             events.append(("fallback_exec", index, 0.0, (), FallbackExec(op), "", float(n)))
     rows.sort(key=lambda r: r[0])
+    if not rows and tail is None:
+        lost_steps(meta, V1_STEPS_FILE, warnings)
     columns = {f: np.array([v[f] for _, v in rows], dtype=np.float64) for f in STEP_FIELDS}
     for number, obj in _v1_jsonl(path / V1_EVENTS_FILE, warnings):
         try:

@@ -1500,6 +1500,22 @@ def _meta_set(key: str, value: Any) -> Callable[[Path], None]:
     return edit
 
 
+def _meta_runtime_count(key: str, value: Any) -> Callable[[Path], None]:
+    def edit(run: Path) -> None:
+        meta = json.loads((run / "meta.json").read_text())
+        meta.setdefault("info", {}).setdefault("runtime_counts", {})[key] = value
+        (run / "meta.json").write_text(json.dumps(meta))
+    return edit
+
+
+def _meta_drop(key: str) -> Callable[[Path], None]:
+    def edit(run: Path) -> None:
+        meta = json.loads((run / "meta.json").read_text())
+        meta.pop(key, None)
+        (run / "meta.json").write_text(json.dumps(meta))
+    return edit
+
+
 def _random_events(run: Path) -> None:
     import random
 
@@ -1801,6 +1817,20 @@ CASES3: list[Case] = [
     Case("run-missing-steps", ["report", "{d}/R"], 0, None, inproc=True, run="{d}/R", kept=0,
          kept_exact=True, setup=_edit(lambda r: (r / "steps.bin").unlink()),
          extra=_checks(_warns("steps.bin is missing"), _check_fails)),
+    # a run of any schema whose steps are gone is said so, and never passes the gate
+    Case("run-schema1-no-steps", ["report", "{d}/R"], 0, None, inproc=True,
+         setup=_edit(_meta_set("schema_version", 1)),
+         extra=_checks(_warns("steps.jsonl is missing"), _check_fails)),
+    Case("run-no-schema-no-steps", ["report", "{d}/R"], 0, None, inproc=True,
+         setup=_edit(_meta_drop("schema_version")),
+         extra=_checks(_warns("steps.jsonl is missing"), _check_fails)),
+    Case("export-missing-steps", ["export", "{d}/R", "--format", "csv", "--out", "{d}/csv"], 0,
+         r"lazyscope: warning: steps\.bin is missing: what it recorded is lost$", inproc=True,
+         setup=_edit(lambda r: (r / "steps.bin").unlink())),
+    Case("run-negative-runtime-count", ["report", "{d}/R"], 0, None, inproc=True,
+         setup=_edit(_meta_runtime_count("ExecuteTime", -4)),
+         extra=_checks(_warns("runtime counts that are no count (ExecuteTime -4)"),
+                       _not_shown("runtime counts  ExecuteTime -4"), _check_fails)),
     Case("run-steps-fifo", ["report", "{d}/R"], 3,
          r"lazyscope: {d}/R/steps\.bin is not a regular file: the run file is corrupt$",
          inproc=True, setup=_edit(_fifo_steps)),

@@ -372,12 +372,31 @@ def backend_ratios(rows: list[CompareRow], backends: list[str],
     return out
 
 
-def read_lengths_file(path: Path) -> list[int]:
-    """One positive integer per line (blank lines skipped); UsageError naming the bad line."""
+#: lengths of a file the advice is computed on, at most: a seeded random sample of a longer
+#: file (its histogram is the file's to a fraction of a percent; said in a note)
+ADVISE_SAMPLE = 1_000_000
+
+
+def read_lengths_file(path: Path, notes: list[str] | None = None) -> Any:
+    """One positive integer per line (blank lines skipped; ``-`` is standard input), streamed
+    with bounds (:func:`lazyscope.padding.read_lengths`); UsageError naming the bad line."""
     try:
-        return read_lengths(path)
+        return read_lengths(path, notes=notes)
     except ValueError as err:
         raise UsageError(str(err)) from None
+
+
+def _sampled(values: Any, notes: list[str], name: str) -> list[int]:
+    """``values`` as a list, or a seeded random sample of :data:`ADVISE_SAMPLE` of them (in a
+    random order: the random batches the advice assumes), with a note."""
+    import numpy as np
+
+    if len(values) <= ADVISE_SAMPLE:
+        return [int(v) for v in values]
+    picked = np.random.default_rng(0).choice(len(values), ADVISE_SAMPLE, replace=False)
+    notes.append(f"advised on a random sample of {ADVISE_SAMPLE:,} of the {len(values):,} "
+                 f"lengths of {name} (seeded)")
+    return [int(v) for v in values[picked]]
 
 
 # ---- advise: a run, a comparison or a lengths file -> Advice ------------------------------
@@ -456,15 +475,21 @@ def advise_target(target: Path | None, *, lengths_file: Path | None = None,
     if (target is None) == (lengths_file is None):
         raise UsageError("give either RUN_DIR or --lengths FILE")
     if lengths_file is not None:
-        values = read_lengths_file(lengths_file)
-        top = max_len or max(values)
-        if max(values) > top:
-            raise UsageError(f"--max-len {top} is below the longest length {max(values)}")
+        notes: list[str] = []
+        array = read_lengths_file(lengths_file, notes)
+        longest = int(array.max())
+        top = max_len or longest
+        if longest > top:
+            raise UsageError(f"--max-len {top} is below the longest length {longest}")
+        values = _sampled(array, notes, "standard input" if str(lengths_file) == "-"
+                          else str(lengths_file))
+        del array
         try:
             advice = advise(values, batch=batch or 8, top=top, max_buckets=max_buckets,
                             grouped=grouped, horizon=horizon, packing=packing)
         except ValueError as err:
             raise UsageError(str(err)) from None
+        advice = replace(advice, notes=(*notes, *advice.notes))
     else:
         assert target is not None
         comparison_dir = compare_dir or _compare_dir_of(target)

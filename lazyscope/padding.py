@@ -32,6 +32,7 @@ import random
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 POLICIES = ("max", "longest", "pow2", "packed", "packed:RxL", "bucket:auto", "bucket:B1,B2,...",
             "auto")
@@ -305,28 +306,105 @@ def simulate_packing(lengths: list[int], rows: int, row_len: int,
     return real / (steps * rows * row_len)
 
 
-def read_lengths(path: str | Path) -> list[int]:
-    """A lengths file: one positive integer per line, blank lines skipped.
+#: a lengths file's limits: lengths read at most (the rest ignored, said in a note), and the
+#: bytes of one line (a longer one is not a length: /dev/zero, a binary file)
+MAX_LENGTHS = 20_000_000
+MAX_LINE_BYTES = 64
+_CHUNK_BYTES = 1 << 22
+
+
+def read_lengths(path: str | Path, *, limit: int = MAX_LENGTHS,
+                 notes: list[str] | None = None) -> Any:
+    """A lengths file (a 1-D int64 array): one positive integer per line, blank lines skipped;
+    ``-`` is standard input. Streamed in chunks (a FIFO or a pipe works, memory stays bounded): at most
+    ``limit`` lengths are read (a note in ``notes`` says so when there were more) and a line of
+    more than :data:`MAX_LINE_BYTES` bytes is refused.
 
     Raises ValueError with a message naming the file and the bad line."""
+    import sys
+
+    import numpy as np
+
+    name = "standard input" if str(path) == "-" else str(path)
     try:
-        raw = Path(path).read_text(encoding="utf-8")
+        fh = sys.stdin.buffer if str(path) == "-" else open(path, "rb")  # noqa: SIM115
     except OSError as err:
-        raise ValueError(f"cannot read lengths file {path}: {err.strerror}") from None
-    except UnicodeDecodeError:
-        raise ValueError(f"lengths file {path} is not text") from None
-    values = []
-    for n, line in enumerate(raw.splitlines(), 1):
-        line = line.strip()
-        if not line:
-            continue
-        try:
-            v = int(line)
-        except ValueError:
-            raise ValueError(f"lengths file {path} line {n}: {line[:30]!r} is not an integer") from None
-        if v < 1:
-            raise ValueError(f"lengths file {path} line {n}: length {v} is below 1")
-        values.append(v)
-    if not values:
-        raise ValueError(f"lengths file {path} holds no lengths")
+        raise ValueError(f"cannot read lengths file {name}: {err.strerror}") from None
+    parts: list[Any] = []
+    count = 0
+    line_no = 0  # lines before the chunk being read
+    rest = b""
+    more = False
+    try:
+        while count < limit:
+            try:
+                chunk = fh.read(_CHUNK_BYTES)
+            except OSError as err:
+                raise ValueError(f"cannot read lengths file {name}: {err.strerror}") from None
+            data = rest + chunk
+            if not chunk:
+                lines, rest = data.split(b"\n"), b""
+            else:
+                cut = data.rfind(b"\n")
+                lines, rest = data[:cut + 1].split(b"\n")[:-1] if cut >= 0 else [], \
+                    data[cut + 1:]
+                if len(rest) > MAX_LINE_BYTES:
+                    raise ValueError(f"lengths file {name} line {line_no + len(lines) + 1} is "
+                                     f"longer than {MAX_LINE_BYTES} bytes: not a length")
+            values = _parse_lengths(lines, name, line_no)
+            line_no += len(lines)
+            if count + len(values) > limit:
+                values, more = values[:limit - count], True
+            parts.append(values)
+            count += len(values)
+            if not chunk:
+                break
+        else:
+            more = more or bool(rest.strip()) or bool(fh.read(1))
+    finally:
+        if fh is not sys.stdin.buffer:
+            fh.close()
+    if not count:
+        raise ValueError(f"lengths file {name} holds no lengths")
+    if more and notes is not None:
+        notes.append(f"read the first {limit:,} lengths of {name}; the rest were not read")
+    return np.concatenate(parts)
+
+
+def _parse_lengths(lines: list[bytes], name: str, first_line: int) -> Any:
+    """The lengths of ``lines`` (blank ones skipped) as an int64 array; ValueError naming the
+    first bad line (its number counted from ``first_line``)."""
+    import numpy as np
+
+    for i, line in enumerate(lines):
+        if len(line) > MAX_LINE_BYTES:
+            raise ValueError(f"lengths file {name} line {first_line + i + 1} is longer than "
+                             f"{MAX_LINE_BYTES} bytes: not a length")
+    words = b" ".join(lines).split()
+    if len(words) != sum(1 for line in lines if line.strip()):
+        bad = next(i for i, line in enumerate(lines) if len(line.split()) > 1)
+        raise ValueError(f"lengths file {name} line {first_line + bad + 1}: "
+                         f"{lines[bad].strip()[:30].decode('utf-8', 'replace')!r} is not an "
+                         "integer")
+    try:
+        values = np.array(words, dtype=np.bytes_).astype(np.int64) if words else \
+            np.zeros(0, dtype=np.int64)
+    except (ValueError, OverflowError):
+        values = None
+    if values is None or (values < 1).any():
+        for i, line in enumerate(lines):
+            text = line.strip().decode("utf-8", "replace")
+            if not text:
+                continue
+            try:
+                v = int(text)
+            except ValueError:
+                raise ValueError(f"lengths file {name} line {first_line + i + 1}: "
+                                 f"{text[:30]!r} is not an integer") from None
+            if v < 1:
+                raise ValueError(f"lengths file {name} line {first_line + i + 1}: length {v} "
+                                 "is below 1")
+            if v >= 2 ** 63:
+                raise ValueError(f"lengths file {name} line {first_line + i + 1}: length "
+                                 f"{text[:30]} is no sequence length")
     return values

@@ -37,7 +37,7 @@ def positive_int(text: str) -> int:
 def lengths_file(text: str) -> list[int]:
     """argparse type: a file with one positive integer length per line (blank lines skipped)."""
     try:
-        return read_lengths(text)
+        return [int(v) for v in read_lengths(text)]
     except ValueError as err:
         raise argparse.ArgumentTypeError(str(err)) from None
 

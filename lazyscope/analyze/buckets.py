@@ -71,6 +71,8 @@ MIN_STEADY_CALIBRATION = 3
 PACKED_ROW_MULTIPLES = (1, 2, 4)
 #: per-sequence lengths drawn from an estimated distribution
 ESTIMATE_SAMPLES = 4096
+#: sequences the length-grouping and packing simulations run on, at most (the first)
+SIMULATION_LIMIT = 100_000
 
 MODEL_CHANGE_PACKED = ("the model must keep the documents of a row apart: a document-causal "
                        "attention mask from document_ids (SDPA attn_mask, or a FlexAttention "
@@ -738,9 +740,11 @@ def advise(
     horizon = horizon or DEFAULT_HORIZON
     model = model or prior_model(CostModel(), batch, top)
     seqs = list(lengths.sequences)
+    # the simulations (length grouping, packing) run on at most SIMULATION_LIMIT sequences
+    sim = seqs[:SIMULATION_LIMIT]
     ctx = _Ctx(model, batch, horizon, lengths.mean, top)
     maxima_list = list(lengths.maxima) or (
-        _grouped_maxima(seqs, batch) if lengths.grouped else _random_maxima(seqs, batch))
+        _grouped_maxima(sim, batch) if lengths.grouped else _random_maxima(seqs, batch))
     if not maxima_list:
         maxima_list = [max(seqs)]
     maxima = _normalised(histogram(maxima_list))
@@ -760,7 +764,7 @@ def advise(
         # sequences, whose support is wider than the few observed
         _padded_plan("pad to longest", Policy("longest", grouped=lengths.grouped), maxima, ctx,
                      collate, _normalised(histogram(
-                         _grouped_maxima(seqs, batch) if lengths.grouped
+                         _grouped_maxima(sim, batch) if lengths.grouped
                          else _bootstrap_maxima(seqs, batch))) or maxima),
         _padded_plan("pow2", Policy("buckets", tuple(pow2_buckets(top)),
                                     grouped=lengths.grouped), maxima, ctx, collate),
@@ -769,7 +773,7 @@ def advise(
     if best_k.buckets > 1:
         plans.append(best_k)
     if not lengths.grouped:
-        gmax = _normalised(histogram(_grouped_maxima(seqs, batch) or maxima_list))
+        gmax = _normalised(histogram(_grouped_maxima(sim, batch) or maxima_list))
         best_g = None
         for k in range(1, max_buckets + 1):
             bounds = optimal_buckets(gmax, k, model, top=top)
@@ -791,7 +795,7 @@ def advise(
             rows = max(1, round(batch / mult))
             if mult > 1 and rows * mult != batch:
                 continue
-            packed.append(_packed_plan(seqs, rows, row_len, ctx))
+            packed.append(_packed_plan(sim, rows, row_len, ctx))
         plans.append(min(packed, key=lambda p: p.total_s))
     plans.sort(key=lambda p: (p.total_s, p.graphs, p.name))
     kept, notes = _distinct_plans(plans, set(maxima) | set(maxima_list))
@@ -830,15 +834,16 @@ def calibrate(run: Run, lengths: Lengths, base: CostModel, padded: dict[int, int
     """Seconds per unit and per compiled graph from a run.
 
     ``unit_s``: the median, over the steps that compiled nothing (at least
-    :data:`MIN_STEADY_CALIBRATION` of them whose length is known, step 0 left out), of a
+    :data:`MIN_STEADY_CALIBRATION` of them whose length is known, step 0 left out; only those
+    after a step that compiled nothing either, when there are any), of a
     step's wall time over its computed units (``rows`` rows of its ``padded`` length); the
     median, because a steady step now and then waits on something
     else (a collection, the last compile's first run); with fewer such steps, every step's
     wall time less its compile seconds over their units (a step of unknown length counts as
     the mean of the known).
-    ``compile_s``: what a compiling step took beyond its units' execution, per compilation (a
-    new graph costs its trace, lowering and hashing too, not only the compiler's seconds), never
-    less than the compiler's own seconds. ``graphs_per_shape`` / ``extra_graphs``: the graphs a
+    ``compile_s``: what the steps took beyond their units' execution, per compilation (a new
+    graph costs its trace, lowering and hashing, and its first run, not only the compiler's
+    seconds), never less than the compiler's own seconds. ``graphs_per_shape`` / ``extra_graphs``: the graphs a
     padded length compiles and those compiled once whatever the lengths
     (:func:`_graphs_per_shape`). ``base`` when the run measured nothing to calibrate on."""
     steps = run.steps
@@ -855,7 +860,12 @@ def calibrate(run: Run, lengths: Lengths, base: CostModel, padded: dict[int, int
         return rows.get(i, lengths.batch) * base.row(padded[i]) if i in padded else mean_units
 
     steady = [i for i in range(first, n) if int(comp_n[i]) == 0 and i in padded]
-    if len(steady) >= MIN_STEADY_CALIBRATION:
+    # a step after a compiling one waits on the new graph's first run (slower than the next,
+    # often many times): the steps after a steady step are the steady rate, when there are any
+    clean = [i for i in steady if i > 0 and int(comp_n[i - 1]) == 0]
+    if clean and len(steady) >= MIN_STEADY_CALIBRATION:
+        steady = clean
+    if len(steady) >= MIN_STEADY_CALIBRATION or clean:
         rates = sorted(float(walls[i]) / units_of(i) for i in steady)
         unit_s = rates[(len(rates) - 1) // 2]
     else:
@@ -867,8 +877,7 @@ def calibrate(run: Run, lengths: Lengths, base: CostModel, padded: dict[int, int
         return base
     compiles = int(comp_n.sum())
     compile_total = float(comp_s.sum())
-    compiling = [i for i in range(n) if int(comp_n[i]) > 0]
-    beyond = sum(max(0.0, float(walls[i]) - units_of(i) * unit_s) for i in compiling)
+    beyond = sum(max(0.0, float(walls[i]) - units_of(i) * unit_s) for i in range(n))
     compile_s = max(compile_total, beyond) / compiles if compiles else 0.0
     user = [e for e in run.events.iter("compile")
             if isinstance(e.data, Compile) and e.data.owner == OWNER_USER]
@@ -938,8 +947,55 @@ def advice_for_run(run: Run, *, max_buckets: int = 8, horizon: int | None = None
     notes = advice.notes + ((f"packed rows are left out: the data has {task} (packing "
                              "several documents in a row needs a label for every token)",)
                             if task == SEQUENCE_LABELS and packing else ())
-    return replace(advice, run_policy=info.get("policy"), task=task, collator=collator,
-                   notes=notes)
+    plans = advice.plans
+    own = next((p for p in plans if p.policy.kind == "longest"), None)
+    if own is not None and lengths.source == "graph inputs":
+        measured = _as_measured(run, own, advice, model)
+        if measured is not None:
+            plans = tuple(sorted((measured if p is own else p for p in plans),
+                                 key=lambda p: (p.total_s, p.graphs, p.name)))
+            notes += (f"pad to longest is what this run does: priced on its own {len(run.steps)} "
+                      "steps" + (f" and {advice.horizon - len(run.steps):,} more like them"
+                                 if advice.horizon > len(run.steps) else ""),)
+    return replace(advice, plans=plans, run_policy=info.get("policy"), task=task,
+                   collator=collator, notes=notes)
+
+
+def _as_measured(run: Run, plan: Plan, advice: Advice, model: CostModel) -> Plan | None:
+    """The run's own policy (pad to longest) priced on the run itself: its first ``horizon``
+    steps' wall and compile seconds as measured; past its end, its median steady step for each
+    step more and a compile for each shape expected new there (the shapes it has not met yet,
+    with the probabilities of the estimated batch maxima). None when the run's steps were not
+    timed."""
+    steps = run.steps
+    n = len(steps)
+    walls, comp_s = steps.values("wall_s"), steps.values("compile_s")
+    comp_n = steps.values("compile_count")
+    if n == 0 or not float(walls.sum()) > 0:
+        return None
+    h = advice.horizon
+    k = min(h, n)
+    compile_ = float(sum(float(c) for c in comp_s[:k] if c == c))
+    graphs = float(sum(int(c) for c in comp_n[:k] if c == c))
+    execute = max(0.0, float(walls[:k].sum()) - compile_)
+    if h > n:
+        lengths = advice.lengths
+        steady = sorted(float(walls[i]) for i in range(1 if n > 1 else 0, n)
+                        if int(comp_n[i]) == 0)
+        per_step = steady[(len(steady) - 1) // 2] if steady else (
+            plan.execute_s / plan.steps if plan.steps else 0.0)
+        shapes = _normalised(histogram(
+            _grouped_maxima(list(lengths.sequences), lengths.batch) if lengths.grouped
+            else _bootstrap_maxima(list(lengths.sequences), lengths.batch)))
+        seen = set(lengths.maxima)
+        new = _expected_distinct((p for m, p in shapes.items() if m not in seen), h - n)
+        graphs += new * model.graphs_per_shape
+        compile_ += new * model.graphs_per_shape * model.compile_s
+        execute += (h - n) * per_step
+    total = compile_ + execute
+    real = plan.tokens_per_s * plan.total_s  # the same data as every plan
+    return replace(plan, graphs=graphs, compile_s=compile_, execute_s=execute, total_s=total,
+                   tokens_per_s=real / total if total > 0 else 0.0)
 
 
 def advice_if_recompiling(run: Run, sites: list[SiteCompiles] | None = None) -> Advice | None:

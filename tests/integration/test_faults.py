@@ -1856,6 +1856,10 @@ CASES3: list[Case] = [
          r"lazyscope: {d}/R/meta\.json is not a file: the run file is corrupt$", inproc=True,
          setup=_edit(lambda r: ((r / "meta.json").unlink(), (r / "meta.json").mkdir()))),
     # -- G11: gates and options
+    # every input is read with a bound: an endless stream is refused at its first line
+    Case("advise-lengths-dev-zero", ["advise", "--lengths", "/dev/zero"], 2,
+         r"lazyscope: lengths file /dev/zero line 1 is longer than 64 bytes: not a length$",
+         inproc=True),
     Case("check-max-step-seconds-nan", ["check", "{d}/R", "--max-step-seconds", "nan"], 2,
          r"lazyscope: Invalid value for '--max-step-seconds': 'nan' is not a number of "
          r"seconds above 0$", inproc=True, setup=_make_runs("R")),

@@ -757,8 +757,9 @@ def _exit_code(exc: BaseException) -> int:
         raise exc
     except BrokenOutput as err:
         return err.exit_code
-    except click.exceptions.Abort:
-        _say("aborted")
+    except click.exceptions.Abort as err:
+        # click turns Ctrl-C (SIGINT) into Abort: said as trace says it
+        _say("interrupted" if isinstance(err.__context__, KeyboardInterrupt) else "aborted")
         return EXIT_INTERRUPTED
     except click.NoSuchOption as err:
         _say(_no_such_option(err))

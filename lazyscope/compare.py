@@ -27,6 +27,7 @@ import json
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -274,9 +275,11 @@ def _run_process(cmd: list[str], env: dict[str, str], log: Path, timeout: float 
     with tempfile.TemporaryFile("w+", encoding="utf-8") as err_file:
         try:
             with open(log, "w", encoding="utf-8") as out_file:
+                # a process group of its own: a signal compare gets (Ctrl-C at the terminal,
+                # kill -INT from a process manager) reaches the trace once, forwarded
                 proc = subprocess.Popen([*cmd[:4], "--progress-fd", str(write_end), *cmd[4:]],
                                         env=env, stdout=out_file, stderr=err_file,
-                                        pass_fds=(write_end,), text=True)
+                                        pass_fds=(write_end,), text=True, process_group=0)
         finally:
             os.close(write_end)  # the child has its own copy: EOF comes when it exits
 
@@ -310,12 +313,15 @@ def _run_process(cmd: list[str], env: dict[str, str], log: Path, timeout: float 
 
 
 def _stop_with(proc: subprocess.Popen[str], exc: BaseException) -> None:
-    """compare itself was stopped while a policy's trace ran: a termination signal is passed
-    on to the trace and it is waited for, so it finalises its run (status ``interrupted``)
-    instead of being killed or left running on its own; Ctrl-C reaches it from the terminal
-    already and it is only waited for."""
-    if isinstance(exc, Terminated) and proc.poll() is None:
-        proc.send_signal(exc.signum)
+    """compare itself was stopped while a policy's trace ran: the signal (SIGINT for Ctrl-C or
+    ``kill -INT``, the termination signal otherwise) is passed on to the trace at once (it runs
+    in a process group of its own: nothing else sends it one) and it is waited for, so it
+    finalises its run (status ``interrupted``) instead of being killed or left running."""
+    if proc.poll() is None:
+        if isinstance(exc, Terminated):
+            proc.send_signal(exc.signum)
+        elif isinstance(exc, KeyboardInterrupt):
+            proc.send_signal(signal.SIGINT)
     try:
         proc.wait(timeout=STOP_GRACE_S)
     except BaseException:  # noqa: BLE001 - stopped again: stop waiting

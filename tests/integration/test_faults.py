@@ -1142,12 +1142,26 @@ def _os_exit(code: int) -> Callable[[Ctx], None]:
     return setup
 
 
-def _compare_sigterm(ctx: Ctx) -> Result:
-    p = _start(["compare", "--policies", "max,longest", "--steps", "40",
-                "--preset", "tiny", "--backends", "eager", "--out", "C", "decoder"], ctx.d)
-    _wait(lambda: _nsteps(ctx.d / "C" / "eager" / "max") >= 2, p, timeout=240)
-    p.send_signal(signal.SIGTERM)
-    return _finish(p)
+def _compare_signal(signum: int) -> Callable[[Ctx], Result]:
+    """compare stopped by a signal sent to its pid alone (a process manager's kill), while a
+    policy's trace runs: it must pass the signal on at once and end within seconds."""
+    def run(ctx: Ctx) -> Result:
+        p = _start(["compare", "--policies", "max,longest", "--steps", "400",
+                    "--preset", "tiny", "--backends", "eager", "--out", "C", "decoder"], ctx.d)
+        _wait(lambda: _nsteps(ctx.d / "C" / "eager" / "max") >= 2, p, timeout=240)
+        sent = time.monotonic()
+        p.send_signal(signum)
+        res = _finish(p)
+        (ctx.d / "stop_seconds").write_text(f"{time.monotonic() - sent:.2f}")
+        return res
+    return run
+
+
+def _stopped_within(seconds: float) -> Callable[[Ctx, Result], list[str]]:
+    def check(ctx: Ctx, res: Result) -> list[str]:
+        took = float((ctx.d / "stop_seconds").read_text())
+        return [] if took <= seconds else [f"compare took {took:.1f} s to stop"]
+    return check
 
 
 def _no_orphan(ctx: Ctx, res: Result) -> list[str]:
@@ -1696,7 +1710,11 @@ CASES3: list[Case] = [
          r"run so far is kept in R \(status failed\)$", cwd="{d}", run="{d}/R", kept=5,
          kept_exact=True, setup=_os_exit(3), extra=_status("{d}/R", "failed")),
     Case("compare-sigterm", [], 143, r"lazyscope: terminated by SIGTERM$",
-         program_output=True, runner=_compare_sigterm, extra=_no_orphan),
+         program_output=True, runner=_compare_signal(signal.SIGTERM),
+         extra=_checks(_no_orphan, _stopped_within(20))),
+    Case("compare-sigint-to-its-pid", [], 130, r"lazyscope: interrupted$",
+         program_output=True, runner=_compare_signal(signal.SIGINT),
+         extra=_checks(_no_orphan, _stopped_within(20))),
     # -- G5: lazyscope's own writes
     Case("stdout-os-close", ["trace", "--out", "R", "--no-views", *EAGER, "prog.py"], 5,
          r"lazyscope: prog\.py failed: ValueError: boom", cwd="{d}", run="{d}/R", kept=3,

@@ -46,6 +46,7 @@ from lazyscope.backends.base import (
     TraceAborted,
     TraceOptions,
     active,
+    foreign_options,
     set_active,
 )
 from lazyscope.backends.loaders import LOADERS, THREAD_ERRORS, LoaderWatch
@@ -650,6 +651,9 @@ def trace_target(
     """
     argv = list(target.argv)
     steps = options.max_steps
+    foreign = foreign_options(options)
+    if foreign:  # an option the backend would ignore is refused, for every backend the same
+        raise UsageError("; ".join(foreign))
     if options.backend == "xla" and target.kind == "script" and not _utf8(str(target.path)):
         # torch_xla's compilation analysis (PT_XLA_DEBUG_LEVEL, which a trace needs) cannot
         # encode such a file name: the program would fail only because it is traced

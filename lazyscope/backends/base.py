@@ -78,6 +78,29 @@ class TraceOptions:
     warmup_steps: int | None = None
 
 
+#: the backends each option applies to, with the value that says nothing (its default): a
+#: trace refuses another value for another backend (it would be ignored, silently)
+BACKEND_OPTIONS: dict[str, tuple[tuple[str, ...], object, str]] = {
+    "device": (("eager", "compile"), "auto", "--device"),
+    "dynamic": (("compile",), None, "--dynamic"),
+    "graph_shapes": (("xla",), True, "--no-graph-shapes"),
+}
+
+
+def foreign_options(options: TraceOptions) -> list[str]:
+    """One line for each option ``options`` sets that its backend does not use."""
+    out = []
+    for field, (backends, default, flag) in BACKEND_OPTIONS.items():
+        value = getattr(options, field)
+        if options.backend not in backends and value != default:
+            shown = flag if field == "graph_shapes" else \
+                f"{flag} {str(value).lower() if isinstance(value, bool) else value}"
+            out.append(f"{shown} applies to the {' and '.join(backends)} backend"
+                       f"{'s' if len(backends) > 1 else ''}, not to {options.backend} "
+                       f"(--backend {backends[0]})")
+    return out
+
+
 class Recorder:
     """Receives steps and events from a collector and writes them to the run directory.
 

@@ -1874,6 +1874,19 @@ CASES3: list[Case] = [
          r"lazyscope: {d}/R/meta\.json is not a file: the run file is corrupt$", inproc=True,
          setup=_edit(lambda r: ((r / "meta.json").unlink(), (r / "meta.json").mkdir()))),
     # -- G11: gates and options
+    # an option the chosen backend would ignore is refused, the same way for every backend
+    Case("trace-device-cuda-on-xla", ["trace", "--device", "cuda", "--out", "{d}/R",
+                                      "lazytensor-dynamic"], 2,
+         r"lazyscope: --device cuda applies to the eager and compile backends, not to xla "
+         r"\(--backend eager\)$", inproc=True),
+    Case("trace-dynamic-on-eager", ["trace", "--backend", "eager", "--dynamic", "true",
+                                    "--out", "{d}/R", "lazytensor-dynamic"], 2,
+         r"lazyscope: --dynamic true applies to the compile backend, not to eager "
+         r"\(--backend compile\)$", inproc=True),
+    Case("trace-no-graph-shapes-on-compile", ["trace", "--backend", "compile",
+                                              "--no-graph-shapes", "--out", "{d}/R",
+                                              "lazytensor-dynamic"], 2,
+         r"lazyscope: --no-graph-shapes applies to the xla backend, not to compile", inproc=True),
     # every input is read with a bound: an endless stream is refused at its first line
     Case("advise-lengths-dev-zero", ["advise", "--lengths", "/dev/zero"], 2,
          r"lazyscope: lengths file /dev/zero line 1 is longer than 64 bytes: not a length$",

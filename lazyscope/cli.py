@@ -400,7 +400,10 @@ def export_cmd(run_dir: Path, fmt: str, out: Path | None, warmup_steps: int | No
     ranked = target.ranks if isinstance(target, RankedRun) else {None: target}
     _warn([(f"rank {rank}: " if rank is not None else "") + w
            for rank, run in ranked.items() for w in run.warnings])
-    out = out if out is not None else export_default_out(run_dir, fmt)
+    default = export_default_out(run_dir, fmt)
+    out = out if out is not None else default
+    if fmt == "perfetto" and out.is_dir():  # one file: into the directory, as cp does
+        out = out / default.name
     if fmt == "perfetto":
         runs = {rank: (run, build_report(run, warmup_steps=warmup_steps))
                 for rank, run in runs_by_rank(target).items()}

@@ -120,7 +120,10 @@ class OutputError(RunDirError):
         checking that an old run at ``path`` can be replaced)."""
         if err.errno in (errno.ENOSPC, errno.EDQUOT):
             return NoSpaceError.for_path(path, steps)
-        where = show_path(err.filename or path)
+        filename = err.filename
+        if filename is not None and _own_temp(str(filename), str(path)):
+            filename = None  # lazyscope's own temporary name for it: the user's path is meant
+        where = show_path(filename or path)
         path = show_path(path)
         reason = os_reason(err)
         if replacing:
@@ -133,6 +136,15 @@ class OutputError(RunDirError):
         if steps is not None:
             text += f"; {steps} step{'' if steps == 1 else 's'} kept in {path}"
         return cls(text)
+
+
+def _own_temp(filename: str, path: str) -> bool:
+    """``filename`` is a temporary file lazyscope writes ``path`` through (``path.tmp``, or a
+    ``.NAME.*.tmp`` beside it)."""
+    head, name = os.path.split(path)
+    return filename.endswith(".tmp") and (
+        filename.startswith(path) or os.path.split(filename)[0] == head
+        and os.path.basename(filename).startswith(f".{name}."))
 
 
 def os_reason(err: OSError) -> str:

@@ -24,10 +24,12 @@ records the steps; both runs say so), and entering one trace object twice is a U
 from __future__ import annotations
 
 import contextlib
+import errno
 import importlib
 import io
 import os
 import runpy
+import stat
 import sys
 import threading
 import traceback
@@ -61,6 +63,7 @@ from lazyscope.errors import (
     TargetFailed,
     UsageError,
     one_line,
+    os_reason,
     show_path,
     signal_name,
 )
@@ -104,6 +107,23 @@ class Target:
         return self.path.parent
 
 
+def _not_a_file(path: Path) -> str:
+    """Why ``path`` is no script to run: what is there instead."""
+    try:
+        mode = os.stat(path).st_mode
+    except OSError as err:
+        if err.errno == errno.ELOOP:
+            return "is a loop of symbolic links"
+        if path.is_symlink():
+            return f"is a symbolic link to {show_path(os.readlink(path))}, which does not exist"
+        if err.errno == errno.ENOENT:
+            return "does not exist"
+        return f"cannot be read: {os_reason(err)}"
+    if stat.S_ISDIR(mode):
+        return "is a directory, not a .py file"
+    return "is not a regular file"
+
+
 def scenario_names() -> list[str]:
     return sorted(SCENARIOS)
 
@@ -116,7 +136,7 @@ def resolve_target(spec: str, argv: list[str] | tuple[str, ...] = ()) -> Target:
     path = Path(spec)
     if spec.endswith(".py") or os.sep in spec or path.exists():
         if not path.is_file():
-            raise UsageError(f"script {spec} does not exist")
+            raise UsageError(f"script {show_path(spec)} {_not_a_file(path)}")
         try:
             source = path.read_text(encoding="utf-8")
             compile(source, str(path), "exec")
@@ -586,7 +606,9 @@ class Tracer:
             pass
         where = self.writer.where()
         self.writer.finish(self.status, self.error)
-        if where is not None and where != self.path:
+        # the same directory reached through a symbolic link was not moved: the user's name
+        # for it stays
+        if where is not None and os.path.realpath(where) != os.path.realpath(self.path):
             self.moved_to = where
             self.path = where
 

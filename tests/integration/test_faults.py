@@ -1514,6 +1514,20 @@ def _meta_set(key: str, value: Any) -> Callable[[Path], None]:
     return edit
 
 
+def _symlinked_out(ctx: Ctx) -> None:
+    """--out under a symbolic link to a directory: nothing is moved while the program runs."""
+    _write(ctx, "prog.py", prog(backend="eager"))
+    (ctx.d / "real").mkdir(exist_ok=True)
+    if not (ctx.d / "link").is_symlink():
+        (ctx.d / "link").symlink_to(ctx.d / "real")
+
+
+def _symlink_loop(ctx: Ctx) -> None:
+    for a, b in (("a.py", "b.py"), ("b.py", "a.py")):
+        if not (ctx.d / a).is_symlink():
+            (ctx.d / a).symlink_to(ctx.d / b)
+
+
 def _meta_runtime_count(key: str, value: Any) -> Callable[[Path], None]:
     def edit(run: Path) -> None:
         meta = json.loads((run / "meta.json").read_text())
@@ -1709,6 +1723,9 @@ CASES3: list[Case] = [
          r"lazyscope: prog\.py failed: the program ended the process with os\._exit\(3\); the "
          r"run so far is kept in R \(status failed\)$", cwd="{d}", run="{d}/R", kept=5,
          kept_exact=True, setup=_os_exit(3), extra=_status("{d}/R", "failed")),
+    Case("out-through-a-symlink", ["trace", "--out", "link/R", "--no-views", *EAGER, "prog.py"],
+         0, None, cwd="{d}", run="{d}/real/R", kept=5, kept_exact=True, setup=_symlinked_out,
+         extra=_says("run saved in link/R")),
     Case("compare-sigterm", [], 143, r"lazyscope: terminated by SIGTERM$",
          program_output=True, runner=_compare_signal(signal.SIGTERM),
          extra=_checks(_no_orphan, _stopped_within(20))),
@@ -1842,6 +1859,9 @@ CASES3: list[Case] = [
     Case("run-no-schema-no-steps", ["report", "{d}/R"], 0, None, inproc=True,
          setup=_edit(_meta_drop("schema_version")),
          extra=_checks(_warns("steps.jsonl is missing"), _check_fails)),
+    Case("export-perfetto-into-a-directory", ["export", "{d}/R", "--out", "{d}/outdir"], 0,
+         None, inproc=True, setup=_edit(lambda r: (r.parent / "outdir").mkdir(exist_ok=True)),
+         extra=_says("{d}/outdir/trace.json")),
     Case("export-missing-steps", ["export", "{d}/R", "--format", "csv", "--out", "{d}/csv"], 0,
          r"lazyscope: warning: steps\.bin is missing: what it recorded is lost$", inproc=True,
          setup=_edit(lambda r: (r / "steps.bin").unlink())),
@@ -1874,6 +1894,13 @@ CASES3: list[Case] = [
          r"lazyscope: {d}/R/meta\.json is not a file: the run file is corrupt$", inproc=True,
          setup=_edit(lambda r: ((r / "meta.json").unlink(), (r / "meta.json").mkdir()))),
     # -- G11: gates and options
+    # a script that is not a file says what is there instead
+    Case("trace-script-is-a-dir", ["trace", "--out", "{d}/R", "{d}/dir.py"], 2,
+         r"lazyscope: script {d}/dir\.py is a directory, not a \.py file$", inproc=True,
+         setup=lambda ctx: (ctx.d / "dir.py").mkdir(exist_ok=True)),
+    Case("trace-script-symlink-loop", ["trace", "--out", "{d}/R", "{d}/a.py"], 2,
+         r"lazyscope: script {d}/a\.py is a loop of symbolic links$", inproc=True,
+         setup=_symlink_loop),
     # an option the chosen backend would ignore is refused, the same way for every backend
     Case("trace-device-cuda-on-xla", ["trace", "--device", "cuda", "--out", "{d}/R",
                                       "lazytensor-dynamic"], 2,

@@ -177,3 +177,15 @@ def test_bad_commands_and_choices(capsys, data_run, argv, needle) -> None:
     path = str(data_run("static20"))
     assert main([path if a == "RUN" else a for a in argv]) == EXIT_USAGE
     assert needle in one_line(capsys)
+
+
+def test_a_write_error_names_the_users_path_not_lazyscopes_temporary_file() -> None:
+    import errno as errno_
+
+    from lazyscope.errors import OutputError
+
+    for temp in ("runs/c35.tmp", "runs/.c35.abc123.tmp"):
+        err = OSError(errno_.EISDIR, "Is a directory", temp)
+        assert str(OutputError.from_os(err, "runs/c35")) == "cannot write runs/c35: Is a directory"
+    other = OSError(errno_.EACCES, "Permission denied", "runs/other/file")
+    assert "runs/other/file" in str(OutputError.from_os(other, "runs/c35"))

@@ -307,8 +307,8 @@ def test_advice_json_follows_its_schema(tmp_path) -> None:
 
 def test_calibration_prices_a_step_by_the_steady_steps_and_a_graph_by_its_step(tmp_path) -> None:
     """A step's rows cost the median steady step's rate (a steady step that waited on something
-    else does not set it); a compiling step's other seconds are its new graph's; a first step's
-    extra graph is compiled once, not for every shape."""
+    else does not set it); the seconds the rows do not explain are the new graphs'; a first
+    step's extra graph is compiled once, not for every shape."""
     rng = random.Random(5)
     unit = 1e-4
     steps, events, annotations = [], [], {}
@@ -329,7 +329,9 @@ def test_calibration_prices_a_step_by_the_steady_steps_and_a_graph_by_its_step(t
                     info={"batch": 8, "max_len": 120})
     model = advice_for_run(run, horizon=40).cost_model
     assert model.unit_s == pytest.approx(unit, rel=1e-6)
-    assert model.compile_s == pytest.approx(3.0, rel=1e-3)
+    # every second the rows do not explain is the new graphs' (the two waits included)
+    compiles = sum(st["compile_count"] for st in steps)
+    assert model.compile_s == pytest.approx((3.0 * compiles + 1.0) / compiles, rel=1e-3)
     assert (model.graphs_per_shape, model.extra_graphs) == (1.0, 1.0)
     # pad to max compiles its one shape and the first step's extra graph
     advice = advice_for_run(run, horizon=40, packing=False)
@@ -348,3 +350,20 @@ def test_a_plan_that_pads_as_a_better_ranked_one_does_is_left_out() -> None:
     assert match_measured(advice, rows, compared="D").measured[0].plan == "pow2"
     spread = advise([rng.randint(1, 128) for _ in range(800)], batch=1, top=128, horizon=50)
     assert "pow2" in [p.name for p in spread.plans]  # short batches: pow2 pads them apart
+
+
+def test_the_runs_own_policy_is_priced_on_the_run_itself(tmp_path) -> None:
+    """Pad to longest is what a plain run does: over its own steps, its measured seconds; past
+    them, a compile for each shape expected new and its median steady step for each step."""
+    rng = random.Random(9)
+    per_step = [rng.randint(20, 120) for _ in range(30)]
+    run = _graph_run(tmp_path / "r", per_step)
+    walls = [float(w) for w in run.steps.values("wall_s")]
+    compile_s = float(run.steps.values("compile_s").sum())
+    own = advice_for_run(run, horizon=30).plan_named("pad to longest")
+    assert own.total_s == pytest.approx(sum(walls))
+    assert own.compile_s == pytest.approx(compile_s)
+    assert own.graphs == len(set(per_step))
+    longer = advice_for_run(run, horizon=300).plan_named("pad to longest")
+    assert longer.graphs > own.graphs and longer.total_s > own.total_s
+    assert longer.execute_s > own.execute_s

@@ -48,7 +48,7 @@ from lazyscope.analyze.buckets import (
 )
 from lazyscope.analyze.compare import CompareRow, Comparison, compare_row, failed_row, ratios
 from lazyscope.backends import BACKENDS
-from lazyscope.errors import LazyscopeError, RunDirError, UsageError
+from lazyscope.errors import LazyscopeError, OutputError, RunDirError, UsageError
 from lazyscope.padding import Policy, read_lengths
 from lazyscope.render.console import CaseUpdate, read_progress
 from lazyscope.runner import resolve_target, validate_scenario_args
@@ -189,8 +189,14 @@ def run_compare(
                 say(CaseUpdate(n, total, policy, "running", steps_done, compiles))
 
             began = time.monotonic()
-            path, row, err = _run_case(scenario, policy, policy_name, backend, steps, extra,
-                                       out, slug, env, timeout, on_step)
+            try:
+                path, row, err = _run_case(scenario, policy, policy_name, backend, steps,
+                                           extra, out, slug, env, timeout, on_step)
+            except OSError as exc:  # compare's own write (a policy's log): as trace says it
+                raise OutputError.from_os(exc, exc.filename or out / f"{slug}.log") from None
+            if row is None and err is not None and err.startswith(NO_SPACE_LINE):
+                # the disk filled under the policy's trace: every policy after it would too
+                raise OutputError(f"{policy}: {err.removeprefix('lazyscope: ')}")
             took.append(time.monotonic() - began)
             left = _time_left(took, total - n, steps)
             done[i].append((path, row))
@@ -227,7 +233,10 @@ def run_compare(
         ratios=backend_ratios(rows, backends, policies) if backends else ratios(rows),
         failed=sorted(failures), repeat=repeat,
     )
-    atomic_write_text(out / COMPARE_JSON, json.dumps(result.to_json(), indent=2) + "\n")
+    try:
+        atomic_write_text(out / COMPARE_JSON, json.dumps(result.to_json(), indent=2) + "\n")
+    except OSError as exc:
+        raise OutputError.from_os(exc, out / COMPARE_JSON) from None
     return result
 
 
@@ -262,6 +271,8 @@ def _run_case(scenario: str, policy: str, policy_name: str, backend: str | None,
     return str(run_dir), compare_row(policy, run), err if code else None
 
 
+#: how a trace says the disk filled (its last stderr line)
+NO_SPACE_LINE = "lazyscope: no space left on "
 #: how long a policy's trace may take to finalise its run after compare was stopped
 STOP_GRACE_S = 60
 

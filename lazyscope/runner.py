@@ -446,8 +446,12 @@ class Tracer:
         self.meta.capabilities = self.collector.capabilities()
         try:
             self.writer = RunWriter(self.path, self.meta, run_dir=run_dir)
-        except BaseException:
-            run_dir.close()
+        except BaseException as exc:
+            run_dir.abandon()  # nothing was recorded: nothing is left behind
+            if isinstance(exc, OSError):
+                error = OutputError.from_os(exc, self.out)
+                error.nothing_recorded = True  # type: ignore[attr-defined]
+                raise error from None
             raise
         self.recorder = Recorder(self.writer, self.options.max_steps)
         try:

@@ -278,6 +278,14 @@ class RunDir:
     lock: RunLock | None = None
     #: (st_dev, st_ino) of the directory, to tell a descriptor number reused by the program
     ident: tuple[int, int] = field(default=(0, 0))
+    #: the directory was made for this trace (not one the user had made, empty)
+    made: bool = False
+
+    def abandon(self) -> None:
+        """The run could not even begin (its first file could not be written): close it and
+        leave nothing behind, its lock file and the directory when made here and empty."""
+        self.close()
+        _undo(self.path, made=self.made)
 
     @classmethod
     def open(cls, path: Path, lock: RunLock | None = None) -> RunDir:
@@ -377,10 +385,12 @@ def prepare_run_dir(path: Path, force: bool, *, protect: tuple[Path, ...] = (),
     if unique:
         return _prepare_unique(path, protect, since, command)
     check_run_dir(path, force, protect=protect)
+    existed = os.path.isdir(path)
     try:
         _make(path, exclusive=False)
         rd = _locked(path, since, command)
     except OSError as err:
+        _undo(path, made=not existed)
         raise OutputError.from_os(err, path) from None
     try:
         if any(n != LOCK_FILE for n in os.listdir(rd.dir_fd)):
@@ -391,11 +401,23 @@ def prepare_run_dir(path: Path, force: bool, *, protect: tuple[Path, ...] = (),
         _probe(rd)
     except OSError as err:
         rd.close()
+        _undo(path, made=not existed)
         raise OutputError.from_os(_named(err, path), path) from None
     except BaseException:
         rd.close()
         raise
+    rd.made = not existed
     return rd
+
+
+def _undo(path: Path, *, made: bool) -> None:
+    """A run directory that could not be prepared (a full disk, a read-only one) leaves
+    nothing behind: its lock file, and the directory when it was made here."""
+    with contextlib.suppress(OSError):
+        os.unlink(path / LOCK_FILE)
+    if made:
+        with contextlib.suppress(OSError):
+            os.rmdir(path)  # only when empty: a file written there stays
 
 
 def _named(err: OSError, path: Path) -> OSError:
@@ -421,7 +443,9 @@ def _prepare_unique(path: Path, protect: tuple[Path, ...], since: str,
             _probe(rd)
         except OSError as err:
             rd.close()
+            _undo(candidate, made=True)
             raise OutputError.from_os(_named(err, candidate), candidate) from None
+        rd.made = True
         return rd
     raise RunDirError(f"{show_path(path)}: no free name (tried -2 ... -9999)")
 

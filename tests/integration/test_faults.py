@@ -621,6 +621,15 @@ CASES: list[Case] = [
     # -- a full disk -------------------------------------------------------------------------
     Case("trace-on-full-disk", trace_loop("--out", "{full}/run"), 3,
          r"lazyscope: no space left on {full} while writing {full}/run$", needs=("full",)),
+    Case("trace-on-full-disk-leaves-nothing", trace_loop("--out", "{full}/left"), 3,
+         r"lazyscope: no space left on {full} while writing {full}/left$", needs=("full",),
+         extra=lambda ctx, res: [f"{ctx.fmt('{full}/left')} was left behind"]
+         if os.path.lexists(ctx.fmt("{full}/left")) else []),
+    Case("compare-on-full-disk", ["compare", "--policies", "max", "--steps", "4", "--preset",
+                                  "tiny", "--backends", "eager", "--out", "{full}/c",
+                                  "decoder"], 3,
+         r"lazyscope: no space left on {full} while writing {full}/c/eager/max\.log$",
+         needs=("full",)),
     Case("disk-fills-mid-run", ["trace", "--out", "{fill}/run", "{s}/fill.py"], 3,
          r"lazyscope: no space left on {fill} while writing {fill}/run; \d+ steps kept$",
          run="{fill}/run", kept=3, needs=("fill",), subenv={"LS_FILLER": "{fill}/filler"},

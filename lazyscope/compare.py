@@ -522,4 +522,7 @@ def advise_target(target: Path | None, *, lengths_file: Path | None = None,
         if comparison_dir is not None:
             comparison = load_comparison(comparison_dir)
             advice = match_measured(advice, _measured(comparison), compared=str(comparison_dir))
+        if run.warnings:  # what the run's files lost: the advice is on what loaded
+            advice = replace(advice, notes=(*(f"warning: {w}" for w in run.warnings),
+                                            *advice.notes))
     return advice

@@ -68,7 +68,7 @@ def test_script_path_is_a_directory(capsys, tmp_path) -> None:
     d = tmp_path / "scripts.py"
     d.mkdir()
     assert main(["trace", str(d)]) == EXIT_USAGE
-    assert "does not exist" in one_line(capsys)
+    assert "is a directory, not a .py file" in one_line(capsys)  # what is there instead
 
 
 def test_script_not_utf8(capsys, tmp_path) -> None:

@@ -87,7 +87,7 @@ BASE: dict[str, str] = {
     "recompile_outlook": "new graphs keep coming ({new_late} of the {graphs} first met in the "
                          "run's second half, {once} run only once): expect ~{expected} more "
                          "graph{es} over the {horizon}, ~{cost} of compiling at the {each} each measured here "
-                         "({share} of those steps' time)",
+                         "(adding {share} to those steps' own time)",
     "value_set_detail": "the value is set at {where}",
     "constant_set_detail": "the number is set at {set_at} and compiled in as a constant",
     "value_guard_detail": "{name} is set at {set_at} and read by the compiled function at "

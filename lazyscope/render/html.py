@@ -229,6 +229,10 @@ def _cards(report: Report) -> str:
          if s.transfers_from_device is not None else None),
         ("host syncs", units.count(s.syncs)),
         ("graph breaks", units.count(s.graph_breaks) if s.graph_breaks else None),
+        ("padding efficiency", f"{s.padding_efficiency:.2f}"
+         if s.padding_efficiency is not None else None),
+        ("real tokens/s", units.count(round(s.real_tokens_per_second))
+         if s.real_tokens_per_second is not None else None),
     ]
     cards = [f'<div class="card"><b>{esc(v)}</b><span>{esc(label)}</span></div>'
              for label, v in items if v is not None]

@@ -280,7 +280,9 @@ def trace_cmd(target: str, target_args: tuple[str, ...], steps: int | None, out:
             # on a full disk
             err.after = _show_kept(err.run_dir,  # type: ignore[attr-defined]
                                    views=views and not isinstance(err, NoSpaceError))
-        if misplaced and isinstance(err, TargetFailed):
+        if misplaced and isinstance(err, TargetFailed) and "exited with status 2" in str(err):
+            # a program that refused its arguments (argparse's exit 2): the option was meant
+            # for lazyscope; a program that took them and failed later is told nothing of it
             err.after = [*(getattr(err, "after", None) or []),
                          _order_hint("trace", misplaced, target)]
         raise

@@ -171,3 +171,17 @@ def test_bare_lazyscope_prints_its_usage_page_line_by_line(capsys) -> None:
     assert len(lines) > 15 and "\\n" not in captured.err and not captured.out
     assert any(line.strip().startswith("trace ") for line in lines)
     assert not any(line.startswith("lazyscope: Usage") for line in lines)
+
+
+def test_a_script_that_took_its_arguments_and_failed_later_gets_no_order_hint(
+        capsys, tmp_path) -> None:
+    """--steps is the script's own option too: it parsed it, then failed for another reason;
+    no word that the option was meant for lazyscope."""
+    script = tmp_path / "train.py"
+    script.write_text("import argparse\np = argparse.ArgumentParser()\n"
+                      "p.add_argument('--steps', type=int)\np.parse_args()\n"
+                      "raise KeyError('label_ids')\n")
+    assert main(["trace", "--backend", "eager", "--no-views", "--quiet", "--out",
+                 str(tmp_path / "run"), str(script), "--steps", "3"]) == 5
+    err = capsys.readouterr().err
+    assert "KeyError" in err and "lazyscope's options go before" not in err

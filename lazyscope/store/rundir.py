@@ -186,6 +186,12 @@ def _check_replaceable(path: Path, protect: tuple[Path, ...]) -> None:
         raise OutputError.from_os(why, path, replacing=True)
 
 
+#: the longest path the system opens (Linux: 4096 bytes, the terminating NUL included)
+PATH_MAX = (os.pathconf("/", "PC_PATH_MAX") if hasattr(os, "pathconf") else 4096) - 1
+#: the longest name inside a run directory (tensorboard/events.out.tfevents.<time>.<host>...)
+LONGEST_RUN_FILE = 120
+
+
 def check_run_dir(path: Path, force: bool, *, protect: tuple[Path, ...] = ()) -> bool:
     """Refuse ``path`` as a run directory (RunDirError / OutputError, exit 3) for every reason
     that can be known without changing anything; True when an old run there will be replaced.
@@ -198,6 +204,11 @@ def check_run_dir(path: Path, force: bool, *, protect: tuple[Path, ...] = ()) ->
     if str(path) in ("", "."):
         raise RunDirError("the output directory must be a new directory, not the current one")
     shown = show_path(path)
+    own = len(os.fsencode(os.path.abspath(path)))
+    longest = own + LONGEST_RUN_FILE
+    if own <= PATH_MAX < longest:  # its files could be written (relative), never read back
+        raise OutputError(f"cannot write {shown}: its files' paths would be {longest} bytes, "
+                          f"past the system's {PATH_MAX} (choose a shorter --out)")
     try:
         if path.is_symlink():
             target = os.readlink(path)

@@ -1781,6 +1781,10 @@ CASES3: list[Case] = [
                                "{d}/" + "/".join(["y" * 200] * 23), "{s}/loop.py"], 3,
          r"lazyscope: cannot write {d}/y+\.\.\.[y/]+ \(\d+ characters\): the name is too long$",
          inproc=True),
+    Case("out-files-would-be-too-long", ["trace", "--out", "{d}/" + "/".join(["z" * 200] * 19)
+                                         + "/" + "z" * 150, "{s}/loop.py"], 3,
+         r"lazyscope: cannot write {d}/z+\.\.\.[z/]+ \(\d+ characters\): its files' paths would "
+         r"be \d+ bytes, past the system's \d+ \(choose a shorter --out\)$", inproc=True),
     # -- G7: annotations are host values
     Case("annotate-device-tensor", [], 2,
          r"lazyscope: lazyscope\.set_info\(last_loss=\.\.\.\): a torch tensor on xla is not a "

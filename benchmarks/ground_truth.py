@@ -12,9 +12,9 @@ import sys
 
 
 def main() -> int:
-    if len(sys.argv) < 2:
-        print(__doc__.strip().splitlines()[-1].strip(), file=sys.stderr)
-        return 2
+    if len(sys.argv) < 2 or sys.argv[1] in ("-h", "--help"):
+        print(__doc__.strip(), file=sys.stderr if len(sys.argv) < 2 else sys.stdout)
+        return 2 if len(sys.argv) < 2 else 0
     program, *args = sys.argv[1:]
     sys.argv = [program, *args]
     try:

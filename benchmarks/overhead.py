@@ -171,7 +171,7 @@ tracer.__enter__()
 import torch, torch_xla
 import torch_xla.core.xla_model as xm
 sync = torch_xla.sync  # lazyscope's wrapper while the trace is active
-original = tracer.collector._orig_sync
+original = tracer.collector.untraced_sync  # torch_xla's own sync
 dev = torch_xla.device()
 x = torch.ones(64, 64, device=dev)
 for _ in range(1100):  # torch_xla's metrics hold as many samples as they will in a long run

@@ -232,6 +232,12 @@ class XlaCollector(Collector):
                                     self.worker_tracer)
             self._spawn.install()
 
+    @property
+    def untraced_sync(self) -> Any:
+        """torch_xla's own ``sync``, as the program would call it untraced (None before the
+        trace started): what a benchmark times lazyscope's barrier against."""
+        return _SyncPatch.original
+
     def _sync(self, original: Any, *args: Any, **kwargs: Any) -> Any:
         """``torch_xla.sync`` while this collector traces (see :class:`_SyncPatch`)."""
         if self._in_barrier or self._recorder is None or self._recorder.forgotten:

@@ -31,24 +31,38 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from lazyscope.analyze.buckets import Advice, cost_model_from_info, prior_model
-from lazyscope.analyze.buckets import advise as _advise
-from lazyscope.analyze.ranks import build_any
 from lazyscope.backends import BACKENDS, get_runtime
 from lazyscope.backends.base import Runtime, TraceOptions, active
 from lazyscope.backends.pytorch.collector import synchronize
 from lazyscope.backends.xla.runtime import default_pjrt_device
-from lazyscope.integrations.jupyter import load_ipython_extension
 from lazyscope.model import Run
 from lazyscope.render import RENDERERS
-from lazyscope.render.html import render_html
-from lazyscope.render.views import write_plots
 from lazyscope.runner import Tracer, api_tracer
 from lazyscope.sources import SOURCES
 from lazyscope.store import load_run, load_target
 from lazyscope.values import host_values, note_text
+
+if TYPE_CHECKING:
+    from lazyscope.analyze.buckets import Advice
+    from lazyscope.integrations.jupyter import load_ipython_extension
+
+#: names imported when first used (a command that never advises nor runs in a notebook does
+#: not pay for the advisor or the notebook integration at start-up)
+_LAZY = {"Advice": ("lazyscope.analyze.buckets", "Advice"),
+         "load_ipython_extension": ("lazyscope.integrations.jupyter", "load_ipython_extension")}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        import importlib
+
+        module, attr = _LAZY[name]
+        value = getattr(importlib.import_module(module), attr)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module 'lazyscope' has no attribute {name!r}")
 
 __version__ = "0.3.0"
 __all__ = ["Advice", "Run", "Runtime", "TraceOptions", "Tracer", "__version__", "advise",
@@ -95,10 +109,13 @@ def report(run: Run | str | os.PathLike[str], fmt: str = "text", *,
     output (``display(HTML(...))``), with no global style and no ``<html>`` of its own."""
     from pathlib import Path
 
+    from lazyscope.analyze.ranks import build_any
 
     target = run if isinstance(run, Run) else load_target(run)
     built = build_any(target, sources=SOURCES)
     if fmt == "html":
+        from lazyscope.render.html import render_html
+        from lazyscope.render.views import write_plots
 
         images, _ = write_plots(built, Path(built.run_dir))
         return render_html(built, images, fragment=fragment)
@@ -186,6 +203,9 @@ def advise(lengths: Sequence[int], *, batch: int, max_len: int, horizon: int | N
     length-grouped; ``packing=False``: the model cannot take packed rows.
     ``advice.recommended.policy`` is the :class:`lazyscope.padding.Policy` to run
     (:func:`lazyscope.data.collate_for` builds its collator)."""
+    from lazyscope.analyze.buckets import advise as _advise
+    from lazyscope.analyze.buckets import cost_model_from_info, prior_model
+
     if max(lengths, default=0) > max_len:
         raise ValueError(f"length {max(lengths)} is longer than max_len {max_len}")
     model = prior_model(cost_model_from_info(dict(dims or {})), batch, max_len)

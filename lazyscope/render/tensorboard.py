@@ -37,8 +37,6 @@ import subprocess
 import sys
 import tempfile
 import time
-import urllib.error
-import urllib.request
 from pathlib import Path
 from typing import Any
 
@@ -217,6 +215,9 @@ def start_tensorboard(logdir: Path, port: int, *, host: str = "127.0.0.1",
     # a server bound to every interface answers on the loopback too
     local = "127.0.0.1" if host in ("0.0.0.0", "::", "") else host
     url = f"http://{local}:{port}/data/plugins_listing"
+    import urllib.error  # only here: every command imports this module, few serve
+    import urllib.request
+
     deadline = time.monotonic() + timeout
     try:
         while time.monotonic() < deadline:

@@ -564,12 +564,13 @@ def warmup_end(run: Run) -> int:
     if compiles is None:  # not measured: from the compile events
         compiles = np.bincount(np.clip(run.events.step[run.events.indices("compile")], 0, n),
                                minlength=n + 1)[:n]
-    quiet = 0
-    for i in range(n):
-        quiet = quiet + 1 if compiles[i] == 0 else 0
-        if quiet == QUIET_STEPS:
-            return i - QUIET_STEPS + 1
-    return n
+    if n < QUIET_STEPS:
+        return n
+    # the first window of QUIET_STEPS steps that all compiled nothing (vectorised: a run of a
+    # million steps that always compiles is a million windows)
+    quiet = np.concatenate(([0], np.cumsum(np.asarray(compiles[:n]) == 0)))
+    starts = np.flatnonzero(quiet[QUIET_STEPS:] - quiet[:-QUIET_STEPS] == QUIET_STEPS)
+    return int(starts[0]) if len(starts) else n
 
 
 def explain_recompiles(run: Run) -> list[SiteCompiles]:
@@ -741,16 +742,24 @@ def _explain_site(ctx: _Context, site: Frame | None, stack: Stack, phase: str, f
         fam.classes[cls] = fam.classes.get(cls, 0) + 1
         fam.recompiles.append(Recompile(int(steps[pos]), float(seconds[pos]), graph, near[0],
                                         cls, changes, executions=runs))
+    # graph ids compiled again (the compile cache dropped them), counted per graph id at once:
+    # a long run can hold hundreds of thousands of them
     repeats = np.flatnonzero(~is_first)
-    for pos in repeats:  # a graph id compiled again: the compile cache dropped it
-        fam = family_of_key[int(keys[pos])]
-        fam.compiles += 1
-        fam.seconds += float(seconds[pos])
-        fam.evicted.total += 1
-        if ctx.run.meta.warmup_steps is None or int(steps[pos]) >= ctx.run.meta.warmup_steps:
-            fam.evicted.count += 1
-            fam.evicted.seconds += float(seconds[pos])
-            fam.evicted.steps = np.append(fam.evicted.steps, int(steps[pos]))
+    warmup = ctx.run.meta.warmup_steps
+    rep_keys, inverse = np.unique(keys[repeats], return_inverse=True)
+    by_key = repeats[np.argsort(inverse, kind="stable")]  # each key's repeats, in step order
+    ends = np.cumsum(np.bincount(inverse, minlength=len(rep_keys)))
+    for k, key in enumerate(rep_keys):
+        fam = family_of_key[int(key)]
+        at = by_key[(ends[k - 1] if k else 0):ends[k]]
+        counted_at = at if warmup is None else at[steps[at] >= warmup]
+        fam.compiles += len(at)
+        fam.seconds += float(seconds[at].sum())
+        fam.evicted.total += len(at)
+        fam.evicted.count += len(counted_at)
+        fam.evicted.seconds += float(seconds[counted_at].sum())
+        fam.evicted.steps = np.concatenate((fam.evicted.steps,
+                                            steps[counted_at].astype(np.int64)))
     out = []
     for fam, _, _ in fams.values():
         if fam.evicted.total:

@@ -65,12 +65,12 @@ class SyncSite:
 def period(steps: np.ndarray) -> int | None:
     """The gap most of the steps' gaps have, when it is 2 or more and at least 80% of them have
     it (reads every N steps); None otherwise."""
-    gaps = np.diff(np.unique(steps))
+    gaps = np.diff(distinct(np.asarray(steps, dtype=np.int64)))
     if len(gaps) < 1:
         return None
-    values, counts = np.unique(gaps, return_counts=True)
-    best = int(values[int(np.argmax(counts))])
-    return best if best >= 2 and counts.max() >= 0.8 * len(gaps) else None
+    counts = np.bincount(gaps)  # gaps between distinct sorted steps: 1 or more
+    best = int(np.argmax(counts))
+    return best if best >= 2 and counts[best] >= 0.8 * len(gaps) else None
 
 
 def sync_sites(run: Run) -> list[SyncSite]:

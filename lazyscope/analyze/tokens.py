@@ -60,13 +60,13 @@ def measured_tokens(run: Run) -> Tokens | None:
     n = len(steps)
     if n == 0:
         return None
-    walls = [float(w) for w in steps.values("wall_s")]
+    walls = steps.values("wall_s")
     annotated = steps.annotation("real_tokens")
     if annotated:
         computed = steps.annotation("computed_tokens")
         real = sum(int(v) for v in annotated.values())
         padded = sum(int(v) for v in computed.values()) if computed else None
-        return Tokens(real, padded, n, sum(walls), "annotations")
+        return Tokens(real, padded, n, float(walls.sum()), "annotations")
     rec = _main_loader((run.meta.info or {}).get("loaders"))
     if rec is None:
         return None
@@ -77,4 +77,4 @@ def measured_tokens(run: Run) -> Tokens | None:
     if k == 0:
         return None
     return Tokens(sum(real_b[:k]), sum(padded_b[:k]) if len(padded_b) >= k else None, k,
-                  sum(walls[:k]), f"loader batches ({tokens.get('counted_by', '?')})")
+                  float(walls[:k].sum()), f"loader batches ({tokens.get('counted_by', '?')})")

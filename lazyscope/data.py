@@ -182,6 +182,9 @@ class PadToBuckets:
         length = -(-longest // OVERFLOW_MULTIPLE) * OVERFLOW_MULTIPLE
         if length not in self._overflow:
             self._overflow.add(length)
+            # a length this collator pads to from now on: declared as its buckets are (the
+            # batch may run in a loader thread: add_to_info is what the trace records)
+            _declare([length])
             warnings.warn(f"PadToBuckets: a sequence of length {longest} is longer than the "
                           f"largest bucket {top}: its batch is padded to {length}, a shape "
                           "(and an XLA graph) of its own; add a bucket, or truncate=True to cut "

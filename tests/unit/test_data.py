@@ -358,3 +358,20 @@ def test_a_classification_loop_takes_pad_to_buckets_as_its_collate_fn_unchanged(
 def test_packing_refuses_one_label_a_sequence() -> None:
     with pytest.raises(ValueError, match="label for every token"):
         PackRows(1, 16)([{"input_ids": [1, 2, 3], "labels": 1}])
+
+
+def test_an_over_long_batchs_length_is_declared_as_a_bucket(monkeypatch) -> None:
+    """The length an over-long batch is padded to is one the collator pads to from then on: the
+    trace is told, as of the buckets, so a graph for it is a bucket met late, not a
+    recompilation."""
+    import lazyscope.data as data
+
+    declared: list[list[int]] = []
+    monkeypatch.setattr(data, "_declare", lambda b: declared.append(list(b)))
+    collate = PadToBuckets([16, 119], rows=2)
+    assert declared == [[16, 119]]
+    feats = [{"input_ids": torch.ones(120, dtype=torch.long)}, {"input_ids": torch.ones(5)}]
+    with pytest.warns(UserWarning, match="padded to 120"):
+        assert collate(feats)["input_ids"].shape == (2, 120)
+    collate(feats)  # the same length again: declared and warned once
+    assert declared == [[16, 119], [120]]

@@ -963,10 +963,10 @@ def advice_for_run(run: Run, *, max_buckets: int = 8, horizon: int | None = None
 
 def _as_measured(run: Run, plan: Plan, advice: Advice, model: CostModel) -> Plan | None:
     """The run's own policy (pad to longest) priced on the run itself: its first ``horizon``
-    steps' wall and compile seconds as measured; past its end, its median steady step for each
-    step more and a compile for each shape expected new there (the shapes it has not met yet,
-    with the probabilities of the estimated batch maxima). None when the run's steps were not
-    timed."""
+    steps' wall and compile seconds as measured; past its end, each step more at the model's
+    price (as every plan's steps are) and a compile for each shape expected new there (the
+    shapes it has not met yet, with the probabilities of the estimated batch maxima). None when
+    the run's steps were not timed."""
     steps = run.steps
     n = len(steps)
     walls, comp_s = steps.values("wall_s"), steps.values("compile_s")
@@ -980,10 +980,9 @@ def _as_measured(run: Run, plan: Plan, advice: Advice, model: CostModel) -> Plan
     execute = max(0.0, float(walls[:k].sum()) - compile_)
     if h > n:
         lengths = advice.lengths
-        steady = sorted(float(walls[i]) for i in range(1 if n > 1 else 0, n)
-                        if int(comp_n[i]) == 0)
-        per_step = steady[(len(steady) - 1) // 2] if steady else (
-            plan.execute_s / plan.steps if plan.steps else 0.0)
+        # the steps past the run's end are priced as every other plan's are (the calibrated
+        # rows): a few steady steps' wall times would price this plan alone on another basis
+        per_step = plan.execute_s / plan.steps if plan.steps else 0.0
         shapes = _normalised(histogram(
             _grouped_maxima(list(lengths.sequences), lengths.batch) if lengths.grouped
             else _bootstrap_maxima(list(lengths.sequences), lengths.batch)))

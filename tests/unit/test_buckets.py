@@ -367,3 +367,30 @@ def test_the_runs_own_policy_is_priced_on_the_run_itself(tmp_path) -> None:
     longer = advice_for_run(run, horizon=300).plan_named("pad to longest")
     assert longer.graphs > own.graphs and longer.total_s > own.total_s
     assert longer.execute_s > own.execute_s
+
+
+def test_past_the_run_the_runs_own_policy_is_priced_as_every_plan_is(tmp_path) -> None:
+    """Over a long horizon, pad to longest's steps past the run cost what the calibrated model
+    says, as every other plan's do: a step of it never costs more than a step padded to max
+    (the steady steps right after a compile wait on it: their wall is no step's price)."""
+    rng = random.Random(11)
+    steps, events = [], []
+    seen: set[int] = set()
+    for i in range(40):
+        m = rng.randint(20, 120)
+        new = m not in seen
+        seen.add(m)
+        after_compile = bool(steps) and steps[-1]["compile_count"] > 0
+        wall = 8 * (m + m * m / 1024) * 1e-5 + (2.0 if new else 0.0) + \
+            (0.5 if after_compile and not new else 0.0)
+        steps.append({"wall_s": wall, "compile_count": int(new), "compile_s": 2.0 if new else 0.0})
+        if new:  # a plain run: the lengths are its graphs' inputs
+            events.append({"kind": "compile", "step": i, "seconds": 2.0, "key": f"g{m}",
+                           "payload": Compile(cause_kind="barrier", inputs=[
+                               GraphInput("s64", [8, m]), GraphInput("f32", [64])])})
+    run = build_run(tmp_path / "r", steps=steps, events=events, info={})
+    advice = advice_for_run(run, horizon=100_000, packing=False)
+    assert advice.lengths.source == "graph inputs"
+    longest, top = advice.plan_named("pad to longest"), advice.plan_named("pad to max")
+    assert longest.execute_s / longest.steps <= top.execute_s / top.steps
+    assert advice.recommended.name != "pad to longest"

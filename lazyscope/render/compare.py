@@ -410,6 +410,16 @@ def render_emit(advice: Advice, plan: Plan | None = None) -> str:
     :mod:`lazyscope.data`'s collator (and sampler), the numbers computed here, and what the
     model must accept when it packs."""
     p = plan or advice.recommended
+    kept = []
+    if plan is None and p.policy.kind == "longest":
+        # what the run does already is predicted fastest: nothing to change; the runner-up's
+        # code, said as such (never a collate that pads to the longest again)
+        other = next((q for q in advice.plans if q.policy.kind != "longest"), None)
+        if other is not None:
+            kept = [f"# lazyscope advise: {p.name}, what this run does, is predicted fastest over "
+                    f"{advice.horizon:,} steps: nothing to change; the next best, if the run "
+                    "will be longer (--horizon STEPS):"]
+            p = other
     pol = p.policy
     b = advice.lengths.batch
     ref = advice.plan_named("pad to longest") if advice.lengths.source == "graph inputs" \
@@ -482,7 +492,7 @@ def render_emit(advice: Advice, plan: Plan | None = None) -> str:
                     else "")]
         if advice.collator is not None:
             code = _hf_collator_first(advice, pol.grouped) + code
-    return "\n".join(head + code) + "\n"
+    return "\n".join(kept + head + code) + "\n"
 
 
 def _grouping(advice: Advice) -> str:

@@ -295,3 +295,21 @@ def test_the_installed_transformers_takes_the_spelling_emitted_for_it(tmp_path) 
     made = transformers.TrainingArguments(output_dir=str(tmp_path), **args)
     assert "group_by_length" in str(getattr(made, "train_sampling_strategy", "")) or \
         getattr(made, "group_by_length", False)
+
+
+def test_when_the_runs_own_policy_wins_the_emitted_code_says_so_and_never_pads_to_longest() -> None:
+    from dataclasses import replace
+
+    from lazyscope.analyze.buckets import advise
+
+    rng = __import__("random").Random(3)
+    advice = advise([rng.randint(1, 255) for _ in range(400)], batch=8, top=256, horizon=10,
+                    packing=False)
+    # a run whose own policy (pad to longest) came first, as a short horizon can rank it
+    advice = replace(advice, plans=tuple(sorted(advice.plans,
+                                                key=lambda p: p.policy.kind != "longest")))
+    assert advice.recommended.policy.kind == "longest"
+    code = render_emit(advice)
+    assert "what this run does, is predicted fastest over 10 steps: nothing to change" in code
+    assert "PadToBuckets(None" not in code and "PadToBuckets([" in code
+    compile(code, "emit", "exec")

@@ -293,10 +293,16 @@ class RunDir:
     made: bool = False
 
     def abandon(self) -> None:
-        """The run could not even begin (its first file could not be written): close it and
-        leave nothing behind, its lock file and the directory when made here and empty."""
+        """The run could not even begin (its first file could not be written): leave nothing
+        behind when this trace made the directory (its lock file, unlinked while the lock is
+        still held, then the directory if empty); a directory that was there stays as it was,
+        its lock file too (another trace may be waiting on it). Then close."""
+        if self.made:
+            with contextlib.suppress(OSError):
+                os.unlink(LOCK_FILE, dir_fd=self.dir_fd)
+            with contextlib.suppress(OSError):
+                os.rmdir(self.path)  # only when empty: a file written there stays
         self.close()
-        _undo(self.path, made=self.made)
 
     @classmethod
     def open(cls, path: Path, lock: RunLock | None = None) -> RunDir:
@@ -374,13 +380,26 @@ def _probe(rd: RunDir) -> None:
 
 
 def _locked(path: Path, since: str, command: str = "") -> RunDir:
-    rd = RunDir.open(path)
-    try:
-        rd.lock = RunLock.acquire(rd.dir_fd, path, since=since, command=command)
-    except BaseException:
-        os.close(rd.dir_fd)
-        raise
-    return rd
+    """The directory at ``path``, locked. Another trace with --force may replace the directory
+    while this one waits for its lock (it moves the old run aside and deletes it): the lock then
+    won is the deleted directory's, so it is taken again on what ``path`` is now."""
+    for _ in range(3):
+        rd = RunDir.open(path)
+        try:
+            rd.lock = RunLock.acquire(rd.dir_fd, path, since=since, command=command)
+        except BaseException:
+            os.close(rd.dir_fd)
+            raise
+        try:
+            st = os.stat(path)
+            same = (st.st_dev, st.st_ino) == rd.ident
+        except OSError:
+            same = False
+        if same:
+            return rd
+        rd.close()
+    raise RunDirError(f"{show_path(path)} was replaced by another process while this trace "
+                      "waited for it; choose another --out, or try again")
 
 
 def prepare_run_dir(path: Path, force: bool, *, protect: tuple[Path, ...] = (),
@@ -396,12 +415,11 @@ def prepare_run_dir(path: Path, force: bool, *, protect: tuple[Path, ...] = (),
     if unique:
         return _prepare_unique(path, protect, since, command)
     check_run_dir(path, force, protect=protect)
-    existed = os.path.isdir(path)
     try:
-        _make(path, exclusive=False)
+        # made: this process's mkdir made it (another trace may make it at the same instant)
+        made = _make(path, exclusive=True)
         rd = _locked(path, since, command)
-    except OSError as err:
-        _undo(path, made=not existed)
+    except OSError as err:  # no lock was taken: nothing of another trace's is touched
         raise OutputError.from_os(err, path) from None
     try:
         if any(n != LOCK_FILE for n in os.listdir(rd.dir_fd)):
@@ -411,24 +429,14 @@ def prepare_run_dir(path: Path, force: bool, *, protect: tuple[Path, ...] = (),
             return _replace(path, rd, since, command)
         _probe(rd)
     except OSError as err:
-        rd.close()
-        _undo(path, made=not existed)
+        rd.made = made
+        rd.abandon()
         raise OutputError.from_os(_named(err, path), path) from None
     except BaseException:
         rd.close()
         raise
-    rd.made = not existed
+    rd.made = made
     return rd
-
-
-def _undo(path: Path, *, made: bool) -> None:
-    """A run directory that could not be prepared (a full disk, a read-only one) leaves
-    nothing behind: its lock file, and the directory when it was made here."""
-    with contextlib.suppress(OSError):
-        os.unlink(path / LOCK_FILE)
-    if made:
-        with contextlib.suppress(OSError):
-            os.rmdir(path)  # only when empty: a file written there stays
 
 
 def _named(err: OSError, path: Path) -> OSError:
@@ -450,13 +458,12 @@ def _prepare_unique(path: Path, protect: tuple[Path, ...], since: str,
             rd = _locked(candidate, since, command)
         except OSError as err:
             raise OutputError.from_os(err, candidate) from None
+        rd.made = True
         try:
             _probe(rd)
         except OSError as err:
-            rd.close()
-            _undo(candidate, made=True)
+            rd.abandon()
             raise OutputError.from_os(_named(err, candidate), candidate) from None
-        rd.made = True
         return rd
     raise RunDirError(f"{show_path(path)}: no free name (tried -2 ... -9999)")
 

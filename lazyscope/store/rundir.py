@@ -186,8 +186,15 @@ def _check_replaceable(path: Path, protect: tuple[Path, ...]) -> None:
         raise OutputError.from_os(why, path, replacing=True)
 
 
-#: the longest path the system opens (Linux: 4096 bytes, the terminating NUL included)
-PATH_MAX = (os.pathconf("/", "PC_PATH_MAX") if hasattr(os, "pathconf") else 4096) - 1
+def _path_max() -> int:
+    """The longest path the system opens, in bytes (Linux: 4096 with the terminating NUL)."""
+    try:
+        return int(os.pathconf("/", "PC_PATH_MAX")) - 1
+    except (AttributeError, OSError, ValueError):
+        return 4095
+
+
+PATH_MAX = _path_max()
 #: the longest name inside a run directory (tensorboard/events.out.tfevents.<time>.<host>...)
 LONGEST_RUN_FILE = 120
 

@@ -693,6 +693,20 @@ def _bootstrap_maxima(sequences: Sequence[int], batch: int,
     return [max(rng.choices(sequences, k=batch)) for _ in range(n)]
 
 
+def _longest_shapes(sim: list[int], seqs: list[int], batch: int,
+                    grouped: bool) -> dict[int, float]:
+    """The distribution of the shapes pad to longest makes: the maxima of many batches drawn
+    from the sequences (grouped: length-grouped batches of ``sim``), whose support is wider
+    than the few maxima a run observed."""
+    return _normalised(histogram(_grouped_maxima(sim, batch) if grouped
+                                 else _bootstrap_maxima(seqs, batch)))
+
+
+def _rank(plans: Iterable[Plan]) -> list[Plan]:
+    """Best first: the least predicted total time, then the fewest graphs, then by name."""
+    return sorted(plans, key=lambda p: (p.total_s, p.graphs, p.name))
+
+
 def _grouped_maxima(sequences: Sequence[int], batch: int) -> list[int]:
     batches = group_batches(sequences, batch, random.Random(0))
     return [max(sequences[i] for i in b) for b in batches if len(b) == batch]
@@ -763,9 +777,7 @@ def advise(
         # its shapes keep coming: counted on the maxima of many batches drawn from the
         # sequences, whose support is wider than the few observed
         _padded_plan("pad to longest", Policy("longest", grouped=lengths.grouped), maxima, ctx,
-                     collate, _normalised(histogram(
-                         _grouped_maxima(sim, batch) if lengths.grouped
-                         else _bootstrap_maxima(seqs, batch))) or maxima),
+                     collate, _longest_shapes(sim, seqs, batch, lengths.grouped) or maxima),
         _padded_plan("pow2", Policy("buckets", tuple(pow2_buckets(top)),
                                     grouped=lengths.grouped), maxima, ctx, collate),
     ]
@@ -797,7 +809,7 @@ def advise(
                 continue
             packed.append(_packed_plan(sim, rows, row_len, ctx))
         plans.append(min(packed, key=lambda p: p.total_s))
-    plans.sort(key=lambda p: (p.total_s, p.graphs, p.name))
+    plans = _rank(plans)
     kept, notes = _distinct_plans(plans, set(maxima) | set(maxima_list))
     return Advice(lengths, horizon, horizon_from, model, tuple(kept), tuple(per_k),
                   packing=packing, notes=tuple(notes),
@@ -835,17 +847,18 @@ def calibrate(run: Run, lengths: Lengths, base: CostModel, padded: dict[int, int
 
     ``unit_s``: the median, over the steps that compiled nothing (at least
     :data:`MIN_STEADY_CALIBRATION` of them whose length is known, step 0 left out; only those
-    after a step that compiled nothing either, when there are any), of a
-    step's wall time over its computed units (``rows`` rows of its ``padded`` length); the
-    median, because a steady step now and then waits on something
-    else (a collection, the last compile's first run); with fewer such steps, every step's
-    wall time less its compile seconds over their units (a step of unknown length counts as
-    the mean of the known).
+    after a step that compiled nothing either, when there are any), of a step's wall time over
+    its computed units (``rows`` rows of its ``padded`` length); the median, because a steady
+    step now and then waits on something else (a collection, the last compile's first run);
+    with fewer such steps, every step's wall time less its compile seconds over their units (a
+    step of unknown length counts as the mean of the known).
+
     ``compile_s``: what the steps took beyond their units' execution, per compilation (a new
     graph costs its trace, lowering and hashing, and its first run, not only the compiler's
-    seconds), never less than the compiler's own seconds. ``graphs_per_shape`` / ``extra_graphs``: the graphs a
-    padded length compiles and those compiled once whatever the lengths
-    (:func:`_graphs_per_shape`). ``base`` when the run measured nothing to calibrate on."""
+    seconds), never less than the compiler's own seconds. ``graphs_per_shape`` /
+    ``extra_graphs``: the graphs a padded length compiles and those compiled once whatever the
+    lengths (:func:`_graphs_per_shape`). ``base`` when the run measured nothing to calibrate
+    on."""
     steps = run.steps
     n = len(steps)
     if n == 0 or not padded:
@@ -952,8 +965,7 @@ def advice_for_run(run: Run, *, max_buckets: int = 8, horizon: int | None = None
     if own is not None and lengths.source == "graph inputs":
         measured = _as_measured(run, own, advice, model)
         if measured is not None:
-            plans = tuple(sorted((measured if p is own else p for p in plans),
-                                 key=lambda p: (p.total_s, p.graphs, p.name)))
+            plans = tuple(_rank(measured if p is own else p for p in plans))
             notes += (f"pad to longest is what this run does: priced on its own {len(run.steps)} "
                       "steps" + (f" and {advice.horizon - len(run.steps):,} more like them"
                                  if advice.horizon > len(run.steps) else ""),)
@@ -983,9 +995,8 @@ def _as_measured(run: Run, plan: Plan, advice: Advice, model: CostModel) -> Plan
         # the steps past the run's end are priced as every other plan's are (the calibrated
         # rows): a few steady steps' wall times would price this plan alone on another basis
         per_step = plan.execute_s / plan.steps if plan.steps else 0.0
-        shapes = _normalised(histogram(
-            _grouped_maxima(list(lengths.sequences), lengths.batch) if lengths.grouped
-            else _bootstrap_maxima(list(lengths.sequences), lengths.batch)))
+        seqs = list(lengths.sequences)
+        shapes = _longest_shapes(seqs[:SIMULATION_LIMIT], seqs, lengths.batch, lengths.grouped)
         seen = set(lengths.maxima)
         new = _expected_distinct((p for m, p in shapes.items() if m not in seen), h - n)
         graphs += new * model.graphs_per_shape

@@ -656,6 +656,12 @@ def _library_of(frame: Frame) -> str:
     return "a library"
 
 
+def _cheap(site: SyncSite, wall_seconds: float) -> bool:
+    """The site's reads took less than :data:`SYNC_TIME_SHARE` of the run's wall time (False
+    when the wall time is not known)."""
+    return bool(wall_seconds) and site.seconds < SYNC_TIME_SHARE * wall_seconds
+
+
 def _after_barrier(backend: str, site: SyncSite) -> bool:
     """Most of the reads (three in four) read a value already computed: after the step's
     barrier, they cut no graph. Known where the backend says whether a read's tensor was still
@@ -697,9 +703,8 @@ def sync_finding(backend: str, site: SyncSite, wall_seconds: float = 0.0) -> Fin
         elif site.every:
             # the line already reads every N steps: never advice to do what it does; what is
             # left is the cost, or a closure that does not wait
-            cheap = bool(wall_seconds) and site.seconds < SYNC_TIME_SHARE * wall_seconds
-            fix = say(backend, "sync_fix_every_cheap" if cheap or (after and site.every)
-                      else "sync_fix_every", every=site.every or 1)
+            fix = say(backend, "sync_fix_every_cheap" if after or _cheap(site, wall_seconds)
+                      else "sync_fix_every", every=site.every)
         else:
             fix = say(backend, "sync_fix_branch" if branch else "sync_fix_value")
     if facts.happens_at is not None:
@@ -779,7 +784,7 @@ def _per_step(site: SyncSite, steps: int, wall_seconds: float) -> bool:
     """Reads at a line recur enough to be the user's cost (see the thresholds above)."""
     return site.recurring and (
         not steps or len(site.steps) >= SYNC_STEP_SHARE * steps
-        or bool(wall_seconds and site.seconds >= SYNC_TIME_SHARE * wall_seconds))
+        or bool(wall_seconds) and not _cheap(site, wall_seconds))
 
 
 def make_findings(backend: str, *, sites: list[SiteCompiles], syncs: list[SyncSite],
@@ -813,9 +818,7 @@ def make_findings(backend: str, *, sites: list[SiteCompiles], syncs: list[SyncSi
             # a library API the user calls in the loop reads every step: the user's cost.
             # Reads every N steps, or after the barrier (they cut no graph), are already the
             # advice: a finding only when they still cost the run, else a note with the cost
-            cheap = bool(wall_seconds) and site.seconds < SYNC_TIME_SHARE * wall_seconds
-            after = _after_barrier(backend, site)
-            if site.every and (after or cheap):
+            if site.every and (_after_barrier(backend, site) or _cheap(site, wall_seconds)):
                 # read every N steps, after the barrier (it cuts no graph, and the host waits
                 # only for work the device was doing) or costing little: a note with the cost.
                 # A read at every step, even after the barrier, makes the host wait for the

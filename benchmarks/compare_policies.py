@@ -21,7 +21,7 @@ import random
 import sys
 from pathlib import Path
 
-from lazyscope.compare import parse_policies, run_compare
+from lazyscope.commands.cases import parse_policies, run_compare
 from lazyscope.render.compare import COMPARE_PNG, render_compare_text, write_compare_png
 
 POLICIES = "max,pow2,bucket:auto,packed,auto"

@@ -21,7 +21,7 @@ In a notebook, ``%load_ext lazyscope`` adds the ``%%lazyscope`` cell magic (trac
 its report; :mod:`lazyscope.integrations.jupyter`); a ``Report`` shows itself as HTML. Hugging
 Face ``Trainer`` users add :class:`lazyscope.integrations.transformers.LazyscopeCallback`.
 
-The modules :mod:`lazyscope.errors` (errors and exit codes), :mod:`lazyscope.padding` (padding
+The modules :mod:`lazyscope.core.errors` (errors and exit codes), :mod:`lazyscope.core.padding` (padding
 and packing policies) and :mod:`lazyscope.data` (collate functions and samplers for them; it
 imports torch, so ``import lazyscope`` does not import it) are public too; :func:`advise` ranks
 the policies for a stream of lengths.
@@ -36,13 +36,13 @@ from typing import TYPE_CHECKING, Any
 from lazyscope.backends import BACKENDS, get_runtime
 from lazyscope.backends.base import Runtime, TraceOptions, active
 from lazyscope.backends.pytorch.collector import synchronize
+from lazyscope.backends.runner import Tracer, api_tracer
 from lazyscope.backends.xla.runtime import default_pjrt_device
+from lazyscope.core.values import host_values, note_text
 from lazyscope.model import Run
+from lazyscope.model.source_files import SOURCES
 from lazyscope.render import RENDERERS
-from lazyscope.runner import Tracer, api_tracer
-from lazyscope.sources import SOURCES
 from lazyscope.store import load_run, load_target
-from lazyscope.values import host_values, note_text
 
 if TYPE_CHECKING:
     from lazyscope.analyze.buckets import Advice
@@ -125,7 +125,7 @@ def report(run: Run | str | os.PathLike[str], fmt: str = "text", *,
 def annotate_step(**values: Any) -> None:
     """Attach values (``real_tokens=``, ``seq_len=`` ...) to the step in progress of the active
     trace; a no-op when nothing is traced. Values are host values: numbers, strings, lists and
-    dicts of them; a tensor is refused (UsageError), never read (see :mod:`lazyscope.values`)."""
+    dicts of them; a tensor is refused (UsageError), never read (see :mod:`lazyscope.core.values`)."""
     trace_ = active()
     if trace_ is not None:
         trace_.recorder.annotate(**host_values("lazyscope.annotate_step", values))
@@ -201,7 +201,7 @@ def advise(lengths: Sequence[int], *, batch: int, max_len: int, horizon: int | N
     :func:`lazyscope.analyze.buckets.cost_model_from_info`) and a prior compile cost; ``lazyscope
     advise RUN`` calibrates them on a traced run instead. ``grouped``: the batches are
     length-grouped; ``packing=False``: the model cannot take packed rows.
-    ``advice.recommended.policy`` is the :class:`lazyscope.padding.Policy` to run
+    ``advice.recommended.policy`` is the :class:`lazyscope.core.padding.Policy` to run
     (:func:`lazyscope.data.collate_for` builds its collator)."""
     from lazyscope.analyze.buckets import advise as _advise
     from lazyscope.analyze.buckets import cost_model_from_info, prior_model

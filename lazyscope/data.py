@@ -10,7 +10,7 @@ fixed shapes and little padding:
   length: pad to max); ``input_ids``, ``attention_mask`` (1 real, 0 padding) and ``labels``
   (-100 on padding), ``(rows, bucket)``.
 * :class:`PackRows` packs a batch's sequences into ``rows`` rows of ``row_len`` tokens
-  (best-fit decreasing, :func:`lazyscope.padding.pack_rows`): ``input_ids``, ``labels``
+  (best-fit decreasing, :func:`lazyscope.core.padding.pack_rows`): ``input_ids``, ``labels``
   (-100 on each document's first token, as ``DataCollatorWithFlattening`` separates them, and on
   padding), ``position_ids`` restarting at 0 in each document (and in the padding at a row's
   end), optionally ``document_ids`` (-1 on padding) and the document-causal ``attention_mask``
@@ -31,7 +31,7 @@ as ``for x, y in loader`` unpacks): it is a ``collate_fn`` for a plain
 ``torch.utils.data.DataLoader`` and a ``data_collator`` for a Hugging Face ``Trainer``. One
 label a sequence stays one a row; packing, which puts several documents in a row, needs a label
 a token and refuses one a sequence. :func:`collate_for` / :func:`sampler_for` build them for a
-:class:`lazyscope.padding.Policy` (the advisor's). This module imports torch; ``import
+:class:`lazyscope.core.padding.Policy` (the advisor's). This module imports torch; ``import
 lazyscope`` does not import it.
 """
 
@@ -46,7 +46,7 @@ import torch
 
 from lazyscope.analyze.recompiles import DECLARED_BUCKETS
 from lazyscope.backends.base import active
-from lazyscope.padding import (
+from lazyscope.core.padding import (
     GROUP_POOL,
     LOOKAHEAD_STEPS,
     Packer,
@@ -280,7 +280,7 @@ def _lay_out(rows: list[list[tuple[torch.Tensor, torch.Tensor | None]]], row_len
 
 class PackRows:
     """Pack a batch's sequences into ``rows`` rows of ``row_len`` tokens, best fit decreasing
-    (:func:`lazyscope.padding.pack_rows`; the items :class:`PackedBatchSampler` chose always fit,
+    (:func:`lazyscope.core.padding.pack_rows`; the items :class:`PackedBatchSampler` chose always fit,
     placed as it planned). Returns ``input_ids``, ``labels`` (-100 on each document's first token
     and on padding: no document predicts from another), ``position_ids`` (0, 1, ... in each
     document and in the padding at a row's end, so a model that reads documents from
@@ -381,7 +381,7 @@ class PackedBatchSampler(_Epochs):
     (a ``batch_sampler`` for ``DataLoader``, with ``collate_fn=PackRows(rows, row_len)``).
 
     ``lengths``: each item's length, in dataset order. Items are taken in a (seeded, per epoch)
-    shuffled order through :class:`lazyscope.padding.Packer` (a look-ahead of ``lookahead``
+    shuffled order through :class:`lazyscope.core.padding.Packer` (a look-ahead of ``lookahead``
     steps' worth of tokens, best fit decreasing: the longest pending sequences go first, so
     none waits long); each batch lists its items in the order :class:`PackRows` places them.
     Every item appears exactly once per epoch; ``drop_last`` drops the last, least full batch.
@@ -437,7 +437,7 @@ class LengthGroupedBatchSampler(_Epochs):
     """Batches of ``batch_size`` items of similar lengths (a ``batch_sampler`` for
     ``DataLoader``): the (seeded, per epoch) shuffled items are cut into pools of ``pool``
     batches, each pool sorted by length and cut into batches, and the batches shuffled
-    (:func:`lazyscope.padding.group_batches`; Hugging Face's ``group_by_length`` does the same
+    (:func:`lazyscope.core.padding.group_batches`; Hugging Face's ``group_by_length`` does the same
     with pools of 50). With :class:`PadToBuckets`, most batches fill their bucket. A trailing
     partial batch comes last unless ``drop_last``."""
 

@@ -5,7 +5,7 @@ fed the way Hugging Face training code feeds it: padded batches with an ``attent
 ``labels`` (-100 on padding; the model shifts them itself), or padding-free packed rows with
 ``position_ids`` restarting at each document (transformers' ``DataCollatorWithFlattening``).
 Sequence lengths are uniform in 1..max-1 or drawn from ``--lengths FILE``; everything is seeded.
-The padding policies are the ``decoder`` scenario's (``lazyscope.padding``, shared with the bucket
+The padding policies are the ``decoder`` scenario's (``lazyscope.core.padding``, shared with the bucket
 advisor), so ``lazyscope compare`` and ``lazyscope advise`` read both alike:
 
 * ``max``       pad every batch to the max length: one static shape
@@ -44,7 +44,7 @@ from typing import Any, NamedTuple
 # NamedTuple and plain classes, not dataclasses: the CLI loads this file by path without
 # registering it in sys.modules, and a dataclass defined in such a module fails to build.
 import lazyscope
-from lazyscope.padding import Packer, padding_policy
+from lazyscope.core.padding import Packer, padding_policy
 from lazyscope_scenarios.kit import (
     base_parser,
     lengths_file,
@@ -272,7 +272,7 @@ def import_transformers() -> Any:
     try:
         import transformers
     except ImportError as err:
-        from lazyscope.errors import MissingDependencyError
+        from lazyscope.core.errors import MissingDependencyError
 
         if isinstance(err, ModuleNotFoundError) and err.name == "transformers":
             raise MissingDependencyError(INSTALL_HINT) from None
@@ -295,7 +295,7 @@ def main(argv: list[str] | None = None) -> int:
     train = args.mode == "train"
 
     if args.autocast != "none" and args.backend == "xla":
-        from lazyscope.errors import UsageError
+        from lazyscope.core.errors import UsageError
 
         raise UsageError("--autocast is for the eager/compile backends")
     torch.manual_seed(args.seed)
@@ -398,7 +398,7 @@ def main(argv: list[str] | None = None) -> int:
 def _standalone() -> int:
     """``python hf_gpt2.py``: a lazyscope error is one line and its exit code; traced, it
     propagates (the CLI reports it and keeps the code)."""
-    from lazyscope.errors import LazyscopeError
+    from lazyscope.core.errors import LazyscopeError
 
     if lazyscope.tracing() is not None:
         return main()

@@ -18,7 +18,7 @@ from dataclasses import replace
 from typing import Any, NamedTuple
 
 import lazyscope
-from lazyscope.padding import Policy, fixed_policy, length_stream, plan_batches, read_lengths
+from lazyscope.core.padding import Policy, fixed_policy, length_stream, plan_batches, read_lengths
 
 DYNAMIC_CHOICES = {"auto": None, "true": True, "false": False}
 

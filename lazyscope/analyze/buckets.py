@@ -29,8 +29,8 @@ Contract (pure: no I/O, no printing; standard library and the model only):
   and the predicted real tokens per second. Candidates: pad to max, pad to the longest (the
   shapes keep coming), pow2, the exact optimal K buckets (:func:`optimal_buckets`, a dynamic
   programme over the histogram, for each K up to ``max_buckets``), the same with a
-  length-grouped sampler (:func:`lazyscope.padding.group_batches`), and packed rows
-  (:class:`lazyscope.padding.Packer`, simulated: the packer :mod:`lazyscope.data` uses) of a
+  length-grouped sampler (:func:`lazyscope.core.padding.group_batches`), and packed rows
+  (:class:`lazyscope.core.padding.Packer`, simulated: the packer :mod:`lazyscope.data` uses) of a
   row length it picks. Each plan says what it changes: the collate, the sampler, the model
   (packing needs a document mask or ``position_ids`` the model honours).
 * :func:`advise` ranks them (:class:`Advice`, best first); :func:`advice_for_run` does it for a
@@ -49,14 +49,14 @@ from typing import Any
 
 from lazyscope.analyze.makers import SEQUENCE_LABELS, data_task, shape_maker
 from lazyscope.analyze.recompiles import CHURN, SiteCompiles, explain_recompiles
-from lazyscope.model import EVENT_KINDS, OWNER_USER, Compile, Run
-from lazyscope.padding import (
+from lazyscope.core.padding import (
     Policy,
     bucket_of,
     group_batches,
     pow2_buckets,
     simulate_packing,
 )
+from lazyscope.model import EVENT_KINDS, OWNER_USER, Compile, Run
 
 #: without a measured run, one compile is priced as this many executions of a full-length batch
 #: (measured on XLA:CPU with the tiny decoder: ~4.2 s per compile, ~0.22 s per step at max length)

@@ -38,8 +38,8 @@ import numpy as np
 from lazyscope.analyze.findings import BreakFacts
 from lazyscope.analyze.report import Report
 from lazyscope.analyze.summary import timed_steps
-from lazyscope.units import counted
-from lazyscope.wording import plural
+from lazyscope.analyze.wording import plural
+from lazyscope.core.units import counted
 
 MAX_EVIDENCE = 10
 

@@ -4,7 +4,7 @@ worth knowing that are not worth a finding.
 Every :class:`Finding` names the user's line that must change (``file``, ``line``,
 ``function``), the user frames that led there (``stack``, innermost first), how often
 (``count``, ``steps``), the time it cost (``seconds``), what happened (``detail``) and what to
-do (``fix``), in the words of the backend that produced the run (:mod:`lazyscope.wording`), and
+do (``fix``), in the words of the backend that produced the run (:mod:`lazyscope.analyze.wording`), and
 the facts of its kind, typed (``facts``: :class:`RecompileFacts`, :class:`ReuseFacts`,
 :class:`SyncFacts`, :class:`FallbackFacts`, :class:`BreakFacts`, :class:`EagerFacts`). The
 sentences are written from the facts, never the other way round; a page that needs a fact reads
@@ -25,7 +25,6 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from lazyscope import units
 from lazyscope.analyze.breaks import BreakSite, EagerSite
 from lazyscope.analyze.fallbacks import FallbackOp
 from lazyscope.analyze.libraries import library_fix
@@ -48,8 +47,9 @@ from lazyscope.analyze.recompiles import (
     changes_text,
 )
 from lazyscope.analyze.syncs import SyncSite
+from lazyscope.analyze.wording import plural, say, table
+from lazyscope.core import units
 from lazyscope.model import OWNER_LIBRARY, Change, Frame
-from lazyscope.wording import plural, say, table
 
 #: steps listed per finding (``step_count`` has the total)
 MAX_STEPS_LISTED = 1000
@@ -205,7 +205,7 @@ def _varying(items: list[Varying], limit: int = 64) -> list[VaryingInput]:
 
 class SourceLookup(Protocol):
     """What only the user's source says (the caller supplies it: reading source is I/O, and this
-    module does none; :data:`lazyscope.sources.SOURCES`). Each answer is None when unknown."""
+    module does none; :data:`lazyscope.model.source_files.SOURCES`). Each answer is None when unknown."""
 
     def value_origin(self, file: str, line: int) -> Frame | None:
         """Where the number a variable used at ``file:line`` holds is set."""

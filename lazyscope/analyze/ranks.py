@@ -28,8 +28,8 @@ import numpy as np
 
 from lazyscope.analyze.findings import Finding, SourceLookup
 from lazyscope.analyze.report import RankRow, Report, build_report
+from lazyscope.analyze.wording import plural, say
 from lazyscope.model import Compile, RankedRun, Run
-from lazyscope.wording import plural, say
 
 #: a rank whose median step is this many times the other ranks' median, and at least
 #: STRAGGLER_MARGIN_S slower, is a straggler

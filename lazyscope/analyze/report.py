@@ -28,9 +28,9 @@ from lazyscope.analyze.findings import Finding, RecompileFacts, SourceLookup, ma
 from lazyscope.analyze.recompiles import SiteCompiles, explain_recompiles, library_compiles
 from lazyscope.analyze.summary import Summary, summarize
 from lazyscope.analyze.syncs import SyncSite, sync_sites, syncs_per_step
+from lazyscope.analyze.wording import plural, say
+from lazyscope.core.units import counted
 from lazyscope.model import OWNER_LIBRARY, Capabilities, Run, SourceMap, StepTable, user_site
-from lazyscope.units import counted
-from lazyscope.wording import plural, say
 
 #: the JSON report's schema: raised when a key changes meaning or goes away
 REPORT_SCHEMA = 2
@@ -351,7 +351,7 @@ def build_report(run: Run, *, warmup_steps: int | None = None,
     """Every analysis of ``run``, once. ``warmup_steps`` overrides the run's warm-up (every
     compilation from that step on counts as a recompilation); ``sources`` answers what only
     the user's source says (it reads files: the caller supplies it, e.g.
-    :data:`lazyscope.sources.SOURCES`)."""
+    :data:`lazyscope.model.source_files.SOURCES`)."""
     if warmup_steps is not None:
         run = replace(run, meta=replace(run.meta, warmup_steps=warmup_steps))
     b = run.meta.backend

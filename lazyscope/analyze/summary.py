@@ -17,8 +17,8 @@ from typing import Any
 import numpy as np
 
 from lazyscope.analyze.tokens import measured_tokens
+from lazyscope.core.units import counted
 from lazyscope.model import Run, StepTable
-from lazyscope.units import counted
 
 #: fewer steady steps than this, and step-time statistics are over every step
 MIN_STEADY_STEPS = 3

@@ -17,7 +17,7 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-from lazyscope.errors import UsageError
+from lazyscope.core.errors import UsageError
 
 #: name -> ("module:Collector class", "module:Runtime class")
 BACKENDS: dict[str, tuple[str, str]] = {

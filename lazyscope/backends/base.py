@@ -40,7 +40,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from lazyscope.errors import LazyscopeError, OutputError
+from lazyscope.core.errors import LazyscopeError, OutputError
 from lazyscope.model import Capabilities, Stack
 from lazyscope.store import RunWriter
 

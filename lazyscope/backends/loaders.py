@@ -35,7 +35,7 @@ import weakref
 from collections.abc import Mapping
 from typing import Any
 
-from lazyscope.frames import capture_stack, is_library_file
+from lazyscope.model.ownership import capture_stack, is_library_file
 
 #: ``meta.json`` info key: the loaders a run iterated (see the module docstring)
 LOADERS = "loaders"

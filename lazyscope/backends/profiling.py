@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from lazyscope.errors import UsageError
+from lazyscope.core.errors import UsageError
 
 TENSORBOARD_DIR = "tensorboard"
 DEFAULT_STEPS = (2, 5)

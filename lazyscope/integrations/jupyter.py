@@ -9,7 +9,7 @@
         ...
 
 The cell runs in the notebook's namespace under the same machinery as ``lazyscope.trace()``
-(:func:`lazyscope.runner.api_tracer`) and writes a normal run directory (default
+(:func:`lazyscope.backends.runner.api_tracer`) and writes a normal run directory (default
 ``runs/cell<N>-TIMESTAMP``, ``N`` the cell's execution count). Its code is named
 ``cell In[N]`` and numbered as the cell shows, so a finding reads ``cell In[7]:13``. The magic returns the
 :class:`~lazyscope.analyze.report.Report`, so the cell's output is the report as an HTML
@@ -41,9 +41,9 @@ from lazyscope.analyze.ranks import build_any
 from lazyscope.analyze.report import Report
 from lazyscope.backends import BACKENDS
 from lazyscope.backends.base import TraceOptions
-from lazyscope.errors import LazyscopeError, UsageError
-from lazyscope.frames import add_own_file, is_library_file
-from lazyscope.runner import Tracer, api_tracer
+from lazyscope.backends.runner import Tracer, api_tracer
+from lazyscope.core.errors import LazyscopeError, UsageError
+from lazyscope.model.ownership import add_own_file, is_library_file
 from lazyscope.store import load_target
 
 MAGIC = "lazyscope"

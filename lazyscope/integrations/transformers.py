@@ -10,7 +10,7 @@
 
 For users who cannot wrap ``trainer.train()`` in ``lazyscope trace`` (a notebook, a launcher):
 the callback traces from ``on_train_begin`` to ``on_train_end`` with the machinery of
-``lazyscope.trace()`` (:func:`lazyscope.runner.api_tracer`) and writes a normal run directory
+``lazyscope.trace()`` (:func:`lazyscope.backends.runner.api_tracer`) and writes a normal run directory
 (``OUT/rank<N>`` under a launcher that sets ``RANK``).
 
 Steps are the Trainer's optimizer steps, and on XLA still the program's own barriers.
@@ -59,9 +59,9 @@ from typing import Any
 
 from lazyscope.backends import BACKENDS
 from lazyscope.backends.base import TraceOptions, active
+from lazyscope.backends.runner import Tracer, api_tracer, ranked_out
 from lazyscope.backends.xla.session import session as xla_session
-from lazyscope.errors import UsageError
-from lazyscope.runner import Tracer, api_tracer, ranked_out
+from lazyscope.core.errors import UsageError
 from lazyscope.store import check_run_dir
 
 #: what the Trainer ended without: the error a dangling run is finalised with

@@ -28,7 +28,7 @@ Modules: :mod:`~lazyscope.model.frames` (places in source), :mod:`~lazyscope.mod
 multi-process run), :mod:`~lazyscope.model.dataframes` (either as pandas DataFrames; pandas
 is imported only there, when asked for) and :mod:`~lazyscope.model.codec` (checked JSON
 decoding). This package imports numpy and the standard library only, and nothing else of
-lazyscope but :mod:`lazyscope.errors` (the one line a missing pandas gets).
+lazyscope but :mod:`lazyscope.core.errors` (the one line a missing pandas gets).
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 pandas is optional (``pip install 'lazyscope[data]'``): it is imported inside the functions
 here, so the model imports without it; without it they raise
-:class:`~lazyscope.errors.MissingDependencyError` (exit 4) with one line saying what to install.
+:class:`~lazyscope.core.errors.MissingDependencyError` (exit 4) with one line saying what to install.
 
 :func:`steps_frame` columns, one row per barrier step (and the work after the last barrier, a
 row of kind ``tail``, when asked for):
@@ -40,7 +40,7 @@ from typing import Any
 
 import numpy as np
 
-from lazyscope.errors import MissingDependencyError
+from lazyscope.core.errors import MissingDependencyError
 from lazyscope.model.events import EventTable
 from lazyscope.model.payloads import (
     EVENT_KINDS,

@@ -1,6 +1,6 @@
 """Places in Python source: a :class:`Frame`, a stack of them (innermost first), and the
 user's frames of a stack. Which file is the user's is decided when a frame is made
-(:mod:`lazyscope.frames`); here a frame only carries the answer (``library``).
+(:mod:`lazyscope.model.ownership`); here a frame only carries the answer (``library``).
 
 :class:`SourceMap` is what a run recorded, when it was made, about the files its user frames
 point at: a label for a file that is no file to a reader (a notebook cell, ``cell In[3]``) and the

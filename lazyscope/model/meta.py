@@ -86,7 +86,7 @@ class Meta:
     schema_version: int = SCHEMA_VERSION
 
     def to_json(self) -> dict[str, Any]:
-        # shallow: ``info`` holds plain values (lazyscope.values checks what a program hands
+        # shallow: ``info`` holds plain values (lazyscope.core.values checks what a program hands
         # over); dataclasses.asdict would deep-copy whatever is there
         out = {f.name: getattr(self, f.name) for f in fields(self)}
         out["capabilities"] = self.capabilities.to_json()

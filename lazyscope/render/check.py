@@ -10,7 +10,7 @@ import json
 from collections.abc import Callable
 
 from lazyscope.analyze.check import CheckResult, check_dict
-from lazyscope.units import counted
+from lazyscope.core.units import counted
 
 
 def render_check_text(result: CheckResult) -> str:

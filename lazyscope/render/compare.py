@@ -32,11 +32,11 @@ from lazyscope.analyze.makers import (
     multiple_for,
     padded_shapes,
 )
+from lazyscope.core.units import counted
+from lazyscope.core.units import seconds as fmt_seconds
 from lazyscope.render.html import REPORT_HTML, esc, img, page, table
 from lazyscope.render.plots import LITERAL, figure
 from lazyscope.store import atomic_write_text
-from lazyscope.units import counted
-from lazyscope.units import seconds as fmt_seconds
 
 COMPARE_PNG = "compare.png"
 COMPARE_JSON = "compare.json"

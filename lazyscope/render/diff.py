@@ -12,7 +12,7 @@ from collections.abc import Callable
 from typing import Any
 
 from lazyscope.analyze.diff import RunDiff, SiteChanges
-from lazyscope.units import seconds as fmt_seconds
+from lazyscope.core.units import seconds as fmt_seconds
 
 _SECONDS = {"compile_seconds", "execute_seconds", "median_step_seconds", "wall_seconds"}
 

@@ -9,7 +9,7 @@
   pandas (and pyarrow for Parquet) are optional: without them, one line and exit 4.
 
 An existing output file is replaced, as pyinstrument's and py-spy's ``-o`` do; a file that
-cannot be written is one line and exit 3 (:class:`~lazyscope.errors.OutputError`), with nothing
+cannot be written is one line and exit 3 (:class:`~lazyscope.core.errors.OutputError`), with nothing
 half-written left behind.
 """
 
@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from lazyscope.analyze.report import Report
-from lazyscope.errors import MissingDependencyError, OutputError
+from lazyscope.core.errors import MissingDependencyError, OutputError
 from lazyscope.model import RankedRun, Run
 from lazyscope.model.dataframes import INSTALL_HINT
 from lazyscope.render.perfetto import PERFETTO_JSON, render_perfetto

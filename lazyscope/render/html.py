@@ -28,7 +28,6 @@ import html
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from lazyscope import units
 from lazyscope.analyze.buckets import Advice
 from lazyscope.analyze.findings import (
     Finding,
@@ -38,6 +37,7 @@ from lazyscope.analyze.findings import (
     VaryingInput,
 )
 from lazyscope.analyze.report import Report
+from lazyscope.core import units
 from lazyscope.model import Change, Frame
 from lazyscope.render.json import to_jsonable
 

@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 
 from lazyscope.analyze.report import Report, Series
-from lazyscope.errors import one_line
+from lazyscope.core.errors import one_line
 
 TIMELINE_PNG = "timeline.png"
 TIME_SPLIT_PNG = "time_split.png"

@@ -1,4 +1,4 @@
-"""TensorBoard views of a saved run: its report's per-step series as scalars, and a local server.
+"""TensorBoard views of a saved run: its report's per-step series as scalars.
 
 ``write_scalars(report, logdir)`` writes lazyscope's per-step series into ``RUN/tensorboard/``
 (one events file ending in ``.lazyscope``, replaced on every call so re-rendering never
@@ -16,36 +16,37 @@ default (0.6, a setting of the page only: no event or summary field changes it),
 0, 0, 1, 0 into fractions. So the same events file also holds a text summary,
 ``lazyscope/per_step_counts``: a table of the counts per step (every step of a short run, the
 steps with something to count of a long one) that the Text tab shows as numbers; and
-:func:`urls` gives the links ``lazyscope tensorboard`` prints, which open the scalars with
+:func:`lazyscope.commands.tensorboard.urls` gives the links ``lazyscope tensorboard`` prints, which open the scalars with
 smoothing 0 (``?smoothing=0#timeseries``; the legacy dashboard: ``#scalars&_smoothingWeight=0``).
 
 The XProf profile of ``lazyscope trace --profile`` lands in the same log directory
 (``plugins/profile/<time>/``), so one TensorBoard shows both.
 
-``start_tensorboard(logdir, port, host=...)`` starts TensorBoard in a child process (on
-127.0.0.1 unless told otherwise) and waits (bounded) until it answers. Uses TensorBoard's own
-event writer (no TensorFlow, no torch).
+Uses TensorBoard's own event writer (no TensorFlow, no torch).
 """
 
 from __future__ import annotations
 
 import importlib.util
 import os
-import shutil
 import socket
-import subprocess
-import sys
-import tempfile
 import time
 from pathlib import Path
-from typing import Any
 
 from lazyscope.analyze.report import Report
-from lazyscope.errors import LazyscopeError, MissingDependencyError
+from lazyscope.core.errors import MissingDependencyError
 
 TENSORBOARD_DIR = "tensorboard"
 SCALARS_SUFFIX = ".lazyscope"
+
+
 INSTALL_HINT = "TensorBoard is not installed: pip install 'lazyscope[xla]' (tensorboard, tensorboard-plugin-profile)"
+
+
+def check_tensorboard() -> None:
+    """MissingDependencyError with the install hint when TensorBoard is not importable."""
+    if importlib.util.find_spec("tensorboard") is None:
+        raise MissingDependencyError(INSTALL_HINT)
 
 
 def tensorboard_dir(run_dir: str | os.PathLike[str]) -> Path:
@@ -53,10 +54,6 @@ def tensorboard_dir(run_dir: str | os.PathLike[str]) -> Path:
     return Path(run_dir) / TENSORBOARD_DIR
 
 
-def check_tensorboard() -> None:
-    """MissingDependencyError with the install hint when TensorBoard is not importable."""
-    if importlib.util.find_spec("tensorboard") is None:
-        raise MissingDependencyError(INSTALL_HINT)
 
 
 def scalar_series(report: Report) -> dict[str, list[tuple[int, float]]]:
@@ -125,13 +122,6 @@ def count_table(report: Report) -> str:
     return note + head + ("\n" + body if body else "")
 
 
-def urls(host: str, port: int) -> dict[str, str]:
-    """Where TensorBoard shows a run: the scalars with smoothing off (Time Series, and the
-    legacy Scalars dashboard), the count table, the profile."""
-    base = f"http://{host}:{port}"
-    return {"scalars": f"{base}/?smoothing=0#timeseries",
-            "scalars (legacy)": f"{base}/#scalars&_smoothingWeight=0",
-            "counts": f"{base}/#text", "profile": f"{base}/#profile"}
 
 
 def write_scalars(report: Report, logdir: Path) -> Path:
@@ -171,82 +161,9 @@ def write_scalars(report: Report, logdir: Path) -> Path:
     return path
 
 
-def serving_dir(report: Report, run_dir: Path) -> tuple[Path, Any]:
-    """The log directory to serve and a cleanup function: ``RUN/tensorboard`` with fresh
-    scalars, or, when the run cannot be written (a read-only mount), a temporary copy of its
-    profile with the scalars written there (removed by the cleanup)."""
-    logdir = tensorboard_dir(run_dir)
-    try:
-        write_scalars(report, logdir)
-        return logdir, lambda: None
-    except OSError:
-        pass
-    tmp = Path(tempfile.mkdtemp(prefix="lazyscope-tb-"))
-    try:
-        if logdir.is_dir():
-            shutil.copytree(logdir, tmp / "tensorboard", dirs_exist_ok=True)
-        write_scalars(report, tmp / "tensorboard")
-    except OSError as err:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise LazyscopeError(f"cannot prepare TensorBoard's log directory for {run_dir}: "
-                             f"{err.strerror or err}") from None
-    return tmp / "tensorboard", lambda: shutil.rmtree(tmp, ignore_errors=True)
 
 
-def free_port() -> int:
-    """A TCP port free on 127.0.0.1 right now."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
-def start_tensorboard(logdir: Path, port: int, *, host: str = "127.0.0.1",
-                      timeout: float = 90.0) -> subprocess.Popen[bytes]:
-    """Start TensorBoard (with every installed plugin, the profile plugin included) on
-    ``host``:``port`` for ``logdir``; return the process once it answers HTTP.
-
-    Raises LazyscopeError when it exits or does not answer within ``timeout`` seconds.
-    """
-    check_tensorboard()
-    cmd = [sys.executable, "-m", "tensorboard.main", "--logdir", str(logdir),
-           "--host", host, "--port", str(port), "--reload_interval", "5"]
-    log = tempfile.TemporaryFile()  # a file, not a pipe: a long-running server never blocks
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=log)
-    # a server bound to every interface answers on the loopback too
-    local = "127.0.0.1" if host in ("0.0.0.0", "::", "") else host
-    url = f"http://{local}:{port}/data/plugins_listing"
-    import urllib.error  # only here: every command imports this module, few serve
-    import urllib.request
-
-    deadline = time.monotonic() + timeout
-    try:
-        while time.monotonic() < deadline:
-            if proc.poll() is not None:
-                log.seek(0)
-                err = log.read().decode(errors="replace").strip()
-                last = err.splitlines()[-1] if err else f"exit status {proc.returncode}"
-                raise LazyscopeError(f"TensorBoard did not start on {host}:{port}: {last}")
-            try:
-                with urllib.request.urlopen(url, timeout=2) as resp:
-                    if resp.status == 200:
-                        return proc
-            except (urllib.error.URLError, OSError):
-                pass
-            time.sleep(0.5)
-    except BaseException:
-        # Ctrl-C or `kill` (SystemExit from the caller's handler) while starting: no orphan
-        stop_tensorboard(proc)
-        raise
-    stop_tensorboard(proc)
-    raise LazyscopeError(f"TensorBoard did not answer on {host}:{port} within {timeout:.0f} s")
 
 
-def stop_tensorboard(proc: subprocess.Popen[bytes]) -> None:
-    """Stop a server started by :func:`start_tensorboard`."""
-    if proc.poll() is None:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 from lazyscope.analyze.findings import Finding
 from lazyscope.analyze.report import RankRow, Report
+from lazyscope.core.units import NOT_MEASURED, counted, nbytes
+from lazyscope.core.units import seconds as fmt_seconds
 from lazyscope.model import Frame, SourceMap, Step, location
-from lazyscope.units import NOT_MEASURED, counted, nbytes
-from lazyscope.units import seconds as fmt_seconds
 
 MAX_TABLE_ROWS = 40
 MAX_GROUPS = 40

@@ -15,7 +15,7 @@ import tempfile
 from pathlib import Path
 
 from lazyscope.analyze.report import Report
-from lazyscope.errors import OutputError
+from lazyscope.core.errors import OutputError
 from lazyscope.render.html import render_html
 from lazyscope.render.plots import PLOTS
 from lazyscope.render.tensorboard import write_scalars

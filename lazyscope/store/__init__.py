@@ -24,7 +24,7 @@ with every finished record; a half-written last record or line is dropped with a
 
 Schema 1 (``steps.jsonl``, ``events.jsonl``) is read and converted into the same model.
 
-Writing errors: a full disk or an unwritable file raises :class:`~lazyscope.errors.OutputError`
+Writing errors: a full disk or an unwritable file raises :class:`~lazyscope.core.errors.OutputError`
 (exit 3) naming the file; what was written before stays readable.
 
 Modules: :mod:`~lazyscope.store.records` (the formats), :mod:`~lazyscope.store.writer`,

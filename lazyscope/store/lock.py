@@ -31,7 +31,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from lazyscope.errors import RunDirError, show_path
+from lazyscope.core.errors import RunDirError, show_path
 
 LOCK_FILE = ".lock"
 #: how long a writer retries a taken lock before it refuses (a reader's test holds it for

@@ -1,6 +1,6 @@
 """Reading a run directory back (schema 2, and schema 1 through :mod:`lazyscope.store.schema1`):
 every finished record of a run killed mid-way; a half-written last record or line is dropped
-with a warning; anything else unreadable is a :class:`~lazyscope.errors.RunDirError` (exit 3).
+with a warning; anything else unreadable is a :class:`~lazyscope.core.errors.RunDirError` (exit 3).
 
 What loads is checked for range, never shown as data when it cannot be true, with one warning
 per file naming it (``Run.warnings``, printed by every report):
@@ -25,7 +25,8 @@ from typing import Any
 
 import numpy as np
 
-from lazyscope.errors import RunDirError, cannot_read, show_path
+from lazyscope.core.errors import RunDirError, cannot_read, show_path
+from lazyscope.core.units import counted
 from lazyscope.model import (
     EVENT_KINDS,
     PAYLOADS,
@@ -54,7 +55,6 @@ from lazyscope.store.records import (
 )
 from lazyscope.store.rundir import is_run_dir, rank_dirs
 from lazyscope.store.schema1 import load_v1
-from lazyscope.units import counted
 
 
 def _open_regular(path: Path) -> Any:

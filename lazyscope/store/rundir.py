@@ -33,7 +33,7 @@ import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from lazyscope.errors import OutputError, RunDirError, show_path
+from lazyscope.core.errors import OutputError, RunDirError, show_path
 from lazyscope.store.lock import LOCK_FILE, RunLock, describe_holder, writer_of
 from lazyscope.store.records import (
     ANNOTATIONS_FILE,

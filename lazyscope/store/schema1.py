@@ -10,8 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from lazyscope.errors import RunDirError
-from lazyscope.frames import is_library_file
+from lazyscope.core.errors import RunDirError
 from lazyscope.model import (
     EVENT_KINDS,
     STEP_FIELDS,
@@ -29,6 +28,7 @@ from lazyscope.model import (
     Sync,
     table_from_events,
 )
+from lazyscope.model.ownership import is_library_file
 from lazyscope.store.records import V1_EVENTS_FILE, V1_STEPS_FILE, lost_steps
 
 

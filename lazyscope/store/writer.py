@@ -1,7 +1,7 @@
 """Writing a run directory as the run happens: atomic text and JSON writes, the memory-mapped
 append-only logs, and :class:`RunWriter` (records appended, stacks and payloads interned).
 
-Writing errors: a full disk or an unwritable file raises :class:`~lazyscope.errors.OutputError`
+Writing errors: a full disk or an unwritable file raises :class:`~lazyscope.core.errors.OutputError`
 (exit 3) naming the file; what was written before stays readable.
 
 The traced program shares the process, and this module survives what it may do meanwhile:
@@ -30,7 +30,7 @@ import weakref
 from pathlib import Path
 from typing import Any
 
-from lazyscope.errors import OutputError, show_path
+from lazyscope.core.errors import OutputError, show_path
 from lazyscope.model import KIND_CODE, STATUSES, STEP_FIELDS, Frame, Meta, Stack, now_iso
 from lazyscope.store.records import (
     ANNOTATIONS_FILE,

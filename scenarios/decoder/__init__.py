@@ -3,7 +3,7 @@
 The model is the one of "FlashAttention2 and xFormers on PyTorch" (seeds/000): pre-norm blocks
 with a fused qkv projection, GELU MLP, learned positions and an LM head. Sequence lengths are
 uniform in 1..max-1 (the article's ``randint(1, MAX_SEQ_LEN)``) or drawn from ``--lengths FILE``;
-everything is seeded. Padding policies (``lazyscope.padding``, shared with the bucket advisor):
+everything is seeded. Padding policies (``lazyscope.core.padding``, shared with the bucket advisor):
 
 * ``max``       pad every batch to the max length: one static shape, about half of it padding
 * ``longest``   pad to the longest sequence of the batch: a new shape, so a new XLA graph, for

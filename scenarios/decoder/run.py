@@ -9,7 +9,7 @@ import time
 from typing import Any
 
 import lazyscope
-from lazyscope.padding import Packer, padding_policy
+from lazyscope.core.padding import Packer, padding_policy
 from lazyscope_scenarios.decoder.data import PAD_TARGET, Inputs, to_batch
 from lazyscope_scenarios.decoder.model import (
     PRESETS,
@@ -102,7 +102,7 @@ def main(argv: list[str] | None = None) -> int:
     variant = VARIANTS[args.attention]
     refused = variant.refusal(args.backend, args.sdpa_backend, args.autocast)
     if refused is not None:
-        from lazyscope.errors import UsageError
+        from lazyscope.core.errors import UsageError
 
         raise UsageError(refused)
     import torch

@@ -27,7 +27,7 @@ import pytest
 pytest.importorskip("torch")
 
 import lazyscope  # noqa: E402
-from lazyscope.errors import UsageError  # noqa: E402
+from lazyscope.core.errors import UsageError  # noqa: E402
 from lazyscope_scenarios import decoder as D  # noqa: E402
 from tests.conftest import REPO  # noqa: E402
 

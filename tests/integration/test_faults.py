@@ -1280,7 +1280,7 @@ def _newline_out(ctx: Ctx) -> Result:
 ANNOTATE = """\
 #PRE
 import lazyscope
-from lazyscope.errors import UsageError
+from lazyscope.core.errors import UsageError
 class Weird:
     def __str__(self):
         raise RuntimeError("no str")
@@ -1340,7 +1340,7 @@ def _never_read(ctx: Ctx, res: Result) -> list[str]:
 
 API_SEQUENCE = """\
 import torch, torch_xla, lazyscope
-from lazyscope.errors import UsageError
+from lazyscope.core.errors import UsageError
 dev = torch_xla.device()
 x = torch.zeros(4, device=dev)
 with lazyscope.trace("A"):

@@ -126,7 +126,7 @@ def test_packed_positions_restart_per_document() -> None:
     assert torch.equal(x["position_ids"], batch.position_ids)
 
     # rows from the real packer: every document starts at position 0 and counts up
-    from lazyscope.padding import Packer, length_stream
+    from lazyscope.core.padding import Packer, length_stream
 
     packer = Packer(length_stream(0, 32, None), 4, 32)
     for _ in range(3):

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from lazyscope.cli import main
-from lazyscope.render.tensorboard import free_port
+from lazyscope.commands.tensorboard import free_port
 from lazyscope.store import load_run
 from tests.conftest import REPO, lazyscope_cmd
 

@@ -77,7 +77,7 @@ mode, out, scenario = sys.argv[1:4]
 argv = sys.argv[4:]
 if mode == "traced":
     from lazyscope.backends.base import TraceOptions
-    from lazyscope.runner import resolve_target, trace_target
+    from lazyscope.backends.runner import resolve_target, trace_target
     trace_target(resolve_target(scenario, argv), out, options=TraceOptions())
 else:
     import importlib

@@ -1,5 +1,5 @@
 """The bad-input matrix, in-process: each case is one ``lazyscope: ...`` line on stderr, no
-traceback, the documented exit code (lazyscope/errors.py, docs/faults.md), and nothing recorded is lost.
+traceback, the documented exit code (lazyscope/core/errors.py, docs/faults.md), and nothing recorded is lost.
 
 Cases already in test_cli.py (unknown scenario, missing/unparsable script, --steps -3, a bad
 --mode choice, an unknown backend, an existing --out) are not repeated here.
@@ -12,7 +12,7 @@ import json
 import pytest
 
 from lazyscope.cli import main
-from lazyscope.errors import EXIT_RUN_DIR, EXIT_USAGE
+from lazyscope.core.errors import EXIT_RUN_DIR, EXIT_USAGE
 
 
 def one_line(capsys) -> str:
@@ -182,7 +182,7 @@ def test_bad_commands_and_choices(capsys, data_run, argv, needle) -> None:
 def test_a_write_error_names_the_users_path_not_lazyscopes_temporary_file() -> None:
     import errno as errno_
 
-    from lazyscope.errors import OutputError
+    from lazyscope.core.errors import OutputError
 
     for temp in ("runs/c35.tmp", "runs/.c35.abc123.tmp"):
         err = OSError(errno_.EISDIR, "Is a directory", temp)

@@ -28,8 +28,8 @@ from lazyscope.analyze.buckets import (
     padding_efficiency,
     plan_cost,
 )
+from lazyscope.core.padding import Packer, Policy, bucket_of, pow2_buckets, simulate_packing
 from lazyscope.model import Compile, GraphInput
-from lazyscope.padding import Packer, Policy, bucket_of, pow2_buckets, simulate_packing
 from tests.builders import build_run
 
 

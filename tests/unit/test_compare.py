@@ -10,10 +10,10 @@ import pytest
 
 from lazyscope.analyze.compare import Comparison, compare_rows, ratios
 from lazyscope.cli import main
-from lazyscope.compare import parse_policies, policy_of_run, policy_slug
-from lazyscope.errors import UsageError
+from lazyscope.commands.cases import parse_policies, policy_of_run, policy_slug
+from lazyscope.core.errors import UsageError
+from lazyscope.core.padding import Policy
 from lazyscope.model import Compile, Run
-from lazyscope.padding import Policy
 from lazyscope.render.compare import (
     compare_page,
     render_advice_text,
@@ -248,7 +248,7 @@ def test_a_difference_within_the_repeats_spread_is_noise(tmp_path) -> None:
 
 
 def test_repeats_keep_the_median_run(tmp_path: Path) -> None:
-    from lazyscope.compare import _median_row
+    from lazyscope.commands.cases import _median_row
 
     rows = [compare_rows([("max", _run(tmp_path, f"m{i}", [w, 1.0], [1, 0], [64, 64]))])[0]
             for i, w in enumerate((2.0, 6.0, 3.0))]

@@ -10,8 +10,7 @@ import os
 import pytest
 
 from lazyscope.backends.base import Recorder
-from lazyscope.model import Meta
-from lazyscope.render.console import (
+from lazyscope.commands.console import (
     ProgressPipe,
     TraceProgress,
     colour_wanted,
@@ -19,6 +18,7 @@ from lazyscope.render.console import (
     print_report,
     read_progress,
 )
+from lazyscope.model import Meta
 from lazyscope.store import RunWriter
 
 

@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 
 torch = pytest.importorskip("torch")
 
+from lazyscope.core.padding import Packer, Policy, pack_rows  # noqa: E402
 from lazyscope.data import (  # noqa: E402
     IGNORE_INDEX,
     LengthGroupedBatchSampler,
@@ -28,7 +29,6 @@ from lazyscope.data import (  # noqa: E402
     lengths_of,
     sampler_for,
 )
-from lazyscope.padding import Packer, Policy, pack_rows  # noqa: E402
 from tests.conftest import REPO  # noqa: E402
 
 lengths_st = st.lists(st.integers(1, 24), min_size=1, max_size=12)

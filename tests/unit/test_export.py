@@ -16,7 +16,7 @@ import pytest
 
 from lazyscope.analyze.report import build_report
 from lazyscope.cli import main
-from lazyscope.errors import MissingDependencyError
+from lazyscope.core.errors import MissingDependencyError
 from lazyscope.model import EVENT_KINDS, STEP_FIELDS, runs_by_rank, user_site
 from lazyscope.render.perfetto import PLACED_END, TRACKS, chrome_trace
 from lazyscope.store import load_run, load_target

@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from lazyscope.backends.base import active
-from lazyscope.errors import RunDirError, UsageError
+from lazyscope.core.errors import RunDirError, UsageError
 from lazyscope.integrations.transformers import NO_TRAIN_END, LazyscopeCallback
 from lazyscope.store import load_run
 

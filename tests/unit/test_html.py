@@ -15,7 +15,7 @@ from lazyscope.analyze.report import CompilationRow, build_report
 from lazyscope.backends.base import Recorder
 from lazyscope.backends.profiling import ProfileWindow, default_steps, parse_profile_steps
 from lazyscope.cli import main
-from lazyscope.errors import UsageError
+from lazyscope.core.errors import UsageError
 from lazyscope.model import Change, Frame, Meta
 from lazyscope.render import RENDERERS
 from lazyscope.render.html import render_html
@@ -261,7 +261,8 @@ def test_compare_directory_page(tmp_path, capsys) -> None:
 
 
 def test_tensorboard_count_table_and_links(data_run) -> None:
-    from lazyscope.render.tensorboard import MAX_COUNT_ROWS, count_table, urls
+    from lazyscope.commands.tensorboard import urls
+    from lazyscope.render.tensorboard import MAX_COUNT_ROWS, count_table
 
     run = load_run(data_run("dynamic20"))
     report = build_report(run)

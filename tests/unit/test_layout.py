@@ -1,21 +1,23 @@
 """The package's layout holds: the layer order, no import cycle, every package shipped.
 
 A run flows through four layers (docs/architecture.md), and a module imports only modules of
-its own layer or of earlier ones::
+its own layer or of earlier ones. The folder a module sits in is its layer::
 
-    base -> model -> collect -> render -> app
-                 \\-> analyze -/
+    core -> model, store -> backends -> render -> commands, the public API
+                         \\-> analyze -/
 
-* ``base``: errors, units, padding policies (pure helpers everything may use);
-* ``model``: the run in memory (``model``) and on disk (``store``), which frames are the
-  user's (``frames``), the user's source (``sources``), and what each backend says of itself (the backends' ``wording`` modules
-  and the registry ``backends/__init__``: plain data that imports no collector);
-* ``collect``: the backends' collectors and runtimes, and the runner; ``analyze``: pure
-  functions of a run. Neither imports the other;
-* ``render``: reports as text, JSON, HTML, plots;
-* ``app``: the public API (``lazyscope/__init__``), the CLI, ``compare``, and ``data`` (the
-  collators and samplers users paste: it imports torch, and ``import lazyscope`` does not
-  import it).
+* ``core``: errors, units, values, streams, signals, padding policies (pure helpers everything
+  may use);
+* ``model`` and ``store``: the run in memory and on disk, which frames are the user's
+  (``model.ownership``), the user's source (``model.source_files``);
+* ``backends``: the collectors, their runtimes and the runner (its ``__init__`` is the
+  registry: plain data, imported by the model); ``analyze``: pure functions of a run, with the
+  wording of each backend (``analyze.wording``). Neither imports the other;
+* ``render``: reports as text, JSON, HTML, plots, each from a typed object;
+* ``app``: ``commands/`` (one module per command, with what only commands use: the console,
+  progress, the TensorBoard server, the compare driver), ``cli`` (the group and the exit-code
+  boundary), the public API (``lazyscope/__init__``), ``data`` (the collators and samplers users
+  paste) and ``integrations``.
 
 Every ``import`` counts, including those inside functions (a cycle hidden in a function is
 still a cycle), and so does the package ``__init__`` that importing a submodule runs, except the
@@ -39,32 +41,15 @@ PACKAGE = REPO / "lazyscope"
 ORDER = {"base": 0, "model": 1, "collect": 2, "analyze": 2, "render": 3, "app": 4}
 #: layers of the same rank that must not import each other
 SIBLINGS = {frozenset({"collect", "analyze"})}
-#: module (or package prefix) -> layer; the longest match decides
+#: folder -> layer (the root's loose modules are the app); the longest match decides
 LAYERS: dict[str, str] = {
     "lazyscope": "app",
-    "lazyscope.__main__": "app",
-    "lazyscope.cli": "app",
-    "lazyscope.compare": "app",
-    "lazyscope.data": "app",
-    "lazyscope.integrations": "app",
-    "lazyscope.errors": "base",
-    "lazyscope.units": "base",
-    "lazyscope.padding": "base",
-    "lazyscope.streams": "base",
-    "lazyscope.signals": "base",
-    "lazyscope.values": "base",
+    "lazyscope.commands": "app",
+    "lazyscope.core": "base",
     "lazyscope.model": "model",
     "lazyscope.store": "model",
-    "lazyscope.frames": "model",
-    "lazyscope.sources": "model",
-    "lazyscope.wording": "model",
     "lazyscope.backends": "collect",
-    "lazyscope.backends.__init__": "model",
-    "lazyscope.backends.xla.__init__": "model",
-    "lazyscope.backends.pytorch.__init__": "model",
-    "lazyscope.backends.xla.wording": "model",
-    "lazyscope.backends.pytorch.wording": "model",
-    "lazyscope.runner": "collect",
+    "lazyscope.backends.__init__": "model",  # the registry: names and modules, imports no backend
     "lazyscope.analyze": "analyze",
     "lazyscope.render": "render",
 }
@@ -237,8 +222,9 @@ def planted(tmp_path: Path):
 
 CLEAN = {
     "__init__.py": "from lazyscope.cli import main\n",
-    "cli.py": "from lazyscope.render import text\nfrom lazyscope.runner import run\n",
-    "runner.py": "from lazyscope.model import frames\n",
+    "cli.py": "from lazyscope.render import text\nfrom lazyscope.backends.runner import run\n",
+    "backends/__init__.py": "",
+    "backends/runner.py": "from lazyscope.model import frames\n",
     "model/__init__.py": "",
     "model/frames.py": "import json\n",
     "analyze/__init__.py": "",
@@ -261,8 +247,8 @@ def test_checker_finds_an_upward_import_even_inside_a_function(planted) -> None:
 
 
 def test_checker_finds_a_sibling_import(planted) -> None:
-    graph = planted({**CLEAN, "analyze/report.py": "from lazyscope.runner import run\n"})
-    assert upward_imports(graph) == ["lazyscope.analyze.report (analyze) -> lazyscope.runner (collect)"]
+    graph = planted({**CLEAN, "analyze/report.py": "from lazyscope.backends.runner import run\n"})
+    assert upward_imports(graph) == ["lazyscope.analyze.report (analyze) -> lazyscope.backends.runner (collect)"]
 
 
 def test_checker_finds_a_cycle_within_a_layer(planted) -> None:

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from lazyscope import padding
-from lazyscope.padding import read_lengths
+from lazyscope.core import padding
+from lazyscope.core.padding import read_lengths
 
 
 @pytest.mark.parametrize("chunk", [1, 3, 7, 64, 1 << 22])

@@ -23,7 +23,7 @@ from hypothesis import strategies as st
 from lazyscope.analyze.check import Rules, check_report
 from lazyscope.analyze.diff import diff_reports
 from lazyscope.analyze.report import build_report
-from lazyscope.errors import RunDirError
+from lazyscope.core.errors import RunDirError
 from lazyscope.render.json import render_json
 from lazyscope.render.text import render_text
 from lazyscope.store import (

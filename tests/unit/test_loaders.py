@@ -19,7 +19,7 @@ from lazyscope.analyze.makers import (
     shape_maker,
 )
 from lazyscope.backends.loaders import LoaderWatch, batch_shapes, collate_info
-from lazyscope.sources import call_line
+from lazyscope.model.source_files import call_line
 
 torch = pytest.importorskip("torch")
 from torch.nn.utils.rnn import pad_sequence  # noqa: E402

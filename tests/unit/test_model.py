@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from lazyscope.errors import OutputError, RunDirError
+from lazyscope.core.errors import OutputError, RunDirError
 from lazyscope.model import (
     SCHEMA_VERSION,
     Change,

@@ -6,8 +6,8 @@ from collections import Counter
 from pathlib import Path
 
 from lazyscope.backends.xla.debugfile import DebugFileReader, parse_debug_text
-from lazyscope.frames import make_frame
 from lazyscope.model import Frame, user_site
+from lazyscope.model.ownership import make_frame
 
 SAMPLE = Path(__file__).resolve().parents[1] / "data" / "ptxla_debug" / "compile_two_blocks.txt"
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from lazyscope.errors import RunDirError
+from lazyscope.core.errors import RunDirError
 from lazyscope.model import STEP_FIELDS, Meta
 from lazyscope.store import MappedLog, RunWriter, load_run, prepare_run_dir
 from lazyscope.store.lock import writer_of

@@ -3,8 +3,8 @@
 
 from __future__ import annotations
 
-from lazyscope.frames import cell_number, source_map
 from lazyscope.model import Frame, SourceMap, location
+from lazyscope.model.ownership import cell_number, source_map
 
 
 def test_location_names_cells_as_ipython_does() -> None:

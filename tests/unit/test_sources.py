@@ -1,12 +1,12 @@
 """What only the user's source says: where a number used at a line is set, where an attribute
-a compiled function guards on is assigned and read (lazyscope/sources.py)."""
+a compiled function guards on is assigned and read (lazyscope/model/source_files.py)."""
 
 from __future__ import annotations
 
 import textwrap
 from pathlib import Path
 
-from lazyscope.sources import assignment_before, read_in, value_origin
+from lazyscope.model.source_files import assignment_before, read_in, value_origin
 
 LOOP = textwrap.dedent("""\
     import torch
@@ -58,7 +58,7 @@ SHARDED = textwrap.dedent("""\
 
 
 def test_where_a_tensor_used_at_a_line_was_moved_to_the_device(tmp_path: Path) -> None:
-    from lazyscope.sources import transfer_origin
+    from lazyscope.model.source_files import transfer_origin
 
     src = tmp_path / "sharded.py"
     src.write_text(SHARDED)
@@ -68,7 +68,7 @@ def test_where_a_tensor_used_at_a_line_was_moved_to_the_device(tmp_path: Path) -
 
 
 def test_growth_origin_is_the_cat_that_grows_what_the_line_reads(tmp_path) -> None:
-    from lazyscope.sources import growth_origin
+    from lazyscope.model.source_files import growth_origin
 
     script = tmp_path / "grow.py"
     script.write_text(
@@ -87,7 +87,7 @@ def test_growth_origin_is_the_cat_that_grows_what_the_line_reads(tmp_path) -> No
 
 
 def test_size_origin_is_the_call_that_makes_a_size_from_a_python_number(tmp_path) -> None:
-    from lazyscope.sources import size_origin
+    from lazyscope.model.source_files import size_origin
 
     script = tmp_path / "sizes.py"
     script.write_text(

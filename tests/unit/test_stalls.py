@@ -120,7 +120,7 @@ def test_a_sync_warning_is_placed_at_the_read_not_in_the_warnings_module() -> No
     import warnings
 
     from lazyscope.backends.pytorch.collector import _warning_machinery
-    from lazyscope.frames import capture_stack
+    from lazyscope.model.ownership import capture_stack
 
     seen: list = []
 

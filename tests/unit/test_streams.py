@@ -1,5 +1,5 @@
-"""lazyscope's own streams (lazyscope.streams), its termination handlers (lazyscope.signals)
-and the host values the API accepts (lazyscope.values): each on real descriptors and signals,
+"""lazyscope's own streams (lazyscope.core.streams), its termination handlers (lazyscope.core.signals)
+and the host values the API accepts (lazyscope.core.values): each on real descriptors and signals,
 in this process."""
 
 from __future__ import annotations
@@ -14,10 +14,10 @@ import numpy as np
 import pytest
 import torch
 
-from lazyscope import signals
-from lazyscope.errors import BrokenOutput, OutputError, UsageError
-from lazyscope.streams import SafeStream
-from lazyscope.values import host_value, host_values, note_text
+from lazyscope.core import signals
+from lazyscope.core.errors import BrokenOutput, OutputError, UsageError
+from lazyscope.core.streams import SafeStream
+from lazyscope.core.values import host_value, host_values, note_text
 
 # --------------------------------------------------------------------------- streams
 
@@ -178,7 +178,7 @@ def test_what_cannot_be_recorded_is_refused(name, value, needle) -> None:
 
 
 def test_errno_reasons_are_words() -> None:
-    from lazyscope.errors import one_line, os_reason, show_path
+    from lazyscope.core.errors import one_line, os_reason, show_path
 
     assert os_reason(OSError(errno.ENAMETOOLONG, "x")) == "the name is too long"
     assert show_path(os.fsdecode(b"a\xff\nb")) == "a\\xff\\nb"

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from lazyscope.wording import BASE, TABLES, say, table
+from lazyscope.analyze.wording import BASE, TABLES, say, table
 
 XLA_TERMS = re.compile(r"torch_xla|\bXLA\b|xm\.|add_step_closure|mark_step|HLO|"
                        r"device-to-host|XLA_|PT_XLA|--no-graph-shapes|StepTrace")
@@ -44,7 +44,7 @@ def test_backends_say_their_own_fix() -> None:
 
 
 def test_no_string_says_a_count_with_a_bracketed_plural() -> None:
-    """Counts and nouns agree ('1 graph', '3 graphs': lazyscope.units.counted/times), never
+    """Counts and nouns agree ('1 graph', '3 graphs': lazyscope.core.units.counted/times), never
     'graph(s)': every string literal of the package and the scenarios is checked."""
     repo = Path(__file__).resolve().parents[2]
     found = []

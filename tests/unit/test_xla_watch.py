@@ -7,8 +7,8 @@ import sys
 import warnings
 
 from lazyscope.backends.xla.watch import forward_name, op_base, trampoline
-from lazyscope.frames import bound_stack
 from lazyscope.model import Frame
+from lazyscope.model.ownership import bound_stack
 
 
 def _where_called() -> tuple[str, int, str]:

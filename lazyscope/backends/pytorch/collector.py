@@ -35,9 +35,9 @@ from typing import Any
 from lazyscope.backends.base import Collector, Recorder, Runtime, TraceOptions, active
 from lazyscope.backends.pytorch.dynamo import DynamoCollector
 from lazyscope.backends.pytorch.stalls import StallTimer
-from lazyscope.errors import MissingDependencyError, UsageError
-from lazyscope.frames import capture_stack, is_own_file
+from lazyscope.core.errors import MissingDependencyError, UsageError
 from lazyscope.model import Capabilities, Execute, Sync
+from lazyscope.model.ownership import capture_stack, is_own_file
 
 SYNC_WARNING = "called a synchronizing CUDA operation"
 STEP_FIELDS = ["wall_s", "t_end_s", "compile_count", "compile_s"]

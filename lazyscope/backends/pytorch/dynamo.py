@@ -37,8 +37,8 @@ import traceback
 from typing import Any
 
 from lazyscope.backends.base import Recorder
-from lazyscope.frames import bound_stack, capture_stack, frames_from_summary, make_frame
 from lazyscope.model import Change, Compile, EagerFallback, GraphBreak, GraphInput, Stack
+from lazyscope.model.ownership import bound_stack, capture_stack, frames_from_summary, make_frame
 
 #: torch >= 2.10 logs a graph break dynamo cannot recover from (then skips the whole function)
 #: with this in its reason

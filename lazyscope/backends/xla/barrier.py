@@ -6,8 +6,8 @@ import sys
 from typing import Any
 
 from lazyscope.backends.xla.causes import barrier_source, is_program_barrier
-from lazyscope.frames import is_library_file
 from lazyscope.model import Frame
+from lazyscope.model.ownership import is_library_file
 
 #: call sites of torch_xla.sync seen so far -> (ends a step of the program, barrier_source)
 _BARRIER_SITES: dict[tuple[Any, ...], tuple[bool, str]] = {}

@@ -50,14 +50,13 @@ from lazyscope.backends.xla.barrier import barrier_site
 from lazyscope.backends.xla.causes import classify_compile
 from lazyscope.backends.xla.debugfile import DebugFileReader, DebugRecord
 from lazyscope.backends.xla.hlo import HloDumpReader, pair_modules
+from lazyscope.backends.xla.irlines import SourceLines
 from lazyscope.backends.xla.metrics import EXECUTE_METRICS, Metrics, runtime_counts
 from lazyscope.backends.xla.reads import ValueReadHooks
 from lazyscope.backends.xla.session import DEBUG_FILE, XlaSession, session
-from lazyscope.backends.xla.sources import SourceLines
 from lazyscope.backends.xla.spawn import SpawnHook
 from lazyscope.backends.xla.watch import SCALAR_READ_OP, CallWatch, Counters, Hit, op_base
-from lazyscope.errors import MissingDependencyError
-from lazyscope.frames import bound_stack, is_lazyscope_file, make_frame
+from lazyscope.core.errors import MissingDependencyError
 from lazyscope.model import (
     EVENT_KINDS,
     STEP_FIELDS,
@@ -68,6 +67,7 @@ from lazyscope.model import (
     Stack,
     Sync,
 )
+from lazyscope.model.ownership import bound_stack, is_lazyscope_file, make_frame
 
 GRAPHS_DIR = "graphs"
 #: how much of torch_xla's debug output a run keeps in full (then its compilation analyses)

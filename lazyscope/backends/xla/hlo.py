@@ -43,8 +43,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from lazyscope.frames import is_library_file, make_frame
 from lazyscope.model import Compile, GraphInput
+from lazyscope.model.ownership import is_library_file, make_frame
 
 SUFFIX = ".before_optimizations.txt"
 #: keep the HLO text of this many graphs per run (a run that recompiles every step would

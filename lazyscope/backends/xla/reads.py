@@ -30,8 +30,8 @@ from collections.abc import Callable
 from typing import Any
 
 from lazyscope.backends.xla.causes import closure_kind, library_call, library_caller
-from lazyscope.frames import bound_stack, make_frame
 from lazyscope.model import OWNER_LIBRARY, Frame, Stack, Sync
+from lazyscope.model.ownership import bound_stack, make_frame
 
 #: torch.Tensor attribute -> how the read is named in reports
 READ_METHODS = {

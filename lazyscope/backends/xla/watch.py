@@ -36,8 +36,8 @@ from typing import Any
 
 from lazyscope.backends.xla.causes import closure_kind, library_call
 from lazyscope.backends.xla.reads import READ_METHODS, walk_frames
-from lazyscope.frames import bound_stack
 from lazyscope.model import OWNER_LIBRARY, Stack
+from lazyscope.model.ownership import bound_stack
 
 SCALAR_READ_OP = "aten::_local_scalar_dense"
 TRANSFER_METRIC = "TransferFromDeviceTime"

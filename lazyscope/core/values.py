@@ -5,7 +5,7 @@
 and dicts of them (numpy scalars and small arrays are taken as their Python values, a path as
 its text). Everything is converted here, at the call, never later:
 
-* a ``torch.Tensor`` is refused with a :class:`~lazyscope.errors.UsageError` and never read:
+* a ``torch.Tensor`` is refused with a :class:`~lazyscope.core.errors.UsageError` and never read:
   turning a device tensor into text would transfer it to the host, a sync the program never
   made, which lazyscope would then report as the program's own (pass ``loss.item()`` where
   the program reads the value anyway);
@@ -25,7 +25,7 @@ import os
 import sys
 from typing import Any
 
-from lazyscope.errors import UsageError
+from lazyscope.core.errors import UsageError
 
 #: the largest value (as JSON) an annotation or an info entry may hold
 MAX_VALUE_BYTES = 64 << 10

@@ -12,9 +12,9 @@ ended, and the final ``lazyscope: ...`` line, whatever the program did.
 Writing errors are not tracebacks:
 
 * EPIPE (the reader of stdout went away: ``lazyscope report RUN | head -1``) raises
-  :class:`~lazyscope.errors.BrokenOutput`: nothing more is written, no line, exit 141;
+  :class:`~lazyscope.core.errors.BrokenOutput`: nothing more is written, no line, exit 141;
 * any other error on stdout (a full disk: ``> /dev/full``; a closed descriptor) raises
-  :class:`~lazyscope.errors.OutputError` once ("cannot write to stdout: ...", exit 3);
+  :class:`~lazyscope.core.errors.OutputError` once ("cannot write to stdout: ...", exit 3);
 * an error on stderr is dropped: there is nowhere left to say it.
 
 Text is written with ``errors="backslashreplace"``: a character the terminal's encoding cannot
@@ -36,7 +36,7 @@ import sys
 from collections.abc import Iterator
 from typing import TextIO
 
-from lazyscope.errors import BrokenOutput, OutputError
+from lazyscope.core.errors import BrokenOutput, OutputError
 
 #: private copies are moved above this descriptor number (out of the way of programs that
 #: reuse low numbers)

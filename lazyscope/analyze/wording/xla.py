@@ -1,5 +1,5 @@
 """How XLA reports say things: the XLA backend's sentences (overriding the neutral ones of
-:mod:`lazyscope.wording`, which holds every key). Plain data: imports nothing, so the analysis
+:mod:`lazyscope.analyze.wording`, which holds every key). Plain data: imports nothing, so the analysis
 reads it where torch_xla is not installed."""
 
 WORDS: dict[str, str] = {

@@ -25,7 +25,7 @@ import threading
 from collections.abc import Iterator
 from types import FrameType
 
-from lazyscope.errors import signal_name
+from lazyscope.core.errors import signal_name
 
 #: the signals that terminate a process by default and can be caught
 TERMINATIONS: tuple[signal.Signals, ...] = tuple(

@@ -48,14 +48,14 @@ from lazyscope.analyze.buckets import (
 )
 from lazyscope.analyze.compare import CompareRow, Comparison, compare_row, failed_row, ratios
 from lazyscope.backends import BACKENDS
-from lazyscope.errors import LazyscopeError, OutputError, RunDirError, UsageError
-from lazyscope.padding import Policy, read_lengths
-from lazyscope.render.console import CaseUpdate, read_progress
-from lazyscope.runner import resolve_target, validate_scenario_args
-from lazyscope.signals import Terminated
+from lazyscope.backends.runner import resolve_target, validate_scenario_args
+from lazyscope.commands.console import CaseUpdate, read_progress
+from lazyscope.core.errors import LazyscopeError, OutputError, RunDirError, UsageError
+from lazyscope.core.padding import Policy, read_lengths
+from lazyscope.core.signals import Terminated
+from lazyscope.core.units import counted
+from lazyscope.core.units import seconds as fmt_seconds
 from lazyscope.store import atomic_write_text, load_run
-from lazyscope.units import counted
-from lazyscope.units import seconds as fmt_seconds
 
 COMPARE_JSON = "compare.json"
 DEFAULT_POLICIES = "max,longest,pow2,bucket:auto,packed,auto"
@@ -396,7 +396,7 @@ ADVISE_SAMPLE = 1_000_000
 
 def read_lengths_file(path: Path, notes: list[str] | None = None) -> Any:
     """One positive integer per line (blank lines skipped; ``-`` is standard input), streamed
-    with bounds (:func:`lazyscope.padding.read_lengths`); UsageError naming the bad line."""
+    with bounds (:func:`lazyscope.core.padding.read_lengths`); UsageError naming the bad line."""
     try:
         return read_lengths(path, notes=notes)
     except ValueError as err:

@@ -21,8 +21,8 @@ from typing import Any
 
 from lazyscope.backends.base import Recorder
 from lazyscope.backends.xla.hlo import parse_module
-from lazyscope.frames import make_frame
 from lazyscope.model import OWNER_USER, Compile, Stack
+from lazyscope.model.ownership import make_frame
 
 #: graphs compiled without source lines whose program is lowered again with them, per run
 MAX_PROBES = 8

@@ -1,5 +1,5 @@
 """How reports of the plain-PyTorch backends say things: the sentences of ``compile``
-(torch.compile) and ``eager`` runs, overriding the neutral ones of :mod:`lazyscope.wording`. No
+(torch.compile) and ``eager`` runs, overriding the neutral ones of :mod:`lazyscope.analyze.wording`. No
 XLA word may appear here (``tests/unit/test_wording.py``). Plain data: imports nothing."""
 
 COMPILE: dict[str, str] = {

@@ -102,10 +102,10 @@ def value_origin(file: str, line: int) -> Frame | None:
                         node.lineno > latest.get(target.id, (0, False))[0]:
                     latest[target.id] = (node.lineno, _numeric(node.value))
         elif isinstance(node, ast.For) and node.lineno < line:
-            for target in ast.walk(node.target):
-                if isinstance(target, ast.Name) and target.id in used and \
-                        node.lineno > latest.get(target.id, (0, False))[0]:
-                    latest[target.id] = (node.lineno, False)
+            for bound in ast.walk(node.target):
+                if isinstance(bound, ast.Name) and bound.id in used and \
+                        node.lineno > latest.get(bound.id, (0, False))[0]:
+                    latest[bound.id] = (node.lineno, False)
     numeric = [lineno for lineno, is_number in latest.values() if is_number]
     if len(numeric) != 1:  # none, or several numbers: not one answer
         return None

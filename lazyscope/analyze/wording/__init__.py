@@ -16,8 +16,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from lazyscope.backends.pytorch import wording as pytorch_words
-from lazyscope.backends.xla import wording as xla_words
+from lazyscope.analyze.wording import pytorch as pytorch_words
+from lazyscope.analyze.wording import xla as xla_words
 
 BASE: dict[str, str] = {
     # verdicts

@@ -8,7 +8,7 @@ before the output directory is touched; the environment the backend needs is set
 backend's heavy imports; nothing touches a device or starts a runtime before the program does
 (``xmp.spawn`` and ``use_spmd()`` refuse to run after that); the run's status is written however
 the program ends (normally, at the step limit, by an exception, by ``sys.exit``, by Ctrl-C, by a
-termination signal the CLI turns into :class:`~lazyscope.signals.Terminated`, by ``os._exit``
+termination signal the CLI turns into :class:`~lazyscope.core.signals.Terminated`, by ``os._exit``
 or ``os.abort()``, by a full disk).
 
 A trace belongs to the process that entered it: in a forked child (``os.fork()``, a
@@ -53,7 +53,7 @@ from lazyscope.backends.base import (
 )
 from lazyscope.backends.loaders import LOADERS, THREAD_ERRORS, LoaderWatch
 from lazyscope.backends.profiling import ProfileWindow
-from lazyscope.errors import (
+from lazyscope.core.errors import (
     Interrupted,
     LazyscopeError,
     NoSpaceError,
@@ -67,7 +67,8 @@ from lazyscope.errors import (
     show_path,
     signal_name,
 )
-from lazyscope.frames import make_frame, set_user_roots, source_map
+from lazyscope.core.signals import Terminated
+from lazyscope.core.units import counted
 from lazyscope.model import (
     SOURCES_KEY,
     STATUS_FAILED,
@@ -78,10 +79,9 @@ from lazyscope.model import (
     Run,
     user_site,
 )
-from lazyscope.signals import Terminated
+from lazyscope.model.ownership import make_frame, set_user_roots, source_map
 from lazyscope.store import RunWriter, check_run_dir, load_run, prepare_run_dir, rank_dir
 from lazyscope.store.writer import UMASK
-from lazyscope.units import counted
 
 ERROR_FILE = "error.txt"
 SCENARIOS = lazyscope_scenarios.SCENARIOS

@@ -1,0 +1,96 @@
+"""``lazyscope check``: a CI gate over a saved run's rules."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any
+
+import click
+
+from lazyscope.analyze.check import Rules, check_report
+from lazyscope.commands.common import report_and_views
+from lazyscope.core.errors import EXIT_CHECK_FAILED, UsageError
+from lazyscope.render.check import CHECK_RENDERERS
+
+
+class _PositiveSeconds(click.ParamType):
+    """Seconds > 0 (``inf``: a limit that never fails); ``nan`` is refused (every comparison
+    with it is false: the rule would pass anything)."""
+
+    name = "seconds"
+
+    def convert(self, value: Any, param: Any, ctx: Any) -> float:
+        try:
+            seconds = float(value)
+        except (TypeError, ValueError):
+            self.fail(f"{value!r} is not a number of seconds", param, ctx)
+        if math.isnan(seconds) or seconds <= 0:
+            self.fail(f"{value!r} is not a number of seconds above 0", param, ctx)
+        return seconds
+
+
+def _one_rule(new: int | None, old: int | None) -> int | None:
+    """--max-recompiles and its old name --max-compiles-after-warmup are one rule: given both
+    with different values, which one was meant is not known."""
+    if new is not None and old is not None and new != old:
+        raise UsageError(f"--max-recompiles {new} and --max-compiles-after-warmup {old} are one "
+                         "rule (the second is the first's old name) given two limits; give one")
+    return new if new is not None else old
+
+
+def _measured_for(report: Any, rules: Rules) -> None:
+    """Refuse a rule on a metric the run does not measure (it would pass whatever the program
+    did): exit 2."""
+    summary = getattr(report, "summary", None)
+    if rules.max_syncs_per_step is not None and summary is not None and \
+            getattr(summary, "syncs", 0) is None:
+        raise UsageError(
+            f"--max-syncs-per-step cannot be checked: host syncs are not measured by the "
+            f"{summary.backend} backend on {summary.device or 'this device'} (see the run's "
+            "notes)")
+
+
+@click.command("check")
+@click.argument("run_dir", type=click.Path(path_type=Path))
+@click.option("--max-recompiles", "max_recompiles",
+              type=click.IntRange(min=0), default=None, metavar="N",
+              help="at most N recompilations in steady state (the default rule, N=0)")
+@click.option("--max-compiles-after-warmup", "max_recompiles_old",
+              type=click.IntRange(min=0), default=None, metavar="N", hidden=True,
+              help="the old name of --max-recompiles")
+@click.option("--warmup-steps", type=click.IntRange(min=0), default=None, metavar="N",
+              help="steady state starts at step N: every compilation from there on counts")
+@click.option("--max-syncs-per-step", type=click.IntRange(min=0), default=None, metavar="N",
+              help="at most N host syncs in any step")
+@click.option("--no-fallbacks", is_flag=True, help="no CPU-fallback op may run")
+@click.option("--no-graph-breaks", is_flag=True, help="no torch.compile graph break")
+@click.option("--no-rank-divergence", is_flag=True,
+              help="a multi-process run's ranks compile the same graphs at the same pace")
+@click.option("--max-step-seconds", type=_PositiveSeconds(), default=None,
+              metavar="S", help="no steady step may take longer than S seconds")
+@click.option("--allow-incomplete", is_flag=True,
+              help="check a failed, interrupted or killed run's recorded steps instead of failing")
+@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text",
+              show_default=True)
+def check_cmd(run_dir: Path, max_recompiles: int | None, max_recompiles_old: int | None,
+              warmup_steps: int | None,
+              max_syncs_per_step: int | None, no_fallbacks: bool, no_graph_breaks: bool,
+              no_rank_divergence: bool, max_step_seconds: float | None,
+              allow_incomplete: bool, fmt: str) -> int:
+    """A CI gate: exit 0 when RUN_DIR obeys the rules, 1 (with the evidence) when not.
+
+    With no rule given, checks --max-recompiles 0: no recompilation in steady state. A run that
+    did not end ok (failed, interrupted, killed) fails unless --allow-incomplete.
+    """
+
+    max_recompiles = _one_rule(max_recompiles, max_recompiles_old)
+    rules = Rules(max_recompiles=max_recompiles, max_syncs_per_step=max_syncs_per_step,
+                  no_fallbacks=no_fallbacks, no_graph_breaks=no_graph_breaks,
+                  no_rank_divergence=no_rank_divergence, max_step_seconds=max_step_seconds,
+                  allow_incomplete=allow_incomplete)
+    report = report_and_views(run_dir, warmup_steps=warmup_steps, views=False)
+    _measured_for(report, rules)
+    result = check_report(report, rules)
+    click.echo(CHECK_RENDERERS[fmt](result), nl=False)
+    return 0 if result.passed else EXIT_CHECK_FAILED

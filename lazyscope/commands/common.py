@@ -1,0 +1,87 @@
+"""What the commands share: how a line that runs a program is parsed, where a run goes by
+default, warnings on stderr, and a run's report built once with its views written."""
+
+from __future__ import annotations
+
+import datetime as _dt
+import os
+from pathlib import Path
+from typing import Any
+
+import click
+
+from lazyscope.analyze.ranks import build_any
+from lazyscope.backends.runner import Target, launcher_rank, scenario_options
+from lazyscope.core import streams
+from lazyscope.core.errors import one_line
+from lazyscope.model.source_files import SOURCES
+from lazyscope.render.views import write_views
+from lazyscope.store import load_target
+
+CONTEXT = {"help_option_names": ["-h", "--help"]}
+
+
+#: how a command that runs a program parses its line: lazyscope's options, then the target;
+#: everything after the target is the program's, untouched (as python, pyinstrument and py-spy)
+PROGRAM_LINE = {**CONTEXT, "allow_interspersed_args": False}
+
+
+def default_out(name: str) -> Path:
+    """``runs/NAME-TIMESTAMP``; under a launcher, one directory shared by all ranks (named by
+    the launcher's run id, else the minute). Without a launcher it is created exclusively
+    (``-2`` ... when a trace started in the same second took it: see ``Tracer``)."""
+    stem = Path(name).stem if name.endswith(".py") else name
+    if launcher_rank() is not None:
+        stamp = os.environ.get("TORCHELASTIC_RUN_ID") or _dt.datetime.now().strftime(
+            "%Y%m%d-%H%M")
+    else:
+        stamp = _dt.datetime.now().strftime("%Y%m%d-%H%M%S")
+    return Path("runs") / f"{stem}-{stamp}"
+
+
+def warn(lines: list[str]) -> None:
+    for line in lines:
+        streams.echo(f"lazyscope: warning: {one_line(line)}", to_err=True)
+
+
+def report_and_views(run_dir: Path, *, warmup_steps: int | None = None,
+                      views: bool = True, need_html: bool = False,
+                      warnings: list[str] | None = None) -> Any:
+    """Load a run (or a multi-process run), build its report once, write its views (their
+    warnings printed, or appended to ``warnings`` when given)."""
+
+    report = build_any(load_target(run_dir), warmup_steps=warmup_steps,
+                       sources=SOURCES)
+    if views:
+        lines = write_views(report, run_dir, need_html=need_html)
+        if warnings is None:
+            warn(lines)
+        else:
+            warnings.extend(lines)
+    return report
+
+
+def program_args(args: tuple[str, ...]) -> list[str]:
+    """The program's arguments as given after the target; a ``--`` right after the target is
+    dropped (the way lazyscope used to separate them, still accepted)."""
+    out = list(args)
+    return out[1:] if out[:1] == ["--"] else out
+
+
+def misplaced_options(command: click.Command, args: list[str], target: Target) -> list[str]:
+    """Options of ``command`` found among the program's arguments (``--out``, ``--steps=3``)
+    that a scenario does not define itself (its ``--steps`` is its own)."""
+    names = {n for p in command.params for n in (*p.opts, *p.secondary_opts) if n.startswith("--")}
+    found = [a.split("=", 1)[0] for a in args if a.split("=", 1)[0] in names]
+    return [n for n in found if n not in scenario_options(target)] if found else []
+
+
+def order_hint(command: str, misplaced: list[str], target: str) -> str:
+    """What to say when a lazyscope option was written after the target."""
+    them = ", ".join(dict.fromkeys(misplaced))
+    return (f"{them} after {target} went to {target}, not to lazyscope: lazyscope's options go "
+            f"before the target (lazyscope {command} {misplaced[0]} ... {target} ...)")
+
+
+def echo_as_is(text: str) -> None:
+    streams.echo(text, nl=False)

@@ -1,0 +1,43 @@
+"""``lazyscope report``: re-render a saved run (text, JSON, HTML and its views)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from lazyscope.commands.common import echo_as_is, report_and_views
+from lazyscope.commands.console import colour_wanted, print_report
+from lazyscope.core.errors import RunDirError
+from lazyscope.render import RENDERERS, render_text
+from lazyscope.render.compare import write_compare_html
+
+
+@click.command("report")
+@click.argument("run_dir", type=click.Path(path_type=Path))
+@click.option("--format", "fmt", type=click.Choice(["text", "json", "html"]), default="text",
+              show_default=True, help="html writes RUN_DIR/report.html and prints its path")
+@click.option("--warmup-steps", type=click.IntRange(min=0), default=None, metavar="N",
+              help="count every compilation from step N on as a recompilation")
+def report_cmd(run_dir: Path, fmt: str, warmup_steps: int | None) -> None:
+    """Re-render a saved run as text or json, or write its views (--format html:
+    RUN_DIR/report.html with the plots inline, the PNGs, the TensorBoard scalars)."""
+
+    if fmt == "html" and (run_dir / "compare.json").is_file() and not (run_dir / "meta.json").exists():
+
+        try:  # a `lazyscope compare` directory
+            click.echo(str(write_compare_html(run_dir)))
+        except (ValueError, UnicodeDecodeError) as err:
+            raise RunDirError(f"{run_dir / 'compare.json'}: not a lazyscope comparison: "
+                              f"{err}") from None
+        return
+    report = report_and_views(run_dir, warmup_steps=warmup_steps, views=fmt == "html",
+                               need_html=fmt == "html")
+    if fmt == "html":
+        click.echo(str(run_dir / "report.html"))
+        return
+    if fmt == "text":
+        print_report(render_text(report), clean=report.clean, colour=colour_wanted(),
+                     echo=echo_as_is)
+        return
+    click.echo(RENDERERS[fmt](report))

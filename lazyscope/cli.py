@@ -156,7 +156,7 @@ def _exit_code(exc: BaseException) -> int:
         return err.exit_code
     except LazyscopeError as err:
         _say(str(err))
-        warn(getattr(err, "after", None) or [])
+        warn(err.after)
         return err.exit_code
     except KeyboardInterrupt:
         _say("interrupted")

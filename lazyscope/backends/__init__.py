@@ -43,10 +43,11 @@ def _load(name: str, which: int) -> Any:
     return getattr(importlib.import_module(module), attr)
 
 
-def get_collector(name: str, options: Any) -> Any:
-    """A new collector of backend ``name`` (a :class:`~lazyscope.backends.base.Collector`);
-    UsageError naming the choices for an unknown one."""
-    return _load(name, 0)(options)
+def get_collector(name: str, options: Any, **collaborators: Any) -> Any:
+    """A new collector of backend ``name`` (a :class:`~lazyscope.backends.base.Collector`),
+    given its collaborators (``worker_tracer=``); UsageError naming the choices for an unknown
+    one."""
+    return _load(name, 0)(options, **collaborators)
 
 
 def get_runtime(name: str, **options: Any) -> Any:

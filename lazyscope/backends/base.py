@@ -280,11 +280,11 @@ class Collector:
     #: True when start_profile/stop_profile capture a profile TensorBoard can show
     supports_profile = False
 
-    def __init__(self, options: TraceOptions):
+    def __init__(self, options: TraceOptions, *, worker_tracer: Any = None):
         self.options = options
         #: what traces a worker process this collector starts (``xmp.spawn``): the runner's
-        #: Tracer class, set by the tracer that owns this collector (picklable by reference)
-        self.worker_tracer: Any = None
+        #: Tracer class, given by the tracer that owns this collector (picklable by reference)
+        self.worker_tracer = worker_tracer
         #: for a program whose steps are known to a framework around it (a trainer's callback):
         #: asked at each of the program's own step barriers whether it ends a step; False: the
         #: barrier's work counts in the step that ends at the next one. None: every one does

@@ -356,8 +356,7 @@ class Tracer:
         self.unique_out = unique_out
         self.protect = tuple(protect)
         self.on_hard_exit = on_hard_exit
-        self.collector = get_collector(self.options.backend, self.options)
-        self.collector.worker_tracer = Tracer
+        self.collector = get_collector(self.options.backend, self.options, worker_tracer=Tracer)
         self.force = force
         self.meta = Meta(
             target=target,
@@ -432,11 +431,11 @@ class Tracer:
             run_dir = prepare_run_dir(self.path, self.force, protect=self.protect,
                                       unique=self.unique_out, command=self._command())
         except LazyscopeError as err:
-            err.nothing_recorded = True  # type: ignore[attr-defined]
+            err.nothing_recorded = True
             raise
         except OSError as err:  # a path the checks above could not even look at
             error = OutputError.from_os(err, self.out)
-            error.nothing_recorded = True  # type: ignore[attr-defined]
+            error.nothing_recorded = True
             raise error from None
         if run_dir.path != self.path:  # a default name that was taken: OUT-2 ...
             self.out = self.out.with_name(run_dir.path.name)
@@ -450,7 +449,7 @@ class Tracer:
             run_dir.abandon()  # nothing was recorded: nothing is left behind
             if isinstance(exc, OSError):
                 error = OutputError.from_os(exc, self.out)
-                error.nothing_recorded = True  # type: ignore[attr-defined]
+                error.nothing_recorded = True
                 raise error from None
             raise
         self.recorder = Recorder(self.writer, self.options.max_steps)
@@ -733,19 +732,19 @@ def trace_target(
         if not entered or tracer.aborted is not None:
             # lazyscope's own set-up failed (nothing of the program ran), or recording had to
             # stop (a full disk): the run is finalised, the error says so
-            if entered:
-                exc.run_dir = tracer.path  # type: ignore[attr-defined]
+            if entered and isinstance(exc, LazyscopeError):
+                exc.run_dir = tracer.path
             raise
         kept = show_path(tracer.out)
         if isinstance(exc, KeyboardInterrupt):
             err: LazyscopeError = Interrupted(
                 f"interrupted; the run so far is kept in {kept} (status interrupted)")
-            err.run_dir = tracer.path  # type: ignore[attr-defined]
+            err.run_dir = tracer.path
             raise err from None
         if isinstance(exc, Terminated):
             err = Signalled(exc.signum, f"terminated by {signal_name(exc.signum)}; the run so "
                             f"far is kept in {kept} (status interrupted)")
-            err.run_dir = tracer.path  # type: ignore[attr-defined]
+            err.run_dir = tracer.path
             raise err from None
         # SystemExit or an exception of the program: status and traceback are recorded
     finally:
@@ -766,6 +765,6 @@ def trace_target(
             err = TargetFailed(
                 f"{show_path(target.name)} failed: {tracer.error}; the run so far is kept in "
                 f"{shown} (status failed)")
-        err.run_dir = tracer.path  # type: ignore[attr-defined]
+        err.run_dir = tracer.path
         raise err
     return tracer

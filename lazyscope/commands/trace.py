@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
@@ -121,20 +122,19 @@ def trace_cmd(target: str, target_args: tuple[str, ...], steps: int | None, out:
     except UsageError as err:
         if misplaced:  # the scenario refused an option that was meant for lazyscope
             raise UsageError(f"{err}; {order_hint('trace', misplaced, target)}") from None
-        if getattr(err, "run_dir", None):  # lazyscope refused inside the program: a run is kept
-            err.after = _show_kept(err.run_dir, views=views)  # type: ignore[attr-defined]
+        if err.run_dir:  # lazyscope refused inside the program: a run is kept
+            err.after = _show_kept(err.run_dir, views=views)
         raise
     except (TargetFailed, Interrupted, Signalled, OutputError) as err:
-        if not getattr(err, "nothing_recorded", False) and getattr(err, "run_dir", None):
+        if not err.nothing_recorded and err.run_dir:
             # the error line first, then what could not be written: views are not even tried
             # on a full disk
-            err.after = _show_kept(err.run_dir,  # type: ignore[attr-defined]
+            err.after = _show_kept(err.run_dir,
                                    views=views and not isinstance(err, NoSpaceError))
         if misplaced and isinstance(err, TargetFailed) and "exited with status 2" in str(err):
             # a program that refused its arguments (argparse's exit 2): the option was meant
             # for lazyscope; a program that took them and failed later is told nothing of it
-            err.after = [*(getattr(err, "after", None) or []),
-                         order_hint("trace", misplaced, target)]
+            err.after.append(order_hint("trace", misplaced, target))
         raise
     finally:
         if pipe is not None:
@@ -180,7 +180,7 @@ def _ended_without_unwinding(tracer: Any, code: int | None, name: str, views: bo
             pass
 
 
-def _show_kept(out: Path, *, views: bool = True) -> list[str]:
+def _show_kept(out: str | os.PathLike[str], *, views: bool = True) -> list[str]:
     """After a failed trace, print what was recorded (if anything readable was); return the
     warning lines (printed after the error line)."""
 

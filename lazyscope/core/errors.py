@@ -93,9 +93,21 @@ def show_path(path: Any) -> str:
 
 
 class LazyscopeError(Exception):
-    """Base class: ``str(err)`` is the one line shown to the user."""
+    """Base class: ``str(err)`` is the one line shown to the user.
+
+    What the error line leaves to say is declared here, set where it is known: ``run_dir``, the
+    run directory that keeps what was recorded before the error (its report is shown); ``nothing_recorded``,
+    lazyscope stopped before the program ran (nothing to show); ``after``, lines printed after
+    the error line (what could not be written, a hint)."""
 
     exit_code = EXIT_USAGE
+
+    def __init__(self, *args: Any, run_dir: str | os.PathLike[str] | None = None,
+                 nothing_recorded: bool = False, after: list[str] | None = None) -> None:
+        super().__init__(*args)
+        self.run_dir = run_dir
+        self.nothing_recorded = nothing_recorded
+        self.after: list[str] = list(after or [])
 
 
 class UsageError(LazyscopeError):

@@ -274,7 +274,7 @@ def ours() -> Iterator[None]:
     was there before (or what the traced program left there: see :func:`theirs`)."""
     capture()
     _S.saved = (sys.stdout, sys.stderr)
-    sys.stdout, sys.stderr = out(), err()  # type: ignore[assignment]
+    sys.stdout, sys.stderr = out(), err()
     try:
         yield
     finally:
@@ -297,7 +297,7 @@ def theirs() -> Iterator[None]:
     finally:
         _S.saved = (sys.stdout, sys.stderr)
         revalidate()
-        sys.stdout, sys.stderr = out(), err()  # type: ignore[assignment]
+        sys.stdout, sys.stderr = out(), err()
 
 
 __all__ = ["SafeStream", "capture", "echo", "err", "flush", "ours", "out", "release", "revalidate",

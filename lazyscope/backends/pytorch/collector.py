@@ -133,8 +133,8 @@ class TorchCollector(Collector):
     name = "eager"
     install_hint = "pip install torch"
 
-    def __init__(self, options: TraceOptions):
-        super().__init__(options)
+    def __init__(self, options: TraceOptions, *, worker_tracer: Any = None):
+        super().__init__(options, worker_tracer=worker_tracer)
         self.device_name: str | None = None
         self._recorder: Recorder | None = None
         self._dynamo: DynamoCollector | None = None

@@ -125,8 +125,8 @@ class XlaCollector(Collector):
     install_hint = INSTALL_HINT
     supports_profile = True
 
-    def __init__(self, options: TraceOptions):
-        super().__init__(options)
+    def __init__(self, options: TraceOptions, *, worker_tracer: Any = None):
+        super().__init__(options, worker_tracer=worker_tracer)
         self._recorder: Recorder | None = None
         self._met: Any = None
         self._last: Metrics | None = None

@@ -30,8 +30,8 @@ from pathlib import Path
 from typing import Any
 
 from lazyscope.core.errors import UsageError
+from lazyscope.store.layout import TENSORBOARD_DIR
 
-TENSORBOARD_DIR = "tensorboard"
 DEFAULT_STEPS = (2, 5)
 
 

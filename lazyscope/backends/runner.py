@@ -81,9 +81,9 @@ from lazyscope.model import (
 )
 from lazyscope.model.ownership import make_frame, set_user_roots, source_map
 from lazyscope.store import RunWriter, check_run_dir, load_run, prepare_run_dir, rank_dir
+from lazyscope.store.layout import ERROR_FILE
 from lazyscope.store.writer import UMASK
 
-ERROR_FILE = "error.txt"
 SCENARIOS = lazyscope_scenarios.SCENARIOS
 SCENARIOS_DIR = lazyscope_scenarios.HERE
 

@@ -56,8 +56,8 @@ from lazyscope.core.signals import Terminated
 from lazyscope.core.units import counted
 from lazyscope.core.units import seconds as fmt_seconds
 from lazyscope.store import atomic_write_text, load_run
+from lazyscope.store.layout import COMPARE_JSON, META_FILE
 
-COMPARE_JSON = "compare.json"
 DEFAULT_POLICIES = "max,longest,pow2,bucket:auto,packed,auto"
 
 
@@ -511,7 +511,7 @@ def advise_target(target: Path | None, *, lengths_file: Path | None = None,
         assert target is not None
         comparison_dir = compare_dir or _compare_dir_of(target)
         run_dir = target
-        if (target / COMPARE_JSON).is_file() and not (target / "meta.json").exists():
+        if (target / COMPARE_JSON).is_file() and not (target / META_FILE).exists():
             run_dir = _run_of_comparison(load_comparison(target), target)
         run = load_run(run_dir)
         try:

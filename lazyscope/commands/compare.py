@@ -17,12 +17,8 @@ from lazyscope.commands.common import (
 )
 from lazyscope.commands.console import CompareProgress, is_terminal, live_wanted
 from lazyscope.core.errors import EXIT_TARGET_FAILED, UsageError
-from lazyscope.render.compare import (
-    COMPARE_PNG,
-    render_compare_text,
-    write_compare_html,
-    write_compare_png,
-)
+from lazyscope.render.compare import render_compare_text, write_compare_html, write_compare_png
+from lazyscope.store.layout import COMPARE_PNG, REPORT_HTML
 
 
 @click.command("compare", context_settings=PROGRAM_LINE)
@@ -90,7 +86,7 @@ def compare_cmd(scenario: str, scenario_args: tuple[str, ...], policies: str, st
 
         write_compare_html(out, result)
     except OSError as err:
-        click.echo(f"lazyscope: warning: could not write {out / 'report.html'}: {err}", err=True)
+        click.echo(f"lazyscope: warning: could not write {out / REPORT_HTML}: {err}", err=True)
     if fmt == "json":
         click.echo(_json.dumps(result.to_json(), indent=2))
     else:

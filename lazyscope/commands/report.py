@@ -11,6 +11,7 @@ from lazyscope.commands.console import colour_wanted, print_report
 from lazyscope.core.errors import RunDirError
 from lazyscope.render import RENDERERS, render_text
 from lazyscope.render.compare import write_compare_html
+from lazyscope.store.layout import COMPARE_JSON, META_FILE, REPORT_HTML
 
 
 @click.command("report")
@@ -23,18 +24,18 @@ def report_cmd(run_dir: Path, fmt: str, warmup_steps: int | None) -> None:
     """Re-render a saved run as text or json, or write its views (--format html:
     RUN_DIR/report.html with the plots inline, the PNGs, the TensorBoard scalars)."""
 
-    if fmt == "html" and (run_dir / "compare.json").is_file() and not (run_dir / "meta.json").exists():
+    if fmt == "html" and (run_dir / COMPARE_JSON).is_file() and not (run_dir / META_FILE).exists():
 
         try:  # a `lazyscope compare` directory
             click.echo(str(write_compare_html(run_dir)))
         except (ValueError, UnicodeDecodeError) as err:
-            raise RunDirError(f"{run_dir / 'compare.json'}: not a lazyscope comparison: "
+            raise RunDirError(f"{run_dir / COMPARE_JSON}: not a lazyscope comparison: "
                               f"{err}") from None
         return
     report = report_and_views(run_dir, warmup_steps=warmup_steps, views=fmt == "html",
                                need_html=fmt == "html")
     if fmt == "html":
-        click.echo(str(run_dir / "report.html"))
+        click.echo(str(run_dir / REPORT_HTML))
         return
     if fmt == "text":
         print_report(render_text(report), clean=report.clean, colour=colour_wanted(),

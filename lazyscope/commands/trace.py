@@ -44,6 +44,7 @@ from lazyscope.core.errors import (
     show_path,
 )
 from lazyscope.render import render_text
+from lazyscope.store.layout import META_FILE
 
 DYNAMIC = {"auto": None, "true": True, "false": False}
 
@@ -186,7 +187,7 @@ def _show_kept(out: str | os.PathLike[str], *, views: bool = True) -> list[str]:
 
     warnings: list[str] = []
     try:
-        if (Path(out) / "meta.json").exists():
+        if (Path(out) / META_FILE).exists():
             streams.echo(render_text(report_and_views(out, views=views, warnings=warnings)))
     except BrokenOutput:
         pass  # stdout's reader went away: the error line still goes to stderr

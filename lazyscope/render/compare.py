@@ -34,12 +34,10 @@ from lazyscope.analyze.makers import (
 )
 from lazyscope.core.units import counted
 from lazyscope.core.units import seconds as fmt_seconds
-from lazyscope.render.html import REPORT_HTML, esc, img, page, table
+from lazyscope.render.html import esc, img, page, table
 from lazyscope.render.plots import LITERAL, figure
 from lazyscope.store import atomic_write_text
-
-COMPARE_PNG = "compare.png"
-COMPARE_JSON = "compare.json"
+from lazyscope.store.layout import COMPARE_JSON, COMPARE_PNG, REPORT_HTML
 
 
 def _eff(v: float | None) -> str:

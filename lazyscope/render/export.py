@@ -27,8 +27,9 @@ from lazyscope.analyze.report import Report
 from lazyscope.core.errors import MissingDependencyError, OutputError
 from lazyscope.model import RankedRun, Run
 from lazyscope.model.dataframes import INSTALL_HINT
-from lazyscope.render.perfetto import PERFETTO_JSON, render_perfetto
+from lazyscope.render.perfetto import render_perfetto
 from lazyscope.store import atomic_write_text
+from lazyscope.store.layout import PERFETTO_JSON
 
 FORMATS = ("perfetto", "parquet", "csv")
 TABLES = ("steps", "events")

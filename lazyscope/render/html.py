@@ -41,7 +41,6 @@ from lazyscope.core import units
 from lazyscope.model import Change, Frame
 from lazyscope.render.json import to_jsonable
 
-REPORT_HTML = "report.html"
 #: rows a table shows before it folds the rest
 FOLD_ROWS = 20
 MAX_ROWS = 2000

@@ -56,7 +56,6 @@ from lazyscope.model import (
     user_site,
 )
 
-PERFETTO_JSON = "trace.json"
 US = 1e6
 #: a rank's process id; its tracks' thread ids are 1..8, never equal to it (Perfetto calls a
 #: thread whose id is its process's "main thread")

@@ -24,10 +24,8 @@ import numpy as np
 
 from lazyscope.analyze.report import Report, Series
 from lazyscope.core.errors import one_line
+from lazyscope.store.layout import CUMULATIVE_PNG, TIME_SPLIT_PNG, TIMELINE_PNG
 
-TIMELINE_PNG = "timeline.png"
-TIME_SPLIT_PNG = "time_split.png"
-CUMULATIVE_PNG = "cumulative.png"
 #: below this many points the time split is drawn as bars, above as stacked areas
 MAX_BARS = 120
 

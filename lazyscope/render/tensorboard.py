@@ -35,8 +35,8 @@ from pathlib import Path
 
 from lazyscope.analyze.report import Report
 from lazyscope.core.errors import MissingDependencyError
+from lazyscope.store.layout import TENSORBOARD_DIR
 
-TENSORBOARD_DIR = "tensorboard"
 SCALARS_SUFFIX = ".lazyscope"
 
 

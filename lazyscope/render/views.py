@@ -20,9 +20,7 @@ from lazyscope.render.html import render_html
 from lazyscope.render.plots import PLOTS
 from lazyscope.render.tensorboard import write_scalars
 from lazyscope.store import atomic_write_text
-
-REPORT_HTML = "report.html"
-TENSORBOARD_DIR = "tensorboard"
+from lazyscope.store.layout import COMPARE_PNG, REPORT_HTML, TENSORBOARD_DIR
 
 
 def _why(err: OSError) -> str:
@@ -41,7 +39,7 @@ def write_plots(report: Report, run_dir: Path) -> tuple[dict[str, bytes], list[s
             images[caption] = writer(report, path).read_bytes()
         except OSError as err:
             warnings.append(f"could not write {path}: {_why(err)}")
-    compare_png = run_dir / "compare.png"
+    compare_png = run_dir / COMPARE_PNG
     if compare_png.is_file():
         images["policies compared"] = compare_png.read_bytes()
     return images, warnings

@@ -34,20 +34,17 @@ and :mod:`~lazyscope.store.rundir` (the run directory as a place: replacing, ran
 
 from __future__ import annotations
 
-from lazyscope.store.reader import load_run, load_target, read_meta
-from lazyscope.store.records import (
+from lazyscope.store.layout import (
     ANNOTATIONS_FILE,
-    EVENT_DTYPE,
-    EVENT_RECORD,
     EVENTS_FILE,
     INTERN_FILE,
     META_FILE,
-    STEP_DTYPE,
-    STEP_RECORD,
+    RANK_DIR,
     STEPS_FILE,
 )
+from lazyscope.store.reader import load_run, load_target, read_meta
+from lazyscope.store.records import EVENT_DTYPE, EVENT_RECORD, STEP_DTYPE, STEP_RECORD
 from lazyscope.store.rundir import (
-    RANK_DIR,
     check_run_dir,
     is_run_dir,
     prepare_run_dir,

@@ -32,8 +32,8 @@ from pathlib import Path
 from typing import Any
 
 from lazyscope.core.errors import RunDirError, show_path
+from lazyscope.store.layout import LOCK_FILE
 
-LOCK_FILE = ".lock"
 #: how long a writer retries a taken lock before it refuses (a reader's test holds it for
 #: microseconds)
 RETRY_SECONDS = 0.5

@@ -40,19 +40,9 @@ from lazyscope.model import (
     Stack,
     StepTable,
 )
+from lazyscope.store.layout import ANNOTATIONS_FILE, EVENTS_FILE, INTERN_FILE, META_FILE, STEPS_FILE
 from lazyscope.store.lock import describe_holder, writer_of
-from lazyscope.store.records import (
-    ANNOTATIONS_FILE,
-    EVENT_DTYPE,
-    EVENTS_FILE,
-    INTERN_FILE,
-    KIND_STEP,
-    KIND_TAIL,
-    META_FILE,
-    STEP_DTYPE,
-    STEPS_FILE,
-    lost_steps,
-)
+from lazyscope.store.records import EVENT_DTYPE, KIND_STEP, KIND_TAIL, STEP_DTYPE, lost_steps
 from lazyscope.store.rundir import is_run_dir, rank_dirs
 from lazyscope.store.schema1 import load_v1
 

@@ -9,14 +9,6 @@ import numpy as np
 
 from lazyscope.model import STEP_FIELDS, Meta
 
-META_FILE = "meta.json"
-STEPS_FILE = "steps.bin"
-EVENTS_FILE = "events.bin"
-INTERN_FILE = "intern.jsonl"
-ANNOTATIONS_FILE = "annotations.jsonl"
-V1_STEPS_FILE = "steps.jsonl"
-V1_EVENTS_FILE = "events.jsonl"
-
 STEP_RECORD = struct.Struct("<B7x" + "d" * (1 + len(STEP_FIELDS)))
 STEP_DTYPE = np.dtype([("kind", "u1"), ("_reserved", "V7"), ("index", "<f8")]
                       + [(f, "<f8") for f in STEP_FIELDS])

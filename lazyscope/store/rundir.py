@@ -34,26 +34,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from lazyscope.core.errors import OutputError, RunDirError, show_path
-from lazyscope.store.lock import LOCK_FILE, RunLock, describe_holder, writer_of
-from lazyscope.store.records import (
-    ANNOTATIONS_FILE,
-    EVENTS_FILE,
-    INTERN_FILE,
+from lazyscope.store.layout import (
+    LOCK_FILE,
     META_FILE,
-    STEPS_FILE,
-    V1_EVENTS_FILE,
-    V1_STEPS_FILE,
+    RANK_DIR,
+    RUN_DIRS,
+    RUN_FILES,
+    WRITE_TEST,
 )
+from lazyscope.store.lock import RunLock, describe_holder, writer_of
 
-#: the run directory of rank N of a multi-process run, inside the run's own directory
-RANK_DIR = "rank{rank}"
-#: what lazyscope writes into a run directory (``--force`` replaces nothing else)
-RUN_FILES = frozenset({
-    META_FILE, STEPS_FILE, EVENTS_FILE, INTERN_FILE, ANNOTATIONS_FILE, V1_STEPS_FILE,
-    V1_EVENTS_FILE, LOCK_FILE, "xla_debug.txt", "xla_debug.txt.old", "error.txt",
-    "report.html", ".lazyscope-write-test",
-})
-RUN_DIRS = frozenset({"graphs", "tensorboard"})
 _RUN_FILE_RE = re.compile(r"^(?:[\w.-]+\.png|[\w.-]+\.tmp)$")
 #: the largest meta.json read to decide whether a directory is a run (a failed run keeps at
 #: most a few KiB of its error there; a huge file named meta.json is not ours)
@@ -380,10 +370,10 @@ def _make(path: Path, *, exclusive: bool) -> bool:
 
 
 def _probe(rd: RunDir) -> None:
-    fd = os.open(".lazyscope-write-test", os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC, 0o644,
+    fd = os.open(WRITE_TEST, os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC, 0o644,
                  dir_fd=rd.dir_fd)
     os.close(fd)
-    os.unlink(".lazyscope-write-test", dir_fd=rd.dir_fd)
+    os.unlink(WRITE_TEST, dir_fd=rd.dir_fd)
 
 
 def _locked(path: Path, since: str, command: str = "") -> RunDir:
@@ -447,7 +437,7 @@ def prepare_run_dir(path: Path, force: bool, *, protect: tuple[Path, ...] = (),
 
 
 def _named(err: OSError, path: Path) -> OSError:
-    if err.filename and str(err.filename).endswith(".lazyscope-write-test"):
+    if err.filename and str(err.filename).endswith(WRITE_TEST):
         err.filename = str(path)
     return err
 

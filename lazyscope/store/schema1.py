@@ -29,7 +29,8 @@ from lazyscope.model import (
     table_from_events,
 )
 from lazyscope.model.ownership import is_library_file
-from lazyscope.store.records import V1_EVENTS_FILE, V1_STEPS_FILE, lost_steps
+from lazyscope.store.layout import V1_EVENTS_FILE, V1_STEPS_FILE
+from lazyscope.store.records import lost_steps
 
 
 def _read_bytes(path: Path) -> bytes | None:

@@ -32,18 +32,8 @@ from typing import Any
 
 from lazyscope.core.errors import OutputError, show_path
 from lazyscope.model import KIND_CODE, STATUSES, STEP_FIELDS, Frame, Meta, Stack, now_iso
-from lazyscope.store.records import (
-    ANNOTATIONS_FILE,
-    EVENT_RECORD,
-    EVENTS_FILE,
-    INTERN_FILE,
-    KIND_STEP,
-    KIND_TAIL,
-    META_FILE,
-    NAN,
-    STEP_RECORD,
-    STEPS_FILE,
-)
+from lazyscope.store.layout import ANNOTATIONS_FILE, EVENTS_FILE, INTERN_FILE, META_FILE, STEPS_FILE
+from lazyscope.store.records import EVENT_RECORD, KIND_STEP, KIND_TAIL, NAN, STEP_RECORD
 from lazyscope.store.rundir import RunDir, high_fd
 
 

@@ -26,15 +26,8 @@ from lazyscope.analyze.report import build_report
 from lazyscope.core.errors import RunDirError
 from lazyscope.render.json import render_json
 from lazyscope.render.text import render_text
-from lazyscope.store import (
-    EVENT_DTYPE,
-    EVENTS_FILE,
-    INTERN_FILE,
-    META_FILE,
-    STEP_DTYPE,
-    STEPS_FILE,
-    load_run,
-)
+from lazyscope.store import EVENT_DTYPE, STEP_DTYPE, load_run
+from lazyscope.store.layout import EVENTS_FILE, INTERN_FILE, META_FILE, STEPS_FILE
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "xla"
 SETTINGS = settings(max_examples=120, deadline=None,

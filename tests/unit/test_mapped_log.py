@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from lazyscope.store import STEP_DTYPE, STEPS_FILE, MappedLog
+from lazyscope.store import STEP_DTYPE, MappedLog
+from lazyscope.store.layout import STEPS_FILE
 from lazyscope.store.reader import _lines, _records
 
 

@@ -22,16 +22,8 @@ from lazyscope.model import (
     GraphInput,
     Sync,
 )
-from lazyscope.store import (
-    EVENTS_FILE,
-    INTERN_FILE,
-    STEPS_FILE,
-    RunWriter,
-    check_run_dir,
-    load_run,
-    load_target,
-    prepare_run_dir,
-)
+from lazyscope.store import RunWriter, check_run_dir, load_run, load_target, prepare_run_dir
+from lazyscope.store.layout import EVENTS_FILE, INTERN_FILE, STEPS_FILE
 from tests.builders import build_run, frame
 
 DATA = Path(__file__).resolve().parents[1] / "data"

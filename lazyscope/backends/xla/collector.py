@@ -53,7 +53,7 @@ from lazyscope.backends.xla.hlo import HloDumpReader, pair_modules
 from lazyscope.backends.xla.irlines import SourceLines
 from lazyscope.backends.xla.metrics import EXECUTE_METRICS, Metrics, runtime_counts
 from lazyscope.backends.xla.reads import ValueReadHooks
-from lazyscope.backends.xla.session import DEBUG_FILE, XlaSession, session
+from lazyscope.backends.xla.session import XlaSession, session
 from lazyscope.backends.xla.spawn import SpawnHook
 from lazyscope.backends.xla.watch import SCALAR_READ_OP, CallWatch, Counters, Hit, op_base
 from lazyscope.core.errors import MissingDependencyError
@@ -68,8 +68,8 @@ from lazyscope.model import (
     Sync,
 )
 from lazyscope.model.ownership import bound_stack, is_lazyscope_file, make_frame
+from lazyscope.store.layout import DEBUG_FILE, GRAPHS_DIR
 
-GRAPHS_DIR = "graphs"
 #: how much of torch_xla's debug output a run keeps in full (then its compilation analyses)
 DEBUG_KEEP_BYTES = 4 << 20
 INSTALL_HINT = (

@@ -34,6 +34,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 from lazyscope.model import Frame
+from lazyscope.store.layout import DEBUG_FILE, DEBUG_FILE_OLD
 
 _PREFIXES = {
     "Compilation Analysis: ": "compile",
@@ -197,7 +198,7 @@ class DebugFileReader:
     def _chunk(self) -> bytes:
         chunk, self._offset = self._read(self.path, self._offset)
         if self._offset > self.rotate_bytes:
-            old = self.path + ".old"
+            old = self.path + DEBUG_FILE_OLD[len(DEBUG_FILE):]
             try:
                 os.replace(self.path, old)
             except OSError:

@@ -43,8 +43,8 @@ from lazyscope.backends.xla.dump import (
     sweep_stale_dump_dirs,
 )
 from lazyscope.backends.xla.runtime import default_pjrt_device
+from lazyscope.store.layout import DEBUG_FILE
 
-DEBUG_FILE = "xla_debug.txt"
 #: PT_XLA_DEBUG_LEVEL while tracing (unless higher): 1 analyses compilations, 2 executions too
 DEBUG_LEVEL = 2
 #: XLA_METRICS_SAMPLES while tracing (unless set): see XlaCollector.prepare_env

@@ -44,7 +44,6 @@ from typing import Any
 
 import torch
 
-from lazyscope.analyze.recompiles import DECLARED_BUCKETS
 from lazyscope.backends.base import active
 from lazyscope.core.padding import (
     GROUP_POOL,
@@ -55,6 +54,7 @@ from lazyscope.core.padding import (
     group_batches,
     pack_rows,
 )
+from lazyscope.model.info import DECLARED_BUCKETS
 
 IGNORE_INDEX = -100  # cross-entropy's (and transformers') ignored label
 #: a batch longer than PadToBuckets' largest bucket is padded up to a multiple of this

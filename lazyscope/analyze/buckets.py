@@ -57,6 +57,7 @@ from lazyscope.core.padding import (
     simulate_packing,
 )
 from lazyscope.model import EVENT_KINDS, OWNER_USER, Compile, Run
+from lazyscope.model.info import Workload, run_info
 
 #: without a measured run, one compile is priced as this many executions of a full-length batch
 #: (measured on XLA:CPU with the tiny decoder: ~4.2 s per compile, ~0.22 s per step at max length)
@@ -113,19 +114,23 @@ class CostModel:
 
 
 def cost_model_from_info(info: dict[str, Any]) -> CostModel:
+    """:func:`cost_model` of the dims in a ``meta.json`` ``info`` (``dim``, ``layers``,
+    ``vocab``)."""
+    return cost_model(run_info(info).workload)
+
+
+def cost_model(work: Workload) -> CostModel:
     """A model whose quadratic term matches the decoder's dims (``dim``, ``vocab`` in info).
 
     Per token a block does ~12*dim^2 multiply-adds in linear layers and the LM head dim*vocab;
     per pair of tokens attention does 2*dim per layer: crossover = (12*dim^2*layers + dim*vocab)
     / (2*dim*layers) = 6*dim + vocab/(2*layers).
     """
-    try:
-        dim = float(info["dim"])
-        layers = float(info.get("layers", 1))
-        vocab = float(info.get("vocab", 0))
-        crossover = 6 * dim + vocab / (2 * max(layers, 1.0))
-    except (KeyError, TypeError, ValueError):
+    if work.dim is None:
         crossover = DEFAULT_CROSSOVER
+    else:
+        layers = work.layers if work.layers is not None else 1.0
+        crossover = work.dim * 6 + (work.vocab or 0.0) / (2 * max(layers, 1.0))
     return CostModel(crossover=crossover if crossover > 0 else DEFAULT_CROSSOVER)
 
 
@@ -292,26 +297,26 @@ def _annotated_lengths(run: Run) -> Lengths | None:
     ann = sorted((i, a) for i, a in run.steps.annotations.items() if 0 <= i < n)
     exact = [(i, a["lengths"]) for i, a in ann
              if isinstance(a.get("lengths"), list) and a["lengths"]]
-    info = run.meta.info or {}
-    batch = int(info.get("batch") or 0)
+    work = run.meta.run_info.workload
+    batch = work.batch or 0
     if exact:
         seqs = [int(v) for _, ls in exact for v in ls]
         sizes = {len(ls) for _, ls in exact}
         batch = batch or round(len(seqs) / len(exact))
-        top = int(info.get("max_len") or max(seqs))
+        top = work.max_len or max(seqs)
         # the run's own batches when each step held one batch of sequences; packed steps hold
         # a varying number: batches of `batch` consecutive sequences are simulated
         maxima = ([max(ls) for _, ls in exact] if sizes == {batch}
                   else _random_maxima(seqs, batch))
         return Lengths(tuple(seqs), batch, top, "annotations", True, tuple(maxima),
                        "the lengths step annotation", n, len(exact),
-                       info.get("batching") == "grouped")
+                       work.batching == "grouped")
     maxima_ann = [(i, a.get("batch_max_len", a.get("seq_len"))) for i, a in ann]
     maxima = [int(m) for _, m in maxima_ann if isinstance(m, int) and m > 0]
     if not maxima:
         return None
     batch = batch or int(next((a["rows"] for _, a in ann if isinstance(a.get("rows"), int)), 1))
-    top = int(info.get("max_len") or max(maxima))
+    top = work.max_len or max(maxima)
     return Lengths(tuple(estimate_sequences(maxima, batch)), batch, top, "annotations", False,
                    tuple(maxima), "the batch_max_len step annotation", n, len(maxima),
                    notes=(f"per-sequence lengths estimated from {len(maxima)} batch maxima "
@@ -415,7 +420,7 @@ def _lengths_by_step(run: Run, by_graph: dict[str, int]) -> tuple[dict[int, int]
 
 def lengths_from_run(run: Run, *, top: int | None = None) -> Lengths:
     """The run's length stream (module docstring); :class:`NoLengths` when it has none."""
-    info = run.meta.info or {}
+    info = run.meta.run_info
     found = _annotated_lengths(run)
     if found is not None:
         if top is not None:
@@ -430,20 +435,20 @@ def lengths_from_run(run: Run, *, top: int | None = None) -> Lengths:
         notes.append(f"{len(known)} of {n} steps ran a graph whose length is known (it was "
                      f"compiled in that step); the other {n - len(known)} reused a graph and "
                      "are counted like the known ones")
-    batch = int(info.get("batch") or g.batch or 1)
+    batch = info.workload.batch or g.batch or 1
     notes.append(f"per-sequence lengths estimated from {len(maxima)} padded batch lengths "
                  f"(F = F_max^(1/{batch}), random batches assumed; annotate_step(lengths=...) "
                  "makes them exact)")
     longest = max(maxima) if maxima else max(g.by_graph.values())
     # the loader works ahead of the steps: the longest batch it made may be longer than any
     # the steps ran, and a plan must hold it
-    maker = shape_maker(sorted(set(maxima)), info.get("loaders"))
+    maker = shape_maker(sorted(set(maxima)), info.loaders)
     if maker is not None and maker.sizes and max(maker.sizes) > longest:
         notes.append(f"the max length is the longest batch the loader made ({max(maker.sizes)}, "
                      f"in {maker.batches} batches), longer than any step ran ({longest})")
         longest = max(maker.sizes)
     return Lengths(tuple(estimate_sequences(maxima, batch)), batch,
-                   max(top or 0, int(info.get("max_len") or 0), longest), "graph inputs", False,
+                   max(top or 0, info.workload.max_len or 0, longest), "graph inputs", False,
                    tuple(maxima), g.what, n, len(known), notes=tuple(notes))
 
 
@@ -946,13 +951,13 @@ def advice_for_run(run: Run, *, max_buckets: int = 8, horizon: int | None = None
     """The advice for a traced run (module docstring), calibrated on its own compile and
     execute seconds; raises :class:`NoLengths` when it holds no length stream."""
     lengths = lengths_from_run(run, top=top)
-    info = run.meta.info or {}
-    base = cost_model_from_info(info)
+    info = run.meta.run_info
+    base = cost_model(info.workload)
     padded, rows = _padded_per_step(run, lengths)
     model = calibrate(run, lengths, base, padded, rows)
     if not model.calibrated:
         model = prior_model(base, lengths.batch, lengths.top)
-    task, collator = data_task(info.get("loaders"))
+    task, collator = data_task(info.loaders)
     # packing puts several documents in a row: it fits one label a token (a language model
     # with a document mask), never one label a sequence
     advice = advise(lengths, max_buckets=max_buckets, horizon=horizon, model=model,
@@ -969,7 +974,7 @@ def advice_for_run(run: Run, *, max_buckets: int = 8, horizon: int | None = None
             notes += (f"pad to longest is what this run does: priced on its own {len(run.steps)} "
                       "steps" + (f" and {advice.horizon - len(run.steps):,} more like them"
                                  if advice.horizon > len(run.steps) else ""),)
-    return replace(advice, plans=plans, run_policy=info.get("policy"), task=task,
+    return replace(advice, plans=plans, run_policy=info.workload.policy, task=task,
                    collator=collator, notes=notes)
 
 

@@ -107,9 +107,8 @@ def compare_row(policy: str, run: Run) -> CompareRow:
     tokens = tuple(int(t) for t in np.cumsum([int(per_step.get(i, 0)) for i in range(len(steps))]))
     wall = s.wall_seconds
     shapes = set(steps.annotation("seq_len").values())
-    info = run.meta.info or {}
-    resolved = info.get("resolved_policy") if info.get("policy") in ("auto", "bucket:auto") \
-        else None
+    work = run.meta.run_info.workload
+    resolved = work.resolved_policy if work.policy in ("auto", "bucket:auto") else None
     return CompareRow(
         policy=policy, path=str(run.path), status=s.status, steps=s.steps,
         compiles=s.compiles or 0, distinct_graphs=s.distinct_graphs,
@@ -117,7 +116,7 @@ def compare_row(policy: str, run: Run) -> CompareRow:
         execute_s=s.execute_seconds or 0.0, wall_s=wall, real_tokens=real,
         computed_tokens=computed, tokens_per_s=real / wall if wall > 0 else 0.0,
         padding_efficiency=real / computed if computed else None,
-        buckets=info.get("buckets"), resolved=resolved, ran=info.get("resolved_policy"),
+        buckets=work.buckets, resolved=resolved, ran=work.resolved_policy,
         cumulative_wall_s=cumulative, cumulative_tokens=tokens,
         shapes=tuple(sorted(int(v) for v in shapes)),
     )

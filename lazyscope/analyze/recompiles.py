@@ -29,7 +29,7 @@ took. The rule is proved over simulated runs in ``tests/unit/test_novelty.py``.
 
 A family whose recompilations only move dimensions between the bucket lengths the program
 declared (``lazyscope.data.PadToBuckets`` writes them to ``meta.json`` info
-:data:`DECLARED_BUCKETS`), with no more graphs than buckets, is bucketing before any of this:
+:attr:`~lazyscope.model.info.RunInfo.declared_buckets`), with no more graphs than buckets, is bucketing before any of this:
 the program bounded its graphs, and a short run that meets most buckets once each would read as
 churn from the executions alone.
 
@@ -84,10 +84,6 @@ from lazyscope.model import (
 #: where executions per graph are not recorded, a family churns from this many variants of its
 #: first graph (and from this many graphs compiled again after the cache dropped them)
 CHURN_ONE_SHOTS = 2
-#: ``meta.json`` info keys that give the number of steps the user's run will take (a Trainer's
-#: ``max_steps``) and the largest length a varying dimension can take
-PLANNED_STEPS = "planned_steps"
-LARGEST_KEYS = ("max_len", "max_length", "model_max_length")
 #: compile-free steps in a row that end the run's warm-up (later variants are "late")
 QUIET_STEPS = 2
 #: a late variant run at most this share of the family's most used graph's runs is "rare"
@@ -644,10 +640,13 @@ class _Context:
     largest: int | None = None
     #: the steps of the user's whole run, when the run says
     planned: int | None = None
+    #: what the run's loader watch saw of its data loaders
+    loaders: list[dict[str, Any]] | None = None
 
 
 def _context(run: Run, known: tuple[dict[int, int], dict[int, int]] | None) -> _Context:
-    return _Context(run, known, warmup_end(run), step_run_seconds(run), *_horizon(run))
+    return _Context(run, known, warmup_end(run), step_run_seconds(run), *_horizon(run),
+                    loaders=run.meta.run_info.loaders)
 
 
 def step_run_seconds(run: Run) -> float:
@@ -673,11 +672,9 @@ def step_run_seconds(run: Run) -> float:
 def _horizon(run: Run) -> tuple[int, int | None, int | None]:
     """(the steps to price over, the largest length, the user's whole run) from the run."""
     steps = len(run.steps)
-    info = run.meta.info
-    planned = info.get(PLANNED_STEPS)
-    largest = next((v for k in LARGEST_KEYS if isinstance(v := info.get(k), int) and v > 0),
-                   None)
-    if isinstance(planned, int) and planned > steps:
+    work = run.meta.run_info.workload
+    planned, largest = work.planned_steps, work.max_len
+    if planned is not None and planned > steps:
         return planned - steps, largest, planned
     return DEFAULT_HORIZON, largest, None
 
@@ -766,7 +763,7 @@ def _explain_site(ctx: _Context, site: Frame | None, stack: Stack, phase: str, f
             fam.classes[EVICTED] = fam.evicted.total
         fam.evicted.steps = distinct(fam.evicted.steps)
         makers = [shape_maker([x for x in v.values if isinstance(x, int)],
-                              ctx.run.meta.info.get("loaders"))
+                              ctx.loaders)
                   for v in _varying(fam.recompiles) if v.what == "dim"]
         found = [m for m in makers if m is not None]
         fam.maker = max(found, key=lambda m: m.matched) if found else None
@@ -799,18 +796,12 @@ def _runs(ctx: _Context, key_id: int) -> int | None:
     return ctx.executions[0].get(key_id, 0)
 
 
-#: ``meta.json`` info key: the bucket lengths the program pads to, declared by
-#: :class:`lazyscope.data.PadToBuckets` under a trace
-DECLARED_BUCKETS = "declared_buckets"
-
-
 def declared_buckets(fam: SiteCompiles, run: Run) -> list[int]:
-    """The declared bucket lengths (``meta.json`` info :data:`DECLARED_BUCKETS`, or the
+    """The declared bucket lengths (``meta.json`` info ``declared_buckets``, or the
     multiples a Hugging Face collator with ``pad_to_multiple_of`` makes: :func:`multiple_buckets`)
     when every recompilation of ``fam`` only moves dimensions between them and the family has no
     more graphs than there are buckets; else ``[]``."""
-    declared = run.meta.info.get(DECLARED_BUCKETS)
-    sizes = {b for b in declared if isinstance(b, int)} if isinstance(declared, list) else set()
+    sizes = set(run.meta.run_info.declared_buckets or ())
     if not sizes:
         sizes = set(multiple_buckets(fam))
     if not sizes or not fam.recompiles or fam.graphs > len(sizes):

@@ -355,6 +355,7 @@ def build_report(run: Run, *, warmup_steps: int | None = None,
     if warmup_steps is not None:
         run = replace(run, meta=replace(run.meta, warmup_steps=warmup_steps))
     b = run.meta.backend
+    info = run.meta.run_info
     sites = explain_recompiles(run)
     syncs = sync_sites(run)
     fallbacks = fallback_ops(run)
@@ -365,13 +366,12 @@ def build_report(run: Run, *, warmup_steps: int | None = None,
                         backward_seconds=sum(s.backward_seconds for s in sites))
     findings, notes = make_findings(
         b, sites=sites, syncs=syncs, fallbacks=fallbacks, breaks=breaks, eagers=eagers,
-        steps=len(run.steps), graph_shapes=bool(run.meta.info.get("graph_shapes", True)),
+        steps=len(run.steps), graph_shapes=info.graph_shapes,
         wall_seconds=summary.wall_seconds, sources=sources)
     text, clean = verdict(b, summary, run.meta.capabilities, findings, notes)
     rows, total = _compilation_rows(run, MAX_COMPILE_ROWS)
     series = step_series(run.steps)
     per_step_syncs = syncs_per_step(run)
-    profile = run.meta.info.get("profile")
     return Report(
         run_dir=str(run.path), summary=summary, verdict=text, clean=clean, findings=findings,
         notes=notes, run_notes=_run_notes(run, syncs, findings, summary),
@@ -380,7 +380,7 @@ def build_report(run: Run, *, warmup_steps: int | None = None,
         per_step=per_step_rows(series, run.steps, per_step_syncs),
         per_step_bucketed=series.bucketed,
         advice=advice_if_recompiling(run, sites),
-        profile=profile if isinstance(profile, dict) else None,
+        profile=info.profile,
         recompiles=sites, syncs=syncs, fallbacks=fallbacks, series=series, steps=run.steps,
-        syncs_per_step=per_step_syncs, sources=SourceMap.from_info(run.meta.info),
+        syncs_per_step=per_step_syncs, sources=info.sources,
     )

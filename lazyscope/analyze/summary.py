@@ -125,6 +125,7 @@ def summarize(run: Run, *, library_compiles: int = 0, distinct_graphs: int = 0,
     tail = steps.tail
     wall = float(walls.sum()) + (tail.wall_s or 0.0 if tail is not None else 0.0)
     m = run.meta
+    info = m.run_info
     tokens = measured_tokens(run)
     return Summary(
         target=m.target, target_kind=m.target_kind, args=list(m.args), backend=m.backend,
@@ -146,8 +147,8 @@ def summarize(run: Run, *, library_compiles: int = 0, distinct_graphs: int = 0,
         median_step_seconds=float(np.median(walls[timed])) if timed.any() else None,
         median_step_seconds_all=float(np.median(walls)) if len(walls) else None,
         wall_seconds=wall, median_step_steps=int(timed.sum()), median_step_basis=basis,
-        runtime_counts=_runtime_counts(m.info.get("runtime_counts")),
-        eager_mode=bool(m.info.get("eager_mode")),
+        runtime_counts=_runtime_counts(info.runtime_counts),
+        eager_mode=info.eager_mode,
         idle=idle_reason(steps) if not run.warnings else None,
         real_tokens=tokens.real if tokens else None,
         padding_efficiency=tokens.padding_efficiency if tokens else None,

@@ -67,7 +67,7 @@ def measured_tokens(run: Run) -> Tokens | None:
         real = sum(int(v) for v in annotated.values())
         padded = sum(int(v) for v in computed.values()) if computed else None
         return Tokens(real, padded, n, float(walls.sum()), "annotations")
-    rec = _main_loader((run.meta.info or {}).get("loaders"))
+    rec = _main_loader(run.meta.run_info.loaders)
     if rec is None:
         return None
     tokens = rec["tokens"]

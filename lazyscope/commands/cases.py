@@ -55,6 +55,7 @@ from lazyscope.core.padding import Policy, read_lengths
 from lazyscope.core.signals import Terminated
 from lazyscope.core.units import counted
 from lazyscope.core.units import seconds as fmt_seconds
+from lazyscope.model.info import Workload
 from lazyscope.store import atomic_write_text, load_run
 from lazyscope.store.layout import COMPARE_JSON, META_FILE
 
@@ -419,23 +420,22 @@ def _sampled(values: Any, notes: list[str], name: str) -> list[int]:
 # ---- advise: a run, a comparison or a lengths file -> Advice ------------------------------
 
 
-def policy_of_run(info: dict[str, Any]) -> Policy | None:
+def policy_of_run(work: Workload) -> Policy | None:
     """The policy a scenario run recorded (``set_info``: ``packed_rows``, ``buckets``,
     ``batching``; ``auto`` resolved), or None when it recorded none."""
-    grouped = info.get("batching") == "grouped"
-    packed = info.get("packed_rows")
-    if isinstance(packed, list) and len(packed) == 2:
-        return Policy("packed", (int(packed[1]),), rows=int(packed[0]), row_len=int(packed[1]))
-    if info.get("policy") == "packed":  # runs of the previous release: batch x max_len rows
-        n, rows = info.get("max_len"), info.get("batch")
-        return Policy("packed", (int(n),), rows=int(rows), row_len=int(n)) if n and rows \
-            else None
-    if info.get("policy") == "longest":
+    grouped = work.batching == "grouped"
+    packed = work.packed_rows
+    if packed is not None and len(packed) == 2:
+        return Policy("packed", (packed[1],), rows=packed[0], row_len=packed[1])
+    if work.policy == "packed":  # runs of the previous release: batch x max_len rows
+        n, rows = work.max_len, work.batch
+        return Policy("packed", (n,), rows=rows, row_len=n) if n and rows else None
+    if work.policy == "longest":
         return Policy("longest", grouped=grouped)
-    buckets = info.get("buckets")
-    if isinstance(buckets, list) and buckets:
-        kind = "max" if len(buckets) == 1 and buckets[0] == info.get("max_len") else "buckets"
-        return Policy(kind, tuple(int(b) for b in buckets), grouped=grouped)
+    buckets = work.buckets
+    if buckets:
+        kind = "max" if len(buckets) == 1 and buckets[0] == work.max_len else "buckets"
+        return Policy(kind, tuple(buckets), grouped=grouped)
     return None
 
 
@@ -445,10 +445,10 @@ def _measured(comparison: Comparison) -> list[MeasuredRow]:
         if not row.ok:
             continue
         try:
-            info = load_run(Path(row.path)).meta.info or {}
+            work = load_run(Path(row.path)).meta.run_info.workload
         except LazyscopeError:
             continue
-        policy = policy_of_run(info)
+        policy = policy_of_run(work)
         if policy is not None:
             out.append(MeasuredRow(_row_label(row), policy, row.steps, row.compiles,
                                    row.padding_efficiency, row.tokens_per_s))

@@ -86,3 +86,11 @@ def frame_from_json(value: Any) -> Frame | None:
     if isinstance(value, dict) and "file" in value:
         return Frame(str(value["file"]), int(value.get("line") or 0), str(value.get("function", "")))
     return None
+
+
+def lenient(cls: type[_T], data: dict[str, Any]) -> _T:
+    """A dataclass from a JSON object, each field's value taken when it has the declared type
+    and left at its default otherwise (data a program wrote, read as far as it is right)."""
+    ok = {name: data[name] for name, check in _checkers(typing.cast(type, cls))
+          if name in data and check(data[name])}
+    return cls(**ok)

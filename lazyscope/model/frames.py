@@ -90,11 +90,6 @@ class SourceMap:
                                             if str(n).isdigit() and isinstance(t, str)}
         return out
 
-    @classmethod
-    def from_info(cls, info: dict[str, Any]) -> SourceMap:
-        """The map a run's ``meta.json`` ``info`` holds (empty for older runs)."""
-        return cls.from_json(info.get(SOURCES_KEY))
-
 
 #: a cell's code as the ``%%lazyscope`` magic names it (no file: the name is the label)
 _CELL_NAME = re.compile(r"^cell In\[\d+\]$")

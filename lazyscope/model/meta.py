@@ -7,6 +7,7 @@ import datetime as _dt
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
+from lazyscope.model.info import RunInfo, run_info
 from lazyscope.model.payloads import EVENT_KINDS
 from lazyscope.model.steps import STEP_FIELDS
 
@@ -124,8 +125,13 @@ class Meta:
             self.capabilities.lazy = self.backend == "xla"
 
     @property
+    def run_info(self) -> RunInfo:
+        """``info`` decoded: lazyscope's keys, the workload, the program's own
+        (:mod:`lazyscope.model.info`)."""
+        return run_info(self.info)
+
+    @property
     def program_notes(self) -> list[str]:
         """Lines the program and the backend noted about the run as it ran (``lazyscope.note``,
         ``info["notes"]``)."""
-        notes = self.info.get("notes") or []
-        return [str(n) for n in notes] if isinstance(notes, list) else [str(notes)]
+        return [str(n) for n in self.run_info.notes]

@@ -303,13 +303,7 @@ def _check_steps(columns: dict[str, np.ndarray], measured: list[str],
 def _runtime_count_warnings(meta: Meta) -> list[str]:
     """The backend's own counters in ``meta.json`` that are no count (negative, not a number)
     are dropped, with a warning: they are never shown as data."""
-    runtime = meta.info.get("runtime_counts")
-    if not isinstance(runtime, dict):
-        return []
-    bad = {k: v for k, v in runtime.items()
-           if not (isinstance(v, (int, float)) and not isinstance(v, bool) and 0 <= v < 2 ** 63)}
-    for k in bad:
-        del runtime[k]
+    bad = meta.run_info.damaged_counts
     if not bad:
         return []
     shown = ", ".join(f"{k} {v!r}" for k, v in list(bad.items())[:3])

@@ -28,9 +28,7 @@ NAN = float("nan")
 def lost_steps(meta: Meta, name: str, warnings: list[str]) -> None:
     """A run whose step file holds no step: lost, when the backend's own counters saw the
     program run and no warning said the file is missing already (any schema)."""
-    runtime = meta.info.get("runtime_counts")
-    ran = sum(v for v in runtime.values() if isinstance(v, (int, float)) and v > 0) \
-        if isinstance(runtime, dict) else 0
+    ran = sum((meta.run_info.runtime_counts or {}).values())
     if ran and not any(w.startswith(f"{name} is missing") for w in warnings):
         warnings.append(f"{name} holds no step, yet the backend's own counters saw "
                         f"the program run ({ran:g} compilations, executions and transfers): "

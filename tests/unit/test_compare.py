@@ -14,6 +14,7 @@ from lazyscope.commands.cases import parse_policies, policy_of_run, policy_slug
 from lazyscope.core.errors import UsageError
 from lazyscope.core.padding import Policy
 from lazyscope.model import Compile, Run
+from lazyscope.model.info import run_info
 from lazyscope.render.compare import (
     compare_page,
     render_advice_text,
@@ -135,14 +136,14 @@ def test_advice_text_ranks_and_emits_code() -> None:
 
 
 def test_policy_of_a_scenario_run() -> None:
-    assert policy_of_run({"packed_rows": [8, 256]}) == Policy("packed", (256,), rows=8,
+    assert policy_of_run(run_info({"packed_rows": [8, 256]}).workload) == Policy("packed", (256,), rows=8,
                                                               row_len=256)
-    assert policy_of_run({"policy": "packed", "max_len": 32, "batch": 4}).rows == 4
-    assert policy_of_run({"policy": "longest", "buckets": []}) == Policy("longest")
-    assert policy_of_run({"buckets": [256], "max_len": 256}).kind == "max"
-    assert policy_of_run({"buckets": [64, 256], "max_len": 256, "batching": "grouped"}) == \
+    assert policy_of_run(run_info({"policy": "packed", "max_len": 32, "batch": 4}).workload).rows == 4
+    assert policy_of_run(run_info({"policy": "longest", "buckets": []}).workload) == Policy("longest")
+    assert policy_of_run(run_info({"buckets": [256], "max_len": 256}).workload).kind == "max"
+    assert policy_of_run(run_info({"buckets": [64, 256], "max_len": 256, "batching": "grouped"}).workload) == \
         Policy("buckets", (64, 256), grouped=True)
-    assert policy_of_run({}) is None
+    assert policy_of_run(run_info({}).workload) is None
 
 
 @pytest.mark.parametrize(

@@ -1,0 +1,120 @@
+"""What a run's ``meta.json`` ``info`` says, typed: :class:`RunInfo` (lazyscope's own keys) and
+:class:`Workload` (what the program said of its data and model), decoded here and nowhere else.
+
+``info`` stays one flat JSON object on disk (runs of every lazyscope release read the same):
+lazyscope's collectors, the runner and :mod:`lazyscope.data` write their keys into it as the run
+goes, and a program adds its own (``lazyscope.set_info``). :func:`run_info` reads it back: each
+known key is taken when its value has the declared type, else it reads as not recorded (a run
+file is data, never trusted); every other key is the program's, kept apart in ``RunInfo.user``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, fields
+from typing import Any
+
+from lazyscope.model.codec import lenient
+from lazyscope.model.frames import SOURCES_KEY, SourceMap
+
+#: the info key :class:`lazyscope.data.PadToBuckets` declares its bucket lengths under
+DECLARED_BUCKETS = "declared_buckets"
+#: info keys that give the longest length a batch may hold, the first one set wins
+LARGEST_KEYS = ("max_len", "max_length", "model_max_length")
+
+
+@dataclass(frozen=True)
+class Workload:
+    """What the program (a scenario, ``lazyscope.set_info``) said of its data and model."""
+
+    #: sequences per batch
+    batch: int | None = None
+    #: the longest length a batch may hold (``max_len``, ``max_length`` or ``model_max_length``)
+    max_len: int | None = None
+    #: the padding policy it ran: ``longest``, ``packed``, ``auto`` ..., and what ``auto``
+    #: resolved to
+    policy: str | None = None
+    resolved_policy: str | None = None
+    #: the bucket lengths it pads to
+    buckets: list[int] | None = None
+    #: ``grouped``: batches formed inside buckets
+    batching: str | None = None
+    #: packed rows: ``[rows, row_len]``
+    packed_rows: list[int] | None = None
+    #: the model's width, depth and vocabulary (the cost model's quadratic term)
+    dim: float | None = None
+    layers: float | None = None
+    vocab: float | None = None
+    #: the steps the user's whole run will take
+    planned_steps: int | None = None
+
+
+@dataclass(frozen=True)
+class RunInfo:
+    """lazyscope's own keys of ``info``, the program's workload, and the rest (``user``)."""
+
+    #: XLA: each compiled graph's inputs were recorded (``--graph-shapes``)
+    graph_shapes: bool = True
+    #: the profile window's outcome (``captured_steps``, ``error`` ...)
+    profile: dict[str, Any] | None = None
+    #: the backend's own counters at the end of the run (torch_xla's metrics)
+    runtime_counts: dict[str, Any] | None = None
+    #: XLA ran eagerly (``torch_xla.experimental.eager_mode``)
+    eager_mode: bool = False
+    #: SPMD: one process drives every device
+    spmd: bool = False
+    global_devices: int | None = None
+    #: the bucket lengths :class:`lazyscope.data.PadToBuckets` declared under the trace
+    declared_buckets: list[int] | None = None
+    #: the ranks a spawning parent started
+    ranks: list[int] | None = None
+    #: the runtime counters dropped from ``runtime_counts`` for holding no count (negative, not
+    #: a number: a damaged file), with the values they held
+    damaged_counts: dict[str, Any] = field(default_factory=dict)
+    #: lines the program and the backend noted as it ran
+    notes: list[str] = field(default_factory=list)
+    #: what the loader watch saw of each data loader (its collate function, token counts)
+    loaders: list[dict[str, Any]] | None = None
+    #: errors raised in loader worker threads
+    thread_errors: list[dict[str, Any]] | None = None
+    sources: SourceMap = field(default_factory=SourceMap)
+    workload: Workload = field(default_factory=Workload)
+    #: every key that is neither lazyscope's nor the workload's, as the program set it
+    user: dict[str, Any] = field(default_factory=dict)
+
+
+_OWN = frozenset(f.name for f in fields(RunInfo)) - {"sources", "workload", "user",
+                                                    "damaged_counts"}
+_WORKLOAD = frozenset(f.name for f in fields(Workload)) - {"max_len"}
+
+
+def run_info(info: Any) -> RunInfo:
+    """``meta.json`` ``info`` decoded (see the module docstring); never raises."""
+    if not isinstance(info, dict):
+        return RunInfo()
+    own = lenient(RunInfo, {k: v for k, v in info.items() if k in _OWN})
+    notes = info.get("notes")
+    if notes:  # lines, however the program wrote them (one string, numbers)
+        own = _with(own, notes=[str(n) for n in notes] if isinstance(notes, list)
+                    else [str(notes)])
+    largest = next((v for k in LARGEST_KEYS if isinstance(v := info.get(k), int)
+                    and not isinstance(v, bool) and v > 0), None)
+    work = lenient(Workload, {**{k: v for k, v in info.items() if k in _WORKLOAD},
+                              "max_len": largest})
+    counts = own.runtime_counts
+    if counts is not None:  # only counts: a negative or non-number value is damage, dropped
+        own = _with(own, runtime_counts={k: v for k, v in counts.items() if is_count(v)},
+                    damaged_counts={k: v for k, v in counts.items() if not is_count(v)})
+    known = _OWN | _WORKLOAD | set(LARGEST_KEYS) | {SOURCES_KEY}
+    return _with(own, sources=SourceMap.from_json(info.get(SOURCES_KEY)), workload=work,
+                 user={k: v for k, v in info.items() if k not in known})
+
+
+def is_count(value: Any) -> bool:
+    """A counter's value as a backend records it: a number in 0 .. 2^63."""
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and 0 <= value < 2 ** 63
+
+
+def _with(obj: RunInfo, **changes: Any) -> RunInfo:
+    from dataclasses import replace
+
+    return replace(obj, **changes)

@@ -37,14 +37,13 @@ from __future__ import annotations
 import argparse
 import contextlib
 import sys
-import time
 import warnings
 from typing import Any, NamedTuple
 
 # NamedTuple and plain classes, not dataclasses: the CLI loads this file by path without
 # registering it in sys.modules, and a dataclass defined in such a module fails to build.
 import lazyscope
-from lazyscope.core.padding import Packer, padding_policy
+from lazyscope.core.padding import padding_policy
 from lazyscope_scenarios.kit import (
     base_parser,
     lengths_file,
@@ -52,7 +51,9 @@ from lazyscope_scenarios.kit import (
     padding_plan,
     policy_info,
     positive_int,
+    run_length_steps,
     runtime_from_args,
+    steps_line,
 )
 
 SCENARIO = "hf-gpt2"
@@ -342,56 +343,18 @@ def main(argv: list[str] | None = None) -> int:
         lengths_source="file" if args.lengths else "uniform", params=params,
         transformers=transformers.__version__, document_mask=honoured, **policy_info(plan),
     )
-    packer = Packer(plan.stream, policy.rows or p.batch, policy.row_len or p.max_len) \
-        if packed else None
 
-    real_total = computed_total = 0
-    loss = None
-    t0 = time.perf_counter()
-    for i in range(args.steps):
-        if packer is not None:
-            # the packer's choice in its placement order: PackRows lays it out the same way
-            chosen = sorted((item for row in packer.next_rows() for item in row),
-                            key=lambda item: (-item[1], item[0]))
-            lens = [n for _, n in chosen]
-        else:
-            lens = plan.batches[i]
-        docs = [torch.randint(1, p.vocab, (n,), generator=gen) for n in lens]
-        batch = to_batch(collate(docs), lens, packed)
-        seq_len = batch.seq_len
-        real = sum(batch.lengths)
-        computed = batch.rows * seq_len
-        real_total += real
-        computed_total += computed
-        lazyscope.annotate_step(real_tokens=real, computed_tokens=computed, seq_len=seq_len,
-                                batch_max_len=max(batch.lengths), rows=batch.rows,
-                                lengths=batch.lengths)
-        with runtime.step(i, "train_step" if train else "eval_step"):
-            x = model_inputs(batch, dev)
-            amp = (torch.autocast(dev.type, dtype=torch.bfloat16) if args.autocast == "bf16"
-                   else contextlib.nullcontext())
-            if train:
-                with runtime.region("forward"), amp:
-                    loss = model(**x).loss
-                with runtime.region("backward"):
-                    opt.zero_grad(set_to_none=True)
-                    loss.backward()
-                with runtime.region("optimizer"):
-                    opt.step()
-            else:
-                with torch.no_grad(), runtime.region("forward"), amp:
-                    loss = model(**x).loss
-    final = float(loss.item()) if loss is not None else float("nan")  # waits for the device
-    wall = time.perf_counter() - t0
-    resolved = f" ({policy.label()})" if args.padding in ("auto", "bucket:auto") else ""
-    print(
-        f"hf-gpt2 {args.preset} {args.mode} padding={args.padding}{resolved} "
-        f"batching={'grouped' if policy.grouped else 'random'} "
-        f"attention={attn} backend={runtime.name}: {args.steps} steps in {wall:.1f} s, "
-        f"{real_total / wall:.0f} real tokens/s, padding efficiency "
-        f"{real_total / max(1, computed_total):.2f}, buckets {list(policy.boundaries) or '-'}, "
-        f"loss {final:.3f}"
-    )
+    def forward_loss(x: Any) -> Any:
+        amp = (torch.autocast(dev.type, dtype=torch.bfloat16) if args.autocast == "bf16"
+               else contextlib.nullcontext())
+        with amp:
+            return model(**x).loss
+
+    run = run_length_steps(args, runtime, plan, gen=gen, vocab=p.vocab, rows=p.batch,
+                           row_len=p.max_len, collate=collate, to_batch=to_batch,
+                           inputs=lambda batch: model_inputs(batch, dev),
+                           forward=forward_loss, opt=opt)
+    print(steps_line("hf-gpt2", args, policy, run, f"{attn} backend={runtime.name}"))
     return 0
 
 

@@ -135,3 +135,82 @@ def policy_info(plan: PaddingPlan) -> dict[str, Any]:
             "advice_k": (len(policy.boundaries) if plan.advice is not None and not policy.packed
                          else None),
             "advice_plan": plan.chosen}
+
+
+class StepsRun(NamedTuple):
+    """What :func:`run_length_steps` ran: real and computed tokens, seconds, the last loss."""
+
+    real_tokens: int
+    computed_tokens: int
+    wall_s: float
+    loss: float
+
+
+def run_length_steps(args: argparse.Namespace, runtime: lazyscope.Runtime, plan: PaddingPlan, *,
+                     gen: Any, vocab: int, rows: int, row_len: int, collate: Any,
+                     to_batch: Any, inputs: Any, forward: Any, opt: Any,
+                     padded: bool = True) -> StepsRun:
+    """The padding scenarios' step loop: ``--steps`` steps over the plan's length stream (its
+    batches, or the packer's rows), each batch of random documents collated by the policy's
+    collator, annotated (real and computed tokens, lengths), then one step: the model's inputs
+    on the device (``inputs(batch)``), ``forward(inputs)`` (the loss) and, with an optimizer,
+    backward and the optimizer step, each in its region."""
+    import time
+
+    import torch
+
+    from lazyscope.core.padding import Packer
+
+    packed = plan.policy.packed
+    packer = Packer(plan.stream, plan.policy.rows or rows, plan.policy.row_len or row_len) \
+        if packed else None
+    real_total = computed_total = 0
+    loss = None
+    t0 = time.perf_counter()
+    for i in range(args.steps):
+        if packer is not None:
+            # the packer's choice in its placement order: PackRows lays it out the same way
+            chosen = sorted((item for row in packer.next_rows() for item in row),
+                            key=lambda item: (-item[1], item[0]))
+            lens = [n for _, n in chosen]
+        else:
+            assert plan.batches is not None
+            lens = plan.batches[i]
+        docs = [torch.randint(1, vocab, (n,), generator=gen) for n in lens]
+        batch = to_batch(collate(docs), lens, packed)
+        seq_len = batch.seq_len
+        real = sum(batch.lengths)
+        computed = batch.rows * seq_len if padded else real
+        real_total += real
+        computed_total += computed
+        lazyscope.annotate_step(real_tokens=real, computed_tokens=computed,
+                                seq_len=seq_len if padded else real,
+                                batch_max_len=max(batch.lengths), rows=batch.rows,
+                                lengths=batch.lengths)
+        with runtime.step(i, "train_step" if opt is not None else "eval_step"):
+            x = inputs(batch)
+            if opt is not None:
+                with runtime.region("forward"):
+                    loss = forward(x)
+                with runtime.region("backward"):
+                    opt.zero_grad(set_to_none=True)
+                    loss.backward()
+                with runtime.region("optimizer"):
+                    opt.step()
+            else:
+                with torch.no_grad(), runtime.region("forward"):
+                    loss = forward(x)
+    final = float(loss.item()) if loss is not None else float("nan")  # waits for the device
+    return StepsRun(real_total, computed_total, time.perf_counter() - t0, final)
+
+
+def steps_line(head: str, args: argparse.Namespace, policy: Policy, run: StepsRun,
+               attention: str) -> str:
+    """The line a padding scenario ends with: what ran, tokens/s, padding efficiency, loss."""
+    resolved = f" ({policy.label()})" if args.padding in ("auto", "bucket:auto") else ""
+    return (f"{head} {args.preset} {args.mode} padding={args.padding}{resolved} "
+            f"batching={'grouped' if policy.grouped else 'random'} "
+            f"attention={attention}: {args.steps} steps in {run.wall_s:.1f} s, "
+            f"{run.real_tokens / run.wall_s:.0f} real tokens/s, padding efficiency "
+            f"{run.real_tokens / max(1, run.computed_tokens):.2f}, "
+            f"buckets {list(policy.boundaries) or '-'}, loss {run.loss:.3f}")

@@ -53,7 +53,8 @@ DYNAMIC = {"auto": None, "true": True, "false": False}
 @click.argument("target")
 @click.argument("target_args", nargs=-1, type=click.UNPROCESSED, metavar="[ARGS]...")
 @click.option("--steps", type=click.IntRange(min=1), default=None,
-              help="steps to run (a scenario's --steps; a script is stopped after N barriers)")
+              help="the run records N steps, then the program ends: a scenario is told to run N "
+              "steps (its --steps), a script is stopped at its Nth step barrier")
 @click.option("--out", type=click.Path(path_type=Path), default=None,
               help="run directory (default runs/NAME-TIMESTAMP)")
 @click.option("--force", is_flag=True, help="replace an existing run directory")

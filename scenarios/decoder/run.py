@@ -5,11 +5,10 @@ from __future__ import annotations
 import argparse
 import contextlib
 import sys
-import time
 from typing import Any
 
 import lazyscope
-from lazyscope.core.padding import Packer, padding_policy
+from lazyscope.core.padding import padding_policy
 from lazyscope_scenarios.decoder.data import PAD_TARGET, Inputs, to_batch
 from lazyscope_scenarios.decoder.model import (
     PRESETS,
@@ -27,7 +26,9 @@ from lazyscope_scenarios.kit import (
     padding_plan,
     policy_info,
     positive_int,
+    run_length_steps,
     runtime_from_args,
+    steps_line,
 )
 
 # ------------------------------------------------------------------------------ arguments
@@ -147,8 +148,6 @@ def main(argv: list[str] | None = None) -> int:
                else torch.optim.AdamW(model.parameters(), lr=1e-4))
     criterion = torch.nn.CrossEntropyLoss(ignore_index=PAD_TARGET)
     lazyscope.set_info(**info, params=n_params(model))
-    packer = Packer(plan.stream, policy.rows or p.batch, policy.row_len or p.max_len) \
-        if packed else None
 
     def forward_loss(x: Inputs) -> Any:
         amp = (torch.autocast(dev.type, dtype=torch.bfloat16) if args.autocast == "bf16"
@@ -158,52 +157,12 @@ def main(argv: list[str] | None = None) -> int:
             flat = logits.values() if logits.is_nested else logits.reshape(-1, p.vocab)
             return criterion(flat.float(), x.targets)
 
-    real_total = computed_total = 0
-    loss = None
-    t0 = time.perf_counter()
-    for i in range(args.steps):
-        if packer is not None:
-            # the packer's choice in its placement order: PackRows lays it out the same way
-            chosen = sorted((item for row in packer.next_rows() for item in row),
-                            key=lambda item: (-item[1], item[0]))
-            lens = [n for _, n in chosen]
-        else:
-            lens = plan.batches[i]
-        docs = [torch.randint(1, p.vocab, (n,), generator=gen) for n in lens]
-        batch = to_batch(collate(docs), lens, packed)
-        seq_len = batch.seq_len
-        real = sum(batch.lengths)
-        computed = batch.rows * seq_len if variant.padded else real
-        real_total += real
-        computed_total += computed
-        lazyscope.annotate_step(real_tokens=real, computed_tokens=computed,
-                                seq_len=seq_len if variant.padded else real,
-                                batch_max_len=max(batch.lengths), rows=batch.rows,
-                                lengths=batch.lengths)
-        with runtime.step(i, "train_step" if train else "eval_step"):
-            x = variant.inputs(batch, dev)
-            if train:
-                with runtime.region("forward"):
-                    loss = forward_loss(x)
-                with runtime.region("backward"):
-                    opt.zero_grad(set_to_none=True)
-                    loss.backward()
-                with runtime.region("optimizer"):
-                    opt.step()
-            else:
-                with torch.no_grad(), runtime.region("forward"):
-                    loss = forward_loss(x)
-    final = float(loss.item()) if loss is not None else float("nan")  # waits for the device
-    wall = time.perf_counter() - t0
-    resolved = f" ({policy.label()})" if args.padding in ("auto", "bucket:auto") else ""
-    print(
-        f"decoder {args.preset} {args.mode} padding={args.padding}{resolved} "
-        f"batching={'grouped' if policy.grouped else 'random'} "
-        f"attention={variant.name}: {args.steps} steps in {wall:.1f} s, "
-        f"{real_total / wall:.0f} real tokens/s, padding efficiency "
-        f"{real_total / max(1, computed_total):.2f}, buckets {list(policy.boundaries) or '-'}, "
-        f"loss {final:.3f}"
-    )
+    run = run_length_steps(args, runtime, plan, gen=gen, vocab=p.vocab, rows=p.batch,
+                           row_len=p.max_len, collate=collate, to_batch=to_batch,
+                           inputs=lambda batch: variant.inputs(batch, dev),
+                           forward=forward_loss, opt=opt,
+                           padded=variant.padded)
+    print(steps_line("decoder", args, policy, run, variant.name))
     return 0
 
 

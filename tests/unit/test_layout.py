@@ -53,6 +53,7 @@ LAYERS: dict[str, str] = {
     "lazyscope.streams": "base",
     "lazyscope.signals": "base",
     "lazyscope.values": "base",
+    "lazyscope.oom": "base",
     "lazyscope.model": "model",
     "lazyscope.store": "model",
     "lazyscope.frames": "model",

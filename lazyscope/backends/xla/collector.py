@@ -48,7 +48,7 @@ from typing import Any
 from lazyscope.backends.base import Collector, Recorder, TraceOptions
 from lazyscope.backends.xla.barrier import barrier_site
 from lazyscope.backends.xla.causes import classify_compile
-from lazyscope.backends.xla.debugfile import DebugFileReader, DebugRecord
+from lazyscope.backends.xla.debugfile import DebugFileReader, DebugRecord, graph_memory
 from lazyscope.backends.xla.hlo import HloDumpReader, pair_modules
 from lazyscope.backends.xla.metrics import EXECUTE_METRICS, Metrics, runtime_counts
 from lazyscope.backends.xla.reads import ValueReadHooks
@@ -466,7 +466,8 @@ class XlaCollector(Collector):
                         if graphs is not None and graph is not None else None)
             payload = Compile(
                 phase="graph", cause=cause, cause_kind=cause_kind, owner=owner,
-                num_inputs=rec.num_inputs, num_outputs=rec.num_outputs, hlo_file=hlo_file)
+                num_inputs=rec.num_inputs, num_outputs=rec.num_outputs, hlo_file=hlo_file,
+                memory=graph_memory(rec.sizes_gb))
             if graph is not None:
                 graph.fill(payload)
             stack = bound_stack(frames)

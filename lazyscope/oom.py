@@ -183,3 +183,19 @@ def _buffers(text: str) -> list[Buffer]:
         if len(out) >= MAX_BUFFERS:
             break
     return out
+
+
+def one_line(oom: OutOfMemoryText, human: Any, where: str = "", graph_site: str = "",
+             graph_step: int | None = None, sizes: dict[str, int] | None = None) -> str:
+    """The error as one line: where it was raised, the message's sizes and largest buffers,
+    and the graph it ran in (its site, step and the sizes XLA's analysis gave it)."""
+    text = f"out of device memory{f' at {where}' if where else ''}: {oom.summary(human)}"
+    if sizes:
+        held = sizes.get("inputs", 0) + sizes.get("outputs", 0) - sizes.get("aliased", 0) + \
+            sizes.get("intermediates", 0) + sizes.get("program", 0)
+        step = f" (step {graph_step})" if graph_step is not None else ""
+        text += (f"; the graph compiled at {graph_site or 'an unknown line'}{step} holds "
+                 f"{human(held)}: inputs {human(sizes.get('inputs', 0))}, outputs "
+                 f"{human(sizes.get('outputs', 0))}, aliased {human(sizes.get('aliased', 0))}, "
+                 f"intermediates {human(sizes.get('intermediates', 0))}")
+    return text

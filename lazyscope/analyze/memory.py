@@ -162,21 +162,24 @@ def _array_text(i: GraphInput) -> str:
 
 
 def _bucket(g: _Graph, others: list[_Graph]) -> str:
-    """The inputs of ``g`` whose shapes differ from the other graphs of its site."""
+    """The inputs of ``g`` that the closest other graph of its site (as many inputs, fewest
+    different) does not have, by dtype and shape: the shapes that make this graph this
+    bucket."""
     mine = g.data.inputs or []
-    varying: set[int] = set()
+    varying: set[tuple[str, tuple[int, ...]]] = set()
     for o in others:
         theirs = o.data.inputs or []
         if o is g or len(theirs) != len(mine):
             continue
-        varying |= {k for k, (a, b) in enumerate(zip(mine, theirs, strict=True))
-                    if a.signature() != b.signature()}
+        diff = set(Counter(i.signature() for i in mine) - Counter(i.signature() for i in theirs))
+        if diff and (not varying or len(diff) < len(varying)):
+            varying = diff
     parts = []
-    for k in sorted(varying):
-        i = mine[k]
-        made = f" (made at {i.origin.file}:{i.origin.line})" if i.origin else ""
-        parts.append(_array_text(i) + made)
-    return ", ".join(parts)
+    for i in mine:
+        if i.signature() in varying:
+            made = f" (made at {i.origin.file}:{i.origin.line})" if i.origin else ""
+            parts.append(_array_text(i) + made)
+    return ", ".join(dict.fromkeys(parts))
 
 
 def _bytes_row(g: _Graph, others: list[_Graph]) -> GraphBytes:
@@ -409,11 +412,11 @@ def out_of_memory(run: Run) -> OutOfMemory | None:
 
 def oom_line(oom: Any, graph: GraphBytes | None, site: Any) -> str:
     """One line: where, the graph's sizes, the message's sizes and largest buffers."""
-    where = f" at {site[0]}:{site[1]}" if isinstance(site, list) and len(site) == 2 else ""
-    text = f"out of device memory{where}: {oom.summary(units.nbytes)}"
-    if graph is not None:
-        text += (f"; the graph compiled at {graph.site or 'an unknown line'} (step {graph.step})"
-                 f" holds {units.nbytes(graph.total)}: inputs {units.nbytes(graph.inputs)}, "
-                 f"outputs {units.nbytes(graph.outputs)}, aliased {units.nbytes(graph.aliased)},"
-                 f" intermediates {units.nbytes(graph.intermediates)}")
-    return text
+    from lazyscope.oom import one_line
+
+    where = f"{site[0]}:{site[1]}" if isinstance(site, list) and len(site) == 2 else ""
+    sizes = None if graph is None else {
+        "inputs": graph.inputs, "outputs": graph.outputs, "aliased": graph.aliased,
+        "intermediates": graph.intermediates, "program": graph.program}
+    return one_line(oom, units.nbytes, where, graph.site if graph else "",
+                    graph.step if graph else None, sizes)

@@ -18,6 +18,10 @@ state", the assertion serving stacks run in CI):
 * ``max_step_seconds`` - wall time of any timed step: the steps the report's median step covers
   (the steady steps: compiled nothing, or after the fixed warm-up; every step when fewer than
   three are steady). Evidence: the slow steps.
+* ``max_graph_memory`` (bytes) / ``max_graph_memory_share`` (of the device's memory, where the
+  runtime reports its limit) - what any compiled graph holds on the device while it runs
+  (inputs + outputs - aliased + intermediates + program, the backend's own analysis).
+  Evidence: each site whose largest graph is over, with its sizes and shape.
 * ``no_rank_divergence`` - a multi-process run whose ranks compile different graphs or whose
   step times drift apart (a straggler). Evidence: the divergence found.
 
@@ -39,7 +43,7 @@ from lazyscope.analyze.findings import BreakFacts
 from lazyscope.analyze.report import Report
 from lazyscope.analyze.summary import timed_steps
 from lazyscope.analyze.wording import plural
-from lazyscope.core.units import counted
+from lazyscope.core.units import counted, nbytes
 
 MAX_EVIDENCE = 10
 
@@ -55,11 +59,15 @@ class Rules:
     max_step_seconds: float | None = None
     no_rank_divergence: bool = False
     allow_incomplete: bool = False
+    max_graph_memory: int | None = None
+    max_graph_memory_share: float | None = None
 
     def any_rule(self) -> bool:
         return (self.max_recompiles is not None or self.max_syncs_per_step is not None
                 or self.no_fallbacks or self.no_graph_breaks
-                or self.max_step_seconds is not None or self.no_rank_divergence)
+                or self.max_step_seconds is not None or self.no_rank_divergence
+                or self.max_graph_memory is not None
+                or self.max_graph_memory_share is not None)
 
     def with_default(self) -> Rules:
         """These rules, or "no recompilation in steady state" when no rule was given."""
@@ -195,6 +203,50 @@ def _check_step_seconds(report: Report, limit: float) -> Violation | None:
         evidence=evidence)
 
 
+def check_graph_memory_unmeasured(report: Report, rules: Rules) -> str:
+    """Why the graph-memory rule cannot be checked on this run ("" when it can): no graph's
+    memory was recorded, or a share of a device whose limit is not reported."""
+    mem = report.memory
+    if mem is None or not mem.sites:
+        return (f"no compiled graph's memory was recorded by the {report.summary.backend} "
+                "backend in this run (XLA records it from torch_xla's Post Compilation "
+                "Analysis)")
+    if rules.max_graph_memory is None and graph_memory_limit(report, rules) is None:
+        return ("a share of the device needs the device's memory limit, which the runtime did "
+                "not report (" + (mem.device_note or "not measured") + "): give a size (16GiB)")
+    return ""
+
+
+def graph_memory_limit(report: Report, rules: Rules) -> int | None:
+    """The byte limit of the graph-memory rule: the size given, or the share of the device's
+    memory (None when the runtime does not report its limit)."""
+    if rules.max_graph_memory is not None:
+        return rules.max_graph_memory
+    mem = report.memory
+    if rules.max_graph_memory_share is None or mem is None or mem.device is None or \
+            mem.device.limit is None:
+        return None
+    return int(mem.device.limit * rules.max_graph_memory_share)
+
+
+def _check_graph_memory(report: Report, limit: int) -> Violation | None:
+    mem = report.memory
+    over = [s for s in (mem.sites if mem is not None else []) if s.largest.total > limit]
+    if not over:
+        return None
+    worst = over[0].largest
+    evidence = [f"{s.site}: {nbytes(s.largest.total)} ({s.largest.total:,} B: inputs "
+                f"{nbytes(s.largest.inputs)}, outputs {nbytes(s.largest.outputs)}, aliased "
+                f"{nbytes(s.largest.aliased)}, intermediates {nbytes(s.largest.intermediates)})"
+                f", step {s.largest.step}" + (f", inputs {s.largest.shape}" if s.largest.shape
+                                              else "") for s in over[:MAX_EVIDENCE]]
+    return Violation(
+        rule="max-graph-memory", limit=limit, actual=worst.total,
+        message=(f"{counted(len(over), 'site')} compiled a graph holding more than "
+                 f"{nbytes(limit)} (largest {nbytes(worst.total)} at {worst.site})"),
+        evidence=_capped(evidence, len(over), "sites"))
+
+
 def check_report(report: Report, rules: Rules) -> CheckResult:
     """Apply ``rules`` (or the default rule when none is set) to ``report``."""
     rules = rules.with_default()
@@ -263,6 +315,15 @@ def check_report(report: Report, rules: Rules) -> CheckResult:
         described.append(("max-step-seconds",
                           f"no steady step longer than {rules.max_step_seconds:g} s"))
         if (v := _check_step_seconds(report, rules.max_step_seconds)):
+            violations.append(v)
+    limit = graph_memory_limit(report, rules)
+    if limit is not None:
+        share = rules.max_graph_memory_share
+        described.append(("max-graph-memory", f"no compiled graph holds more than "
+                          f"{nbytes(limit)}" + (f" ({share:.0%} of the device)"
+                                                if rules.max_graph_memory is None and share
+                                                else "")))
+        if (v := _check_graph_memory(report, limit)):
             violations.append(v)
     return CheckResult(run_dir=report.run_dir, status=s.status, steps=s.steps, rules=described,
                        violations=violations, notes=notes)

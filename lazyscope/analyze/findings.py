@@ -153,7 +153,42 @@ class EagerFacts:
     last_reason: str
 
 
-Facts = RecompileFacts | ReuseFacts | SyncFacts | FallbackFacts | BreakFacts | EagerFacts
+@dataclass
+class AliasFacts:
+    """A steady graph computes new values of its inputs (parameters, optimizer state) out of
+    place: their buffers cannot be donated, so the old and the new value are both held at the
+    barrier. Bytes from the backend's analysis of the graph and its HLO."""
+
+    graph: str
+    compiled_at: Frame | None
+    #: bytes of the inputs the graph computes new values of (donated or not)
+    updated_bytes: int
+    #: ... of those this line computes out of place (not donated)
+    lost_bytes: int
+    #: what XLA aliased (donated) in the graph
+    aliased_bytes: int
+    outputs_bytes: int
+    #: the graph's parameter indices of the inputs updated out of place, and their arrays
+    inputs: list[int]
+    arrays: str
+
+
+@dataclass
+class GrowthFacts:
+    """The graphs compiled at one site hold more, graph after graph (inputs + intermediates):
+    tensors kept across steps."""
+
+    compiled_at: Frame | None
+    graphs: int
+    first_bytes: int
+    last_bytes: int
+    per_graph_bytes: int
+    #: the steps the growing graphs were compiled in
+    compiled_steps: list[int] = field(default_factory=list)
+
+
+Facts = (RecompileFacts | ReuseFacts | SyncFacts | FallbackFacts | BreakFacts | EagerFacts
+         | AliasFacts | GrowthFacts)
 
 
 @dataclass
@@ -869,5 +904,5 @@ def _rank(f: Finding) -> tuple[Any, ...]:
     return (-f.seconds, -f.count, f.kind, f.file, f.line)
 
 
-__all__ = ["BreakFacts", "EagerFacts", "Facts", "FallbackFacts", "Finding", "RecompileFacts",
+__all__ = ["AliasFacts", "GrowthFacts", "BreakFacts", "EagerFacts", "Facts", "FallbackFacts", "Finding", "RecompileFacts",
            "ReuseFacts", "SourceLookup", "SyncFacts", "VaryingInput", "make_findings"]

@@ -24,13 +24,36 @@ from lazyscope.analyze.breaks import eager_fallbacks, graph_breaks
 from lazyscope.analyze.buckets import Advice, advice_if_recompiling
 from lazyscope.analyze.events import EventGroup, event_groups, id_counts
 from lazyscope.analyze.fallbacks import FallbackOp, fallback_ops
-from lazyscope.analyze.findings import Finding, RecompileFacts, SourceLookup, make_findings
+from lazyscope.analyze.findings import (
+    Finding,
+    RecompileFacts,
+    SourceLookup,
+    _rank,
+    make_findings,
+)
+from lazyscope.analyze.memory import (
+    MemorySection,
+    device_memory,
+    graph_rows_by_index,
+    growing_memory,
+    lost_aliasing,
+    memory_section,
+    out_of_memory,
+)
 from lazyscope.analyze.recompiles import SiteCompiles, explain_recompiles, library_compiles
 from lazyscope.analyze.summary import Summary, summarize
 from lazyscope.analyze.syncs import SyncSite, sync_sites, syncs_per_step
 from lazyscope.analyze.wording import plural, say
 from lazyscope.core.units import counted
-from lazyscope.model import OWNER_LIBRARY, Capabilities, Run, SourceMap, StepTable, user_site
+from lazyscope.model import (
+    OWNER_LIBRARY,
+    Capabilities,
+    Frame,
+    Run,
+    SourceMap,
+    StepTable,
+    user_site,
+)
 
 #: the JSON report's schema: raised when a key changes meaning or goes away
 REPORT_SCHEMA = 2
@@ -106,6 +129,8 @@ class CompilationRow:
     owner: str
     site: str
     executions: int | None = field(default=None, metadata=_OPTIONAL)
+    #: what the graph holds on the device while it runs, in bytes (see ``memory``)
+    memory_bytes: int | None = field(default=None, metadata=_OPTIONAL)
 
 
 @dataclass
@@ -147,6 +172,8 @@ class Report:
     #: a multi-process run: one row per rank, and the signs of divergence between them
     ranks: list[RankRow] | None = field(default=None, metadata=_OPTIONAL)
     divergence: list[str] | None = field(default=None, metadata=_OPTIONAL)
+    #: device memory: each compiled graph's, the peak graph, the device over the run
+    memory: MemorySection | None = field(default=None, metadata=_OPTIONAL)
     schema_version: int = REPORT_SCHEMA
     # -- for the views only
     recompiles: list[SiteCompiles] = field(default_factory=list, metadata=_VIEW)
@@ -249,15 +276,18 @@ def _compilation_rows(run: Run, limit: int) -> tuple[list[CompilationRow], int]:
         total = np.bincount(keys, weights=counts)
         runs = {int(k): int(round(total[k])) for k in np.flatnonzero(total)}
     rows = []
+    memory = graph_rows_by_index(run)
     for i in idx[:limit]:
         e = ev.event(int(i))
+        mem = memory.get(int(i))
         site = user_site(e.stack)
         data = e.data
         rows.append(CompilationRow(
             step=e.step, seconds=e.seconds, graph=e.key[:16],
             phase=getattr(data, "phase", ""), cause=getattr(data, "cause", ""),
             owner=getattr(data, "owner", ""), site=str(site) if site else "",
-            executions=runs.get(int(ev.key[i]), 0) if runs and int(ev.key[i]) else None))
+            executions=runs.get(int(ev.key[i]), 0) if runs and int(ev.key[i]) else None,
+            memory_bytes=mem.total if mem is not None else None))
     return rows, len(idx)
 
 
@@ -323,6 +353,12 @@ def verdict(backend: str, summary: Summary, capabilities: Capabilities, findings
     eager = [f for f in findings if f.kind == "eager_fallback"]
     if eager:
         extras.append(say(b, "extra_eager", n=len(eager), s=plural(len(eager))))
+    aliasing = [f for f in findings if f.kind == "lost_aliasing"]
+    if aliasing:
+        extras.append(say(b, "extra_aliasing", n=len(aliasing), s=plural(len(aliasing))))
+    growing = [f for f in findings if f.kind == "growing_memory"]
+    if growing:
+        extras.append(say(b, "extra_growing", n=len(growing), s=plural(len(growing))))
     clean = (not findings and summary.status == "ok" and summary.complete and not unexplained
              and not summary.idle)
     return prefix + main + (f"; {'; '.join(extras)}" if extras else ""), clean
@@ -368,6 +404,12 @@ def build_report(run: Run, *, warmup_steps: int | None = None,
         b, sites=sites, syncs=syncs, fallbacks=fallbacks, breaks=breaks, eagers=eagers,
         steps=len(run.steps), graph_shapes=info.graph_shapes,
         wall_seconds=summary.wall_seconds, sources=sources)
+    growth_at = {(f.compiled_at.file, f.compiled_at.line): Frame(f.file, f.line, f.function)
+                 for f in findings if isinstance(f.facts, RecompileFacts) and f.compiled_at
+                 and f.file and any(v.growing for v in f.facts.varying)}
+    findings = sorted(findings + lost_aliasing(b, run) + growing_memory(b, run, growth_at),
+                      key=_rank)
+    device, device_note = device_memory(info)
     text, clean = verdict(b, summary, run.meta.capabilities, findings, notes)
     rows, total = _compilation_rows(run, MAX_COMPILE_ROWS)
     series = step_series(run.steps)
@@ -381,6 +423,7 @@ def build_report(run: Run, *, warmup_steps: int | None = None,
         per_step_bucketed=series.bucketed,
         advice=advice_if_recompiling(run, sites),
         profile=info.profile,
+        memory=memory_section(run, device, device_note, out_of_memory(run)),
         recompiles=sites, syncs=syncs, fallbacks=fallbacks, series=series, steps=run.steps,
         syncs_per_step=per_step_syncs, sources=info.sources,
     )

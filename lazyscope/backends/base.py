@@ -129,6 +129,9 @@ class Recorder:
         self.last_wall_s: float | None = None
         #: once set (a full disk), nothing more is written; the trace ends with that error
         self.failed: BaseException | None = None
+        #: the last graph compiled with its memory known: (stack, memory, step), what an
+        #: out-of-memory error is reported against
+        self.last_graph: tuple[Stack | None, Any, int] | None = None
 
     @property
     def next_index(self) -> int:
@@ -217,6 +220,8 @@ class Recorder:
         """Record an event (in the step now in progress unless ``step`` is given)."""
         if self.failed is not None or self.forgotten:
             return
+        if kind == "compile" and getattr(payload, "memory", None) is not None:
+            self.last_graph = (stack, payload.memory, self.steps if step is None else step)
         with self._lock:
             try:
                 self.writer.write_event(kind, self.steps if step is None else step,

@@ -57,6 +57,7 @@ from lazyscope.core.errors import (
     Interrupted,
     LazyscopeError,
     NoSpaceError,
+    OutOfDeviceMemory,
     OutputError,
     RunDirError,
     Signalled,
@@ -67,8 +68,10 @@ from lazyscope.core.errors import (
     show_path,
     signal_name,
 )
+from lazyscope.core.oom import one_line as oom_one_line
+from lazyscope.core.oom import parse_out_of_memory
 from lazyscope.core.signals import Terminated
-from lazyscope.core.units import counted
+from lazyscope.core.units import counted, nbytes
 from lazyscope.model import (
     SOURCES_KEY,
     STATUS_FAILED,
@@ -376,6 +379,8 @@ class Tracer:
         self.error: str | None = None
         self.stopped_at_limit = False
         self.exception: BaseException | None = None
+        #: the program's exception was an out-of-memory error: the one line that says so
+        self.out_of_memory: str | None = None
         #: the error that stopped the recording itself (a full disk), raised from __exit__
         self.aborted: BaseException | None = None
         self.profile = profile
@@ -565,6 +570,7 @@ class Tracer:
             else:
                 self.exception = exc
                 self.error = describe_exception(exc)
+                self._note_out_of_memory(exc)
                 try:
                     self.writer.write_text(ERROR_FILE, "".join(
                         traceback.format_exception(exc_type, exc, tb)))
@@ -590,6 +596,39 @@ class Tracer:
         if failed is not None:
             raise failed
         return exc is None or isinstance(exc, StepLimitReached)
+
+    def _note_out_of_memory(self, exc: BaseException) -> None:
+        """An out-of-memory error of the program (XLA's RESOURCE_EXHAUSTED, CUDA's
+        OutOfMemoryError): parsed into the run's info (``out_of_memory``, which the report
+        reads) and the one line the trace ends with, against the last graph compiled."""
+        texts = []
+        seen: BaseException | None = exc
+        while seen is not None and len(texts) < 4:  # "raise ... from" an XLA error
+            try:
+                texts.append(str(seen))
+            except Exception:  # noqa: BLE001 - the program's __str__ raised
+                pass
+            seen = seen.__cause__ or seen.__context__
+        oom = parse_out_of_memory("\n".join(texts))
+        if oom is None or self.recorder is None:
+            return
+        frames = [make_frame(f.filename, f.lineno or 0, f.name)
+                  for f in traceback.extract_tb(exc.__traceback__)]
+        site = user_site(tuple(reversed(frames)))
+        where = f"{site.file}:{site.line}" if site is not None else ""
+        graph_site, step, sizes = "", None, None
+        last = self.recorder.last_graph
+        if last is not None:
+            stack, memory, step = last
+            at = user_site(stack) if stack else None
+            graph_site = f"{at.file}:{at.line}" if at is not None else ""
+            sizes = memory.to_json()
+        self.out_of_memory = oom_one_line(oom, nbytes, where, graph_site, step, sizes)
+        first = next((ln.strip() for ln in texts[0].splitlines() if ln.strip()), "") \
+            if texts else ""
+        self.recorder.set_info(out_of_memory={
+            **oom.to_json(), "message": one_line(first, 500),
+            "site": [site.file, site.line] if site is not None else None})
 
     def _finish(self) -> None:
         """Record the end (status, error) and where the run directory is now."""
@@ -761,6 +800,10 @@ def trace_target(
             # lazyscope itself refused inside the program (no CUDA device, say): keep its code
             err = type(tracer.exception)(
                 f"{tracer.exception}; the run so far is kept in {shown} (status failed)")
+        elif tracer.out_of_memory is not None:
+            err = OutOfDeviceMemory(
+                f"{show_path(target.name)} failed: {tracer.out_of_memory}; the run so far is "
+                f"kept in {shown} (status failed)")
         else:
             err = TargetFailed(
                 f"{show_path(target.name)} failed: {tracer.error}; the run so far is kept in "

@@ -164,7 +164,7 @@ def run_compare(
     _prepare_out(out, force)
     say = progress or (lambda _update: None)
     env = {**os.environ}
-    root = str(Path(__file__).resolve().parents[1])
+    root = str(Path(__file__).resolve().parents[2])  # the directory holding lazyscope/
     env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
     failures: dict[str, str] = {}
     cases = [(b, p) for b in backends for p in policies] if backends else \

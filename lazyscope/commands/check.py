@@ -8,9 +8,10 @@ from typing import Any
 
 import click
 
-from lazyscope.analyze.check import Rules, check_report
+from lazyscope.analyze.check import Rules, check_graph_memory_unmeasured, check_report
 from lazyscope.commands.common import report_and_views
 from lazyscope.core.errors import EXIT_CHECK_FAILED, UsageError
+from lazyscope.core.units import parse_size_or_share
 from lazyscope.render.check import CHECK_RENDERERS
 
 
@@ -39,6 +40,19 @@ def _one_rule(new: int | None, old: int | None) -> int | None:
     return new if new is not None else old
 
 
+def size_or_share_option(ctx: Any, param: Any, value: str | None
+                         ) -> tuple[int | None, float | None]:
+    """The value of ``--max-graph-memory`` (a command-line callback): ``(bytes, None)``,
+    ``(None, share)`` or ``(None, None)`` when not given; a bad value is a usage error
+    (exit 2)."""
+    if value is None:
+        return None, None
+    try:
+        return parse_size_or_share(value)
+    except ValueError as err:
+        raise UsageError(f"--max-graph-memory: {err}") from None
+
+
 def _measured_for(report: Any, rules: Rules) -> None:
     """Refuse a rule on a metric the run does not measure (it would pass whatever the program
     did): exit 2."""
@@ -49,6 +63,10 @@ def _measured_for(report: Any, rules: Rules) -> None:
             f"--max-syncs-per-step cannot be checked: host syncs are not measured by the "
             f"{summary.backend} backend on {summary.device or 'this device'} (see the run's "
             "notes)")
+    if (rules.max_graph_memory is not None or rules.max_graph_memory_share is not None) and \
+            check_graph_memory_unmeasured(report, rules):
+        raise UsageError(f"--max-graph-memory cannot be checked: "
+                         f"{check_graph_memory_unmeasured(report, rules)}")
 
 
 @click.command("check")
@@ -71,13 +89,17 @@ def _measured_for(report: Any, rules: Rules) -> None:
               metavar="S", help="no steady step may take longer than S seconds")
 @click.option("--allow-incomplete", is_flag=True,
               help="check a failed, interrupted or killed run's recorded steps instead of failing")
+@click.option("--max-graph-memory", default=None, metavar="SIZE", callback=size_or_share_option,
+              help="no compiled graph may hold more than SIZE on the device (1MB, 16GiB, or "
+                   "80%% of the device where the runtime reports its memory)")
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text",
               show_default=True)
 def check_cmd(run_dir: Path, max_recompiles: int | None, max_recompiles_old: int | None,
               warmup_steps: int | None,
               max_syncs_per_step: int | None, no_fallbacks: bool, no_graph_breaks: bool,
               no_rank_divergence: bool, max_step_seconds: float | None,
-              allow_incomplete: bool, fmt: str) -> int:
+              allow_incomplete: bool, max_graph_memory: tuple[int | None, float | None],
+              fmt: str) -> int:
     """A CI gate: exit 0 when RUN_DIR obeys the rules, 1 (with the evidence) when not.
 
     With no rule given, checks --max-recompiles 0: no recompilation in steady state. A run that
@@ -88,7 +110,8 @@ def check_cmd(run_dir: Path, max_recompiles: int | None, max_recompiles_old: int
     rules = Rules(max_recompiles=max_recompiles, max_syncs_per_step=max_syncs_per_step,
                   no_fallbacks=no_fallbacks, no_graph_breaks=no_graph_breaks,
                   no_rank_divergence=no_rank_divergence, max_step_seconds=max_step_seconds,
-                  allow_incomplete=allow_incomplete)
+                  allow_incomplete=allow_incomplete, max_graph_memory=max_graph_memory[0],
+                  max_graph_memory_share=max_graph_memory[1])
     report = report_and_views(run_dir, warmup_steps=warmup_steps, views=False)
     _measured_for(report, rules)
     result = check_report(report, rules)

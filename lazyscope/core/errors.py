@@ -16,6 +16,9 @@ Exit codes (also in docs/faults.md):
 4     a missing optional dependency (torch_xla, a GPU, a browser ...)
 5     the traced scenario or script raised or exited with a non-zero status (``sys.exit(3)``,
       ``os._exit(3)``); the run is kept, status ``failed``
+6     the traced program ran out of device memory (XLA ``RESOURCE_EXHAUSTED`` at compile or
+      run time, CUDA ``OutOfMemoryError``): one line with the graph's site, its sizes and the
+      largest buffers the message lists; the run is kept, status ``failed``
 70    an internal error of lazyscope (a bug): one line, the traceback in a crash file
 128+N terminated by signal N while tracing (SIGHUP 129, SIGQUIT 131, SIGUSR1 138, SIGUSR2
       140, SIGTERM 143): the run is finalised like Ctrl-C, status ``interrupted``; 134: the
@@ -44,6 +47,7 @@ EXIT_USAGE = 2
 EXIT_RUN_DIR = 3
 EXIT_MISSING_DEPENDENCY = 4
 EXIT_TARGET_FAILED = 5
+EXIT_OUT_OF_MEMORY = 6
 EXIT_INTERNAL = 70
 #: a termination signal N ends a trace with 128 + N
 EXIT_SIGNAL_BASE = 128
@@ -209,6 +213,12 @@ class TargetFailed(LazyscopeError):
     """The traced scenario or script raised; everything recorded so far is kept."""
 
     exit_code = EXIT_TARGET_FAILED
+
+
+class OutOfDeviceMemory(TargetFailed):
+    """The traced program ran out of device memory; everything recorded so far is kept."""
+
+    exit_code = EXIT_OUT_OF_MEMORY
 
 
 class Interrupted(LazyscopeError):

@@ -70,8 +70,10 @@ from lazyscope.model.payloads import (
     FallbackExec,
     GraphBreak,
     GraphInput,
+    GraphMemory,
     Payload,
     Sync,
+    Update,
 )
 from lazyscope.model.run import RankedRun, Run, runs_by_rank
 from lazyscope.model.steps import STEP_FIELDS, Step, StepTable
@@ -81,7 +83,7 @@ __all__ = [
     "SOURCES_KEY", "SourceMap", "location",
     "STATUSES", "STATUS_FAILED", "STATUS_INTERRUPTED", "STATUS_NO_SPACE", "STATUS_OK",
     "STATUS_RUNNING", "STEP_FIELDS", "Capabilities", "Change", "Compile", "EagerFallback", "Event",
-    "EventTable", "Execute", "Fallback", "FallbackExec", "Frame", "GraphBreak", "GraphInput", "Interned",
+    "EventTable", "Execute", "Fallback", "FallbackExec", "Frame", "GraphBreak", "GraphInput", "GraphMemory", "Update", "Interned",
     "Lookup", "Meta", "Payload", "RankedRun", "Run", "Stack", "Step", "StepTable", "Sync",
     "now_iso", "runs_by_rank", "table_from_events", "user_frames", "user_site", "validate",
 ]

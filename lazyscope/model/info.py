@@ -76,6 +76,11 @@ class RunInfo:
     loaders: list[dict[str, Any]] | None = None
     #: errors raised in loader worker threads
     thread_errors: list[dict[str, Any]] | None = None
+    #: the device's memory at each barrier, where the runtime reports it (``used``, ``peak``,
+    #: ``limit`` ...), or why not (``unmeasured``)
+    device_memory: dict[str, Any] | None = None
+    #: the out-of-memory error the program stopped on, parsed (kind, sizes, its site)
+    out_of_memory: dict[str, Any] | None = None
     sources: SourceMap = field(default_factory=SourceMap)
     workload: Workload = field(default_factory=Workload)
     #: every key that is neither lazyscope's nor the workload's, as the program set it

@@ -46,7 +46,8 @@ from typing import Any
 
 from lazyscope.model import Frame, SourceMap, Stack
 
-_PACKAGE_DIR = str(Path(__file__).resolve().parent) + os.sep
+#: lazyscope's own package (this file is lazyscope/model/ownership.py)
+_PACKAGE_DIR = str(Path(__file__).resolve().parents[1]) + os.sep
 #: path parts that mark installed or framework code wherever it is
 _LIBRARY_PARTS = (
     f"{os.sep}site-packages{os.sep}",

@@ -85,6 +85,67 @@ class Change:
                             str(data.get("text", "")), _frame(data.get("origin"))))
 
 
+@dataclass
+class GraphMemory:
+    """What one compiled graph holds on the device, in bytes: the backend's own analysis of the
+    compiled program (XLA: torch_xla's Post Compilation Analysis, the executable's
+    ``CompiledMemoryStats``, which torch_xla prints in GiB to 6 decimals: each figure here is
+    that number times 2**30, so exact to about 1 KiB). ``inputs``: argument buffers;
+    ``outputs``: result buffers; ``aliased``: input buffers donated to outputs (counted in both,
+    held once); ``intermediates``: temporaries; ``program``: generated code."""
+
+    inputs: int = 0
+    outputs: int = 0
+    aliased: int = 0
+    intermediates: int = 0
+    program: int = 0
+
+    @property
+    def total(self) -> int:
+        """What the graph holds while it runs: its inputs and outputs (a donated buffer
+        once), its temporaries and its code."""
+        return self.inputs + self.outputs - self.aliased + self.intermediates + self.program
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, data: Any) -> GraphMemory:
+        return validate(_from_dict(cls, data))
+
+
+@dataclass
+class Update:
+    """A graph input that the graph computes a new value of (an output of its dtype and shape
+    computed from it: a parameter or optimizer state after the step): ``input`` its parameter
+    index, ``nbytes`` its size, ``donated`` whether its buffer is donated to the output
+    (updated in place), ``at`` the user line that computes the new value."""
+
+    input: int
+    dtype: str
+    shape: list[int]
+    nbytes: int
+    donated: bool
+    at: Frame | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"input": self.input, "dtype": self.dtype,
+                               "shape": list(self.shape), "nbytes": self.nbytes,
+                               "donated": self.donated}
+        if self.at is not None:
+            out["at"] = self.at.to_json()
+        return out
+
+    @classmethod
+    def from_json(cls, data: Any) -> Update:
+        if not isinstance(data, dict):
+            raise ValueError("an update is not an object")
+        return validate(cls(int(data.get("input", 0)), str(data.get("dtype", "")),
+                            [int(d) for d in data.get("shape") or []],
+                            int(data.get("nbytes", 0)), bool(data.get("donated", False)),
+                            _frame(data.get("at"))))
+
+
 #: who made a graph or a sync: the user's program, or the backend for its own bookkeeping
 OWNER_USER = "user"
 OWNER_LIBRARY = "library"
@@ -127,6 +188,10 @@ class Compile:
     hlo_file: str | None = None
     #: forward compile this backward compile belongs to (dynamo: the frame's compile id)
     forward_of: str | None = None
+    #: what the compiled graph holds on the device (XLA: its Post Compilation Analysis)
+    memory: GraphMemory | None = None
+    #: the inputs the graph computes new values of, donated or not (XLA: from its HLO)
+    updates: list[Update] | None = None
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {}
@@ -136,8 +201,10 @@ class Compile:
                 continue
             if f.name == "inputs":
                 value = [i.to_json() for i in value]
-            elif f.name == "changes":
+            elif f.name in ("changes", "updates"):
                 value = [c.to_json() for c in value]
+            elif f.name == "memory":
+                value = value.to_json()
             out[f.name] = value
         return out
 
@@ -153,6 +220,12 @@ class Compile:
             obj.changes = [Change.from_json(c) for c in obj.changes]
         if obj.lines is not None:
             obj.lines = [[str(f), int(n), str(d)] for f, n, d in obj.lines]
+        if obj.memory is not None:
+            obj.memory = GraphMemory.from_json(obj.memory)
+        if obj.updates is not None:
+            if not isinstance(obj.updates, list):
+                raise ValueError("Compile.updates is not a list")
+            obj.updates = [Update.from_json(u) for u in obj.updates]
         return validate(obj)
 
 

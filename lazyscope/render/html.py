@@ -307,6 +307,42 @@ def _advice(advice: Advice) -> str:
     return head + table(rows, columns=ADVICE_COLUMNS, headers=ADVICE_HEADERS)
 
 
+def _memory(report: Report) -> str:
+    """Each site's largest graph, in bytes and in MiB, the peak graph with its shape, the
+    device over the run (or why not), and the out-of-memory error."""
+    mem = report.memory
+    if mem is None:
+        return ""
+    out = []
+    if mem.peak is not None:
+        shape = f"; its inputs {esc(mem.peak.shape)}" if mem.peak.shape else ""
+        out.append(f'<p><b>peak graph</b>: {esc(units.nbytes(mem.peak.total))} '
+                   f"({mem.peak.total:,} B), compiled at <code>{esc(mem.peak.site)}</code> at "
+                   f"step {mem.peak.step}{shape}</p>")
+    if mem.out_of_memory is not None:
+        out.append(f'<p class="warn">{esc(mem.out_of_memory.line)}</p>')
+    cols = ["inputs", "outputs", "aliased", "intermediates", "program", "total"]
+    rows = [{"site": s.site, "graphs": s.graphs,
+             **{c: getattr(s.largest, c) for c in cols},
+             "held": units.nbytes(s.largest.total), "shape": s.largest.shape}
+            for s in mem.sites]
+    out.append(table(rows, ["site", "graphs", *cols, "held", "shape"],
+                     {"site": "user site", "graphs": "graphs", "total": "total (B)",
+                      "held": "total", "shape": "varying inputs (largest graph)"}))
+    if mem.device is not None:
+        d = mem.device
+        out.append(table([{"source": d.source, "steps": d.steps, "in use (max)": d.used_max,
+                           "at step": d.used_max_step, "peak": d.peak,
+                           "reserved (max)": d.reserved_max, "limit": d.limit,
+                           "headroom": d.headroom}]))
+    elif mem.device_note:
+        out.append(f'<p class="sub">device memory: {esc(mem.device_note)}</p>')
+    graphs = [to_jsonable(g) for g in mem.graphs]
+    out.append(f"<details><summary>every compiled graph ({mem.graphs_total})</summary>"
+               f"{table(graphs, ['step', 'graph', 'site', *cols, 'shape'])}</details>")
+    return "".join(out)
+
+
 def render_html(report: Report, images: Mapping[str, bytes] | None = None, *,
                 fragment: bool = False) -> str:
     """The report page (see the module docstring). ``images``: caption -> PNG bytes, in
@@ -336,13 +372,16 @@ def render_html(report: Report, images: Mapping[str, bytes] | None = None, *,
                          "notes"))
     pictures = "".join(img(png, alt=name, caption=name) for name, png in images.items())
     parts.append(section("Steps", pictures, "plots"))
+    parts.append(section("Device memory per compiled graph (bytes, the backend's own "
+                         "analysis)", _memory(report), "memory"))
     rows = [to_jsonable(r) for r in report.compilations]
     more = report.compilations_total - len(rows)
     parts.append(section(
         f"Compilations ({report.compilations_total})",
         table(rows, ["step", "seconds", "graph", "phase", "cause", "owner", "site",
-                     "executions"], {"graph": "graph id", "site": "user site",
-                                     "executions": "runs"})
+                     "executions", "memory_bytes"], {"graph": "graph id", "site": "user site",
+                                                     "executions": "runs",
+                                                     "memory_bytes": "memory (B)"})
         + (f'<p class="sub">{more} more in the JSON report</p>' if more > 0 else ""),
         "compilations"))
     syncs = _groups(report, "sync")

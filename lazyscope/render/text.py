@@ -168,11 +168,55 @@ def _advice_lines(report: Report) -> list[str]:
     ]
 
 
+def memory_lines(report: Report) -> list[str]:
+    """Each site's largest graph in bytes, the peak graph and its shape, the device over the
+    run (or why not), and the out-of-memory error the run stopped on."""
+    mem = report.memory
+    if mem is None:
+        return []
+    sources = report.sources
+    lines = ["", "  memory per compiled graph, bytes (the backend's own analysis; the largest "
+                 "graph of each site)",
+             f"  {'graphs':>6} {'total':>14} {'inputs':>14} {'outputs':>14} {'aliased':>14} "
+             f"{'intermediates':>14} {'program':>10}  site"]
+    for site in mem.sites[:MAX_GROUPS]:
+        g = site.largest
+        where = location(Frame(site.file, site.line), sources) if site.file else "?"
+        lines.append(f"  {site.graphs:>6} {g.total:>14,} {g.inputs:>14,} {g.outputs:>14,} "
+                     f"{g.aliased:>14,} {g.intermediates:>14,} {g.program:>10,}  {where}"
+                     + (f" ({site.function})" if site.function else ""))
+    if mem.peak is not None:
+        at = location(mem.peak_at, sources) if mem.peak_at else "an unknown line"
+        shape = f", its inputs {mem.peak.shape}" if mem.peak.shape else ""
+        lines.append(f"  peak graph      {nbytes(mem.peak.total)} ({mem.peak.total:,} B), "
+                     f"compiled at {at} at step {mem.peak.step}{shape}")
+    dev = mem.device
+    if dev is not None:
+        parts = [f"{dev.source}:"]
+        if dev.used_max is not None:
+            parts.append(f"in use at most {nbytes(dev.used_max)} (step {dev.used_max_step})")
+        if dev.peak is not None:
+            parts.append(f"peak {nbytes(dev.peak)}")
+        if dev.reserved_max is not None:
+            parts.append(f"reserved at most {nbytes(dev.reserved_max)}")
+        if dev.limit is not None:
+            parts.append(f"of {nbytes(dev.limit)}")
+        if dev.headroom is not None:
+            parts.append(f"(headroom {nbytes(dev.headroom)})")
+        lines.append("  device memory   " + " ".join(parts))
+    elif mem.device_note:
+        lines.append(f"  device memory   {mem.device_note}")
+    if mem.out_of_memory is not None:
+        lines.append(f"  out of memory   {mem.out_of_memory.line}")
+    return lines
+
+
 def render_text(report: Report) -> str:
     lines = render_summary_text(report)
     if len(report.steps):
         lines += ["", *_step_rows(report)]
     lines += _event_rows(report)
+    lines += memory_lines(report)
     lines += render_findings_text(report)
     lines += _advice_lines(report)
     if report.ranks:

@@ -35,3 +35,18 @@ def test_source_map_of_files(tmp_path) -> None:
                                       4: "print(loss.item())"}}
     assert sm.labels == {}  # not in IPython: no cells
     assert cell_number(str(script)) is None
+
+
+def test_every_module_of_lazyscope_is_library_code_and_its_tests_are_not() -> None:
+    """Which frames are the user's is decided by where lazyscope's package is: every module of
+    every folder of it is library code, wherever the deciding module sits in it."""
+    from pathlib import Path
+
+    import lazyscope
+    from lazyscope.model.ownership import is_lazyscope_file, is_library_file
+
+    package = Path(lazyscope.__file__).parent
+    modules = [str(p) for p in package.rglob("*.py")]
+    assert len(modules) > 50
+    assert [m for m in modules if not (is_library_file(m) and is_lazyscope_file(m))] == []
+    assert not is_library_file(str(package.parent / "tests" / "programs" / "memory" / "rebind.py"))

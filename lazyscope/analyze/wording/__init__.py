@@ -178,6 +178,23 @@ BASE: dict[str, str] = {
     "fallback_fix": "replace {op} with ops the backend lowers: {replacement}",
     "fallback_fix_generic": "see the backend's lowered op list, or move the computation out of "
                             "the step",
+    # memory
+    "extra_aliasing": "{n} line{s} updating parameters out of place (buffers not donated)",
+    "extra_growing": "{n} site{s} whose graphs grow step after step",
+    "alias_detail": "the step graph compiled at {site} computes new values of its "
+                    "input{s} {arrays} ({lost}) here, out of place: the buffer{s} cannot be "
+                    "donated to the outputs, so old and new values are both held (the graph "
+                    "updates {updated} of its inputs and aliases {aliased}; outputs {outputs})",
+    "alias_fix": "update the tensor in place so its buffer is donated: `with torch.no_grad(): "
+                 "w -= lr * w.grad` (or `w.sub_(...)`, `w.copy_(new)`, `state.mul_(b).add_(g)`) "
+                 "instead of rebinding `w = (w - lr * w.grad).detach().requires_grad_()`; an "
+                 "optimizer's own step() updates in place",
+    "growth_detail": "the {n} graphs compiled at {site} from step {a} to step {b} each hold "
+                     "more (inputs + intermediates: {first} -> {last}, {per} more per graph): "
+                     "tensors are kept on the device across steps and fed back into the graph",
+    "growth_fix": "do not keep device tensors across steps in a growing list or torch.cat: "
+                  "keep a fixed-size window or a running value (`total += loss.detach()`), or "
+                  "move what must be kept to the host at the barrier",
     # multi-rank
     "rank_diverges_graphs": "rank {rank} compiled {graphs} the other ranks did not: "
                             "ranks that trace different graphs wait for each other at every "

@@ -48,7 +48,7 @@ from typing import Any
 from lazyscope.backends.base import Collector, Recorder, TraceOptions
 from lazyscope.backends.xla.barrier import barrier_site
 from lazyscope.backends.xla.causes import classify_compile
-from lazyscope.backends.xla.debugfile import DebugFileReader, DebugRecord
+from lazyscope.backends.xla.debugfile import DebugFileReader, DebugRecord, graph_memory
 from lazyscope.backends.xla.hlo import HloDumpReader, pair_modules
 from lazyscope.backends.xla.irlines import SourceLines
 from lazyscope.backends.xla.metrics import EXECUTE_METRICS, Metrics, runtime_counts
@@ -159,6 +159,12 @@ class XlaCollector(Collector):
         self._lines = SourceLines()
         self._session: XlaSession | None = None
         self._debug_kept = 0
+        #: the device's memory at each barrier (TPU: xm.get_memory_info), read only once the
+        #: program has started the runtime; None until known whether the runtime reports it
+        self._memory_device: str | None = None
+        self._memory_used: list[int] = []
+        self._memory_peak: int | None = None
+        self._memory_limit: int | None = None
 
     def capabilities(self) -> Capabilities:
         return Capabilities(step_fields=list(STEP_FIELDS), lazy=True,
@@ -348,6 +354,10 @@ class XlaCollector(Collector):
         values, active = self._collect_step(everything=True)
         if active:
             self._recorder.finish_tail(values)
+        if self._memory_used:
+            self._recorder.set_info(device_memory={
+                "source": "torch_xla get_memory_info", "used": self._memory_used,
+                "peak": self._memory_peak, "limit": self._memory_limit})
         try:  # torch_xla's own count of the same run, for the report to set beside lazyscope's
             end = runtime_counts(self._met)
             self._recorder.set_info(runtime_counts={
@@ -364,6 +374,7 @@ class XlaCollector(Collector):
             values, _ = self._collect_step()
             if not self._device_noted:
                 self._note_device()
+            self._sample_memory()
             if not self._eager_seen and self._eager_mode():
                 self._eager_seen = True
                 assert self._recorder is not None
@@ -399,6 +410,32 @@ class XlaCollector(Collector):
             self._recorder.set_info(**info)
         except Exception:  # noqa: BLE001 - descriptive only
             pass
+
+    def _sample_memory(self) -> None:
+        """The device's memory now (``bytes_used``, ``peak_bytes_used``, ``bytes_limit``):
+        torch_xla's allocator statistics, no device work and no transfer. XLA:CPU raises
+        UNIMPLEMENTED: recorded once as not measured, never as 0."""
+        if self._memory_device == "" or self._recorder is None:
+            return
+        try:
+            import torch_xla
+
+            if self._memory_device is None:
+                if not torch_xla._XLAC._xla_runtime_is_initialized():
+                    return  # the program has not started the runtime: not ours to start
+                self._memory_device = str(torch_xla.device())
+            info = torch_xla._XLAC._xla_memory_info(self._memory_device)
+        except Exception as exc:  # noqa: BLE001 - the runtime cannot say (XLA:CPU)
+            self._memory_device = ""
+            why = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:200]
+            self._recorder.set_info(device_memory={
+                "unmeasured": f"the runtime does not report device memory ({why})"})
+            return
+        self._memory_used.append(int(info.get("bytes_used", 0)))
+        if "peak_bytes_used" in info:
+            self._memory_peak = int(info["peak_bytes_used"])
+        if "bytes_limit" in info:
+            self._memory_limit = int(info["bytes_limit"])
 
     def _collect_step(self, everything: bool = False) -> tuple[dict[str, float | None], bool]:
         assert self._recorder is not None and self._last is not None
@@ -466,7 +503,8 @@ class XlaCollector(Collector):
                         if graphs is not None and graph is not None else None)
             payload = Compile(
                 phase="graph", cause=cause, cause_kind=cause_kind, owner=owner,
-                num_inputs=rec.num_inputs, num_outputs=rec.num_outputs, hlo_file=hlo_file)
+                num_inputs=rec.num_inputs, num_outputs=rec.num_outputs, hlo_file=hlo_file,
+                memory=graph_memory(rec.sizes_gb))
             if graph is not None:
                 graph.fill(payload)
             stack = bound_stack(frames)

@@ -33,7 +33,7 @@ import re
 from collections import Counter
 from dataclasses import dataclass, field
 
-from lazyscope.model import Frame
+from lazyscope.model import Frame, GraphMemory
 from lazyscope.store.layout import DEBUG_FILE, DEBUG_FILE_OLD
 
 _PREFIXES = {
@@ -44,6 +44,20 @@ _PREFIXES = {
 }
 _FRAME_RE = re.compile(r"^(?P<function>.*?) \((?P<file>.*):(?P<line>\d+)\)$")
 _SIZE_RE = re.compile(r"^(?P<key>[A-Za-z ]+ size): (?P<value>[0-9.]+) GB$")
+#: torch_xla's Post Compilation Analysis lines -> GraphMemory fields. torch_xla prints the
+#: executable's CompiledMemoryStats bytes divided by 2**30 ("GB"), to 6 decimals
+_SIZE_FIELDS = {"graph input size": "inputs", "graph output size": "outputs",
+                "aliased input size": "aliased", "intermediate tensor size": "intermediates",
+                "compiled program size": "program"}
+GIB = 1 << 30
+
+
+def graph_memory(sizes_gb: dict[str, float]) -> GraphMemory | None:
+    """The memory of a compiled graph from its Post Compilation Analysis sizes; None when the
+    block was not there (it is written from ``PT_XLA_DEBUG_LEVEL`` 1 on)."""
+    values = {field: round(sizes_gb[key] * GIB) for key, field in _SIZE_FIELDS.items()
+              if key in sizes_gb}
+    return GraphMemory(**values) if values else None
 
 
 @dataclass

@@ -43,7 +43,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from lazyscope.model import Compile, GraphInput
+from lazyscope.model import Compile, GraphInput, GraphMemory, Update
 from lazyscope.model.ownership import is_library_file, make_frame
 
 SUFFIX = ".before_optimizations.txt"
@@ -67,6 +67,16 @@ SPECIAL_SCALARS = ("0", "1", "-0", "0.0", "1.0")
 #: user lines whose instructions are digested per graph
 MAX_LINES = 512
 _ALIAS_RE = re.compile(r"input_output_alias=\{(?P<a>.*?)\}(?:, [a-z_]+=|$)")
+_ARRAY_ANY_RE = re.compile(r"(?P<dtype>[a-z]+[0-9]*[a-z0-9]*)\[(?P<dims>[^\]]*)\]")
+_INSTR_RE = re.compile(r"^\s*(?P<root>ROOT\s+)?%(?P<name>[\w.\-]+) = (?P<rest>.*)$")
+#: a donated parameter: ``(1, {})`` in buffer_donor, ``{0}: (1, {}, may-alias)`` in an alias
+_DONOR_PARAM_RE = re.compile(r"\((?P<p>\d+),\s*\{")
+#: bytes per element of XLA's primitive types
+DTYPE_BYTES = {"pred": 1, "s8": 1, "u8": 1, "s16": 2, "u16": 2, "f16": 2, "bf16": 2, "s32": 4,
+               "u32": 4, "f32": 4, "s64": 8, "u64": 8, "f64": 8, "c64": 8, "c128": 16,
+               "f8e4m3fn": 1, "f8e5m2": 1, "s4": 1, "u4": 1}
+#: operands followed back from an output to find the input it updates
+MAX_UPDATE_DEPTH = 8
 
 
 @dataclass
@@ -89,6 +99,12 @@ class HloModuleInfo:
     lines: list[tuple[str, int, str]] = field(default_factory=list)
     #: special scalar constants baked into the graph, "dtype:value"
     constants: list[str] = field(default_factory=list)
+    #: inputs the graph computes new values of (see :func:`parse_updates`)
+    updates: list[Update] = field(default_factory=list)
+    #: exact bytes of the inputs, the outputs and the donated inputs, from the entry layout
+    input_bytes: int = 0
+    output_bytes: int = 0
+    donated_bytes: int = 0
 
     def fill(self, payload: Compile) -> None:
         """Put what the module says into a compile event's payload."""
@@ -104,6 +120,9 @@ class HloModuleInfo:
         payload.donors = self.donors or None
         payload.lines = [[f, n, d] for f, n, d in self.lines] or None
         payload.constants = self.constants or None
+        payload.updates = self.updates or None
+        if payload.memory is not None:
+            payload.memory = exact_memory(payload.memory, self)
 
 
 def _split_top(text: str) -> list[str]:
@@ -211,6 +230,139 @@ def _source_locations(body: str) -> tuple[dict[int, tuple[str, int]],
     return origins, lines, sorted(constants.elements())
 
 
+def exact_memory(memory: GraphMemory, module: HloModuleInfo) -> GraphMemory:
+    """XLA's figures with the inputs, outputs and aliased inputs in exact bytes from the
+    module's entry layout, each where it agrees with XLA's own figure to the 6 decimals of
+    GiB torch_xla prints (XLA may count what the layout does not show, such as a tuple's
+    index table: then its figure stays)."""
+    def agree(xla: int, exact: int) -> int:
+        return exact if f"{xla / (1 << 30):.6f}" == f"{exact / (1 << 30):.6f}" else xla
+
+    return GraphMemory(inputs=agree(memory.inputs, module.input_bytes),
+                       outputs=agree(memory.outputs, module.output_bytes),
+                       aliased=agree(memory.aliased, module.donated_bytes),
+                       intermediates=memory.intermediates, program=memory.program)
+
+
+def _layout_bytes(text: str) -> int:
+    """Bytes of the arrays of a layout (``(f32[2]{0}, (s64[], f32[]))`` or one array)."""
+    total = 0
+    for part in _ARRAY_ANY_RE.finditer(_COMMENT_RE.sub("", text)):
+        dims = [int(d.strip().lstrip("<=")) for d in part["dims"].split(",")
+                if d.strip().lstrip("<=").isdigit()]
+        total += nbytes(part["dtype"], dims)
+    return total
+
+
+def layout_bytes(header: str, donated: set[int]) -> tuple[int, int, int]:
+    """``(input bytes, output bytes, donated input bytes)`` of a module's entry layout."""
+    start = header.find(_LAYOUT)
+    if start < 0:
+        return 0, 0, 0
+    text = _COMMENT_RE.sub("", header[start + len(_LAYOUT):])
+    depth, end = 0, -1
+    for i, ch in enumerate(text):
+        depth += ch == "("
+        depth -= ch == ")"
+        if depth == 0:
+            end = i
+            break
+    if end < 0 or not text[end + 1:].startswith("->"):
+        return 0, 0, 0
+    params = _split_top(text[1:end])
+    rest = text[end + 3:]
+    # the result: up to the layout's closing brace
+    depth, stop = 0, len(rest)
+    for i, ch in enumerate(rest):
+        depth += ch in "([{"
+        depth -= ch in ")]}"
+        if depth < 0:
+            stop = i
+            break
+    inputs = [_layout_bytes(p) for p in params]
+    return (sum(inputs), _layout_bytes(rest[:stop]),
+            sum(b for i, b in enumerate(inputs) if i in donated))
+
+
+def nbytes(dtype: str, shape: list[int]) -> int:
+    """Bytes of a dense array (0 for a dtype XLA does not size this way: tokens, tuples)."""
+    n = DTYPE_BYTES.get(dtype, 0)
+    for d in shape:
+        n *= d
+    return n
+
+
+def parse_updates(body: str, donors: str) -> list[Update]:
+    """The inputs the ENTRY computation computes new values of: each non-scalar output is
+    followed back through its operands (up to :data:`MAX_UPDATE_DEPTH`) to the nearest
+    parameter of its dtype and shape, each parameter paired with at most one output (the
+    nearest). ``w - lr * g`` reaches ``w`` in one step, a gradient computed from ``w`` in
+    several: the update is the nearer. ``donated``: the parameter's buffer is donated
+    (``buffer_donor`` / ``input_output_alias``): torch_xla updates it in place. ``at``: the
+    source line (HLO metadata, when IR debug was on) of the output's instruction."""
+    instrs: dict[str, tuple[str, list[int], list[str], int | None, tuple[str, int] | None]] = {}
+    root = ""
+    for line in _entry_lines(body):
+        m = _INSTR_RE.match(line)
+        if m is None:
+            continue
+        meta = _META_RE.search(line)
+        source = _SOURCE_RE.search(meta["m"]) if meta else None
+        rest = _META_RE.sub("", m["rest"])
+        arr = _array(rest) if not rest.startswith("(") else None
+        param = _PARAM_RE.match(_META_RE.sub("", line))
+        operands = [o[1:] for o in _NAME_RE.findall(rest)]
+        instrs[m["name"]] = (arr[0] if arr else "", arr[1] if arr else [], operands,
+                             int(param["index"]) if param else None,
+                             (source["file"], int(source["line"])) if source else None)
+        if m["root"]:
+            root = m["name"]
+    if not root:
+        return []
+    outputs = instrs[root][2] if instrs[root][0] == "" else [root]
+    found: list[tuple[int, int, str]] = []  # (depth, parameter, output instruction)
+    for out in dict.fromkeys(outputs):
+        dtype, shape, *_ = instrs.get(out, ("", [], [], None, None))
+        if not shape or not nbytes(dtype, shape):
+            continue
+        frontier, seen = [out], {out}
+        for depth in range(1, MAX_UPDATE_DEPTH + 1):
+            nxt = []
+            hit = None
+            for name in frontier:
+                for op in instrs[name][2]:
+                    if op in seen or op not in instrs:
+                        continue
+                    seen.add(op)
+                    o_dtype, o_shape, _, o_param, _ = instrs[op]
+                    if o_param is not None and (o_dtype, o_shape) == (dtype, shape):
+                        hit = o_param
+                        break
+                    nxt.append(op)
+                if hit is not None:
+                    break
+            if hit is not None:
+                found.append((depth, hit, out))
+                break
+            frontier = nxt
+            if not frontier:
+                break
+    donated = {int(d["p"]) for d in _DONOR_PARAM_RE.finditer(donors)}
+    used_params: set[int] = set()
+    used_outputs: set[str] = set()
+    updates = []
+    for _, param, out in sorted(found):
+        if param in used_params or out in used_outputs:
+            continue
+        used_params.add(param)
+        used_outputs.add(out)
+        dtype, shape, _, _, where = instrs[out]
+        frame = make_frame(where[0], where[1]) if where else None
+        updates.append(Update(param, dtype, list(shape), nbytes(dtype, shape), param in donated,
+                              frame if frame is not None and not frame.library else None))
+    return sorted(updates, key=lambda u: u.input)
+
+
 def parse_module(text: str, number: int = 0, name: str = "") -> HloModuleInfo | None:
     """Parse one ``before_optimizations`` HLO text; None when it has no entry layout."""
     header, _, body = text.partition("\n")
@@ -227,12 +379,16 @@ def parse_module(text: str, number: int = 0, name: str = "") -> HloModuleInfo | 
     donors = _DONOR_RE.search(header)
     alias = _ALIAS_RE.search(header)
     origins, lines, constants = _source_locations(body)
+    donor_text = (donors["d"].strip() if donors else "") or (alias["a"].strip() if alias else "")
+    in_bytes, out_bytes, donated_bytes = layout_bytes(
+        header, {int(d["p"]) for d in _DONOR_PARAM_RE.finditer(donor_text)})
     return HloModuleInfo(
         number=number, name=name or module_name, num_params=num_params, inputs=inputs,
         ops=dict(sorted(ops.items())),
         digest=hashlib.sha1(canonical.encode("utf-8")).hexdigest()[:16],
-        donors=(donors["d"].strip() if donors else "") or (alias["a"].strip() if alias else ""),
-        origins=origins, lines=lines, constants=constants,
+        donors=donor_text, origins=origins, lines=lines, constants=constants,
+        updates=parse_updates(body, donor_text),
+        input_bytes=in_bytes, output_bytes=out_bytes, donated_bytes=donated_bytes,
     )
 
 

@@ -22,7 +22,8 @@ import sys
 from pathlib import Path
 
 from lazyscope.commands.cases import parse_policies, run_compare
-from lazyscope.render.compare import render_compare_text, write_compare_png
+from lazyscope.render.compare import render_compare_text
+from lazyscope.render.plots import write_compare_png
 from lazyscope.store.layout import COMPARE_PNG
 
 POLICIES = "max,pow2,bucket:auto,packed,auto"

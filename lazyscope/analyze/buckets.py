@@ -45,7 +45,7 @@ import random
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, ClassVar
 
 from lazyscope.analyze.makers import SEQUENCE_LABELS, data_task, shape_maker
 from lazyscope.analyze.recompiles import CHURN, SiteCompiles, explain_recompiles
@@ -88,6 +88,9 @@ class NoLengths(ValueError):
 # ------------------------------------------------------------------------------ cost model
 
 
+_NO_JSON = {"json": False}
+
+
 @dataclass(frozen=True)
 class CostModel:
     """Predicted cost of padded rows. ``unit_s``/``compile_s`` are seconds when calibrated,
@@ -106,11 +109,12 @@ class CostModel:
         """Units for one row padded to ``length``: a linear term plus attention's quadratic one."""
         return length + length * length / self.crossover
 
-    def to_json(self) -> dict[str, Any]:
-        return {"crossover": self.crossover, "unit_s": self.unit_s, "compile_s": self.compile_s,
-                "graphs_per_shape": self.graphs_per_shape, "extra_graphs": self.extra_graphs,
-                "calibrated": self.calibrated,
-                "units": "seconds" if self.calibrated else "relative (uncalibrated prior)"}
+    JSON_EXTRA: ClassVar[dict[str, str]] = {"units": "units"}
+
+    @property
+    def units(self) -> str:
+        """What ``unit_s`` and ``compile_s`` are in."""
+        return "seconds" if self.calibrated else "relative (uncalibrated prior)"
 
 
 def cost_model_from_info(info: dict[str, Any]) -> CostModel:
@@ -219,6 +223,18 @@ def optimal_buckets(
 
 
 @dataclass(frozen=True)
+class SequenceStats:
+    """A length stream in a few numbers (the advice JSON's ``sequences``)."""
+
+    count: int
+    mean: float
+    median: int
+    p90: int
+    p99: int
+    max: int
+
+
+@dataclass(frozen=True)
 class Lengths:
     """What the advisor knows of a stream of sequence lengths.
 
@@ -230,12 +246,12 @@ class Lengths:
     dimension or annotation read; ``steps`` / ``steps_known``: the run's steps and those whose
     length is known."""
 
-    sequences: tuple[int, ...]
+    sequences: tuple[int, ...] = field(metadata=_NO_JSON)
     batch: int
     top: int
     source: str
     exact: bool = True
-    maxima: tuple[int, ...] = ()
+    maxima: tuple[int, ...] = field(default=(), metadata=_NO_JSON)
     what: str = ""
     steps: int = 0
     steps_known: int = 0
@@ -255,13 +271,18 @@ class Lengths:
         return {"count": len(s), "mean": round(self.mean, 2), "median": q(0.5), "p90": q(0.9),
                 "p99": q(0.99), "max": s[-1] if s else 0}
 
-    def to_json(self) -> dict[str, Any]:
-        return {"source": self.source, "exact": self.exact, "what": self.what,
-                "batch": self.batch, "top": self.top, "grouped": self.grouped,
-                "steps": self.steps, "steps_known": self.steps_known,
-                "sequences": self.summary(),
-                "batch_maxima": {str(k): v for k, v in histogram(self.maxima).items()},
-                "notes": list(self.notes)}
+    #: the JSON's ``sequences`` (their count, mean and quantiles) and ``batch_maxima`` (a
+    #: histogram), in place of the streams
+    JSON_EXTRA: ClassVar[dict[str, str]] = {"sequences": "sequence_stats",
+                                            "batch_maxima": "batch_maxima"}
+
+    @property
+    def sequence_stats(self) -> SequenceStats:
+        return SequenceStats(**self.summary())
+
+    @property
+    def batch_maxima(self) -> dict[str, int]:
+        return {str(k): v for k, v in histogram(self.maxima).items()}
 
 
 def estimate_sequences(maxima: Sequence[int], batch: int,
@@ -467,16 +488,41 @@ class Plan:
     ``""``."""
 
     name: str
-    policy: Policy
-    graphs: float
-    padding_efficiency: float
-    steps: float
-    execute_s: float
-    compile_s: float
-    total_s: float
-    tokens_per_s: float
+    policy: Policy = field(metadata=_NO_JSON)
+    graphs: float = field(metadata={"round": 3})
+    padding_efficiency: float = field(metadata={"round": 4})
+    steps: float = field(metadata={"round": 1})
+    execute_s: float = field(metadata={"name": "predicted_execute"})
+    compile_s: float = field(metadata={"name": "predicted_compile"})
+    total_s: float = field(metadata={"name": "predicted_total"})
+    tokens_per_s: float = field(metadata={"name": "predicted_tokens_per_s"})
     changes: tuple[str, ...] = ()
     model_change: str = ""
+
+    #: the policy, as the JSON writes it: its label and its parts
+    JSON_EXTRA: ClassVar[dict[str, str]] = {
+        "policy": "policy_label", "kind": "kind", "boundaries": "boundaries", "rows": "rows",
+        "row_len": "row_len", "grouped": "grouped"}
+
+    @property
+    def policy_label(self) -> str:
+        return self.policy.label()
+
+    @property
+    def kind(self) -> str:
+        return self.policy.kind
+
+    @property
+    def rows(self) -> int | None:
+        return self.policy.rows
+
+    @property
+    def row_len(self) -> int | None:
+        return self.policy.row_len
+
+    @property
+    def grouped(self) -> bool:
+        return self.policy.grouped
 
     @property
     def boundaries(self) -> list[int]:
@@ -486,16 +532,6 @@ class Plan:
     def buckets(self) -> int:
         return len(self.policy.boundaries)
 
-    def to_json(self) -> dict[str, Any]:
-        return {"name": self.name, "policy": self.policy.label(), "kind": self.policy.kind,
-                "boundaries": self.boundaries, "rows": self.policy.rows,
-                "row_len": self.policy.row_len, "grouped": self.policy.grouped,
-                "graphs": round(self.graphs, 3),
-                "padding_efficiency": round(self.padding_efficiency, 4),
-                "steps": round(self.steps, 1), "predicted_execute": self.execute_s,
-                "predicted_compile": self.compile_s, "predicted_total": self.total_s,
-                "predicted_tokens_per_s": self.tokens_per_s, "changes": list(self.changes),
-                "model_change": self.model_change}
 
 
 @dataclass(frozen=True)
@@ -513,13 +549,6 @@ class Measured:
     predicted_graphs: float
     predicted_padding_efficiency: float
 
-    def to_json(self) -> dict[str, Any]:
-        return {"policy": self.policy, "plan": self.plan, "steps": self.steps,
-                "compiles": self.compiles, "padding_efficiency": self.padding_efficiency,
-                "tokens_per_s": self.tokens_per_s,
-                "predicted_tokens_per_s": self.predicted_tokens_per_s,
-                "predicted_graphs": self.predicted_graphs,
-                "predicted_padding_efficiency": self.predicted_padding_efficiency}
 
 
 @dataclass(frozen=True)
@@ -546,7 +575,10 @@ class Advice:
     collator: dict[str, Any] | None = None
     #: plans left out of the ranking: each pads every batch as a ranked plan does (a
     #: ``compare`` row that ran one is still set beside its prediction)
-    same_shapes: tuple[Plan, ...] = ()
+    same_shapes: tuple[Plan, ...] = field(default=(), metadata=_NO_JSON)
+
+    JSON_EXTRA: ClassVar[dict[str, str]] = {
+        "recommended": "recommended", "best_without_model_change": "best_without_model_change"}
 
     @property
     def recommended(self) -> Plan:
@@ -566,61 +598,6 @@ class Advice:
     def plan_named(self, name: str) -> Plan | None:
         return next((p for p in (*self.plans, *self.per_k, *self.same_shapes)
                      if p.name == name), None)
-
-    @classmethod
-    def json_schema(cls) -> dict[str, Any]:
-        """The JSON Schema of :meth:`to_json` (the report's schema embeds it)."""
-        return ADVICE_SCHEMA
-
-    def to_json(self) -> dict[str, Any]:
-        return {"lengths": self.lengths.to_json(), "horizon": self.horizon,
-                "horizon_from": self.horizon_from, "cost_model": self.cost_model.to_json(),
-                "recommended": self.recommended.to_json(),
-                "best_without_model_change": self.best_without_model_change.to_json(),
-                "plans": [p.to_json() for p in self.plans],
-                "per_k": [p.to_json() for p in self.per_k], "packing": self.packing,
-                "run_policy": self.run_policy, "seq_len_values": self.seq_len_values,
-                "compared": self.compared, "measured": [m.to_json() for m in self.measured],
-                "notes": list(self.notes), "task": self.task, "collator": self.collator}
-
-
-def _obj(required: dict[str, Any], optional: dict[str, Any] | None = None) -> dict[str, Any]:
-    return {"type": "object", "required": sorted(required),
-            "properties": {**required, **(optional or {})}}
-
-
-_STR, _INT, _NUM, _BOOL = ({"type": t} for t in ("string", "integer", "number", "boolean"))
-_PLAN_SCHEMA = _obj({
-    "name": _STR, "policy": _STR, "kind": _STR, "boundaries": {"type": "array", "items": _INT},
-    "rows": {"type": ["integer", "null"]}, "row_len": {"type": ["integer", "null"]},
-    "grouped": _BOOL, "graphs": _NUM, "padding_efficiency": _NUM, "steps": _NUM,
-    "predicted_execute": _NUM, "predicted_compile": _NUM, "predicted_total": _NUM,
-    "predicted_tokens_per_s": _NUM, "changes": {"type": "array", "items": _STR},
-    "model_change": _STR})
-#: the JSON Schema of :meth:`Advice.to_json`
-ADVICE_SCHEMA: dict[str, Any] = _obj({
-    "lengths": _obj({
-        "source": _STR, "exact": _BOOL, "what": _STR, "batch": _INT, "top": _INT,
-        "grouped": _BOOL, "steps": _INT, "steps_known": _INT,
-        "sequences": _obj({k: _NUM for k in ("count", "mean", "median", "p90", "p99", "max")}),
-        "batch_maxima": {"type": "object", "additionalProperties": _INT},
-        "notes": {"type": "array", "items": _STR}}),
-    "horizon": _INT, "horizon_from": _STR,
-    "cost_model": _obj({"crossover": _NUM, "unit_s": _NUM, "compile_s": _NUM,
-                        "graphs_per_shape": _NUM, "calibrated": _BOOL, "units": _STR},
-                       {"extra_graphs": _NUM}),
-    "recommended": _PLAN_SCHEMA, "best_without_model_change": _PLAN_SCHEMA,
-    "plans": {"type": "array", "items": _PLAN_SCHEMA},
-    "per_k": {"type": "array", "items": _PLAN_SCHEMA}, "packing": _BOOL,
-    "run_policy": {"type": ["string", "null"]}, "seq_len_values": {"type": ["integer", "null"]},
-    "compared": {"type": ["string", "null"]},
-    "measured": {"type": "array", "items": _obj({
-        "policy": _STR, "plan": _STR, "steps": _INT, "compiles": _INT,
-        "padding_efficiency": {"type": ["number", "null"]}, "tokens_per_s": _NUM,
-        "predicted_tokens_per_s": _NUM, "predicted_graphs": _NUM,
-        "predicted_padding_efficiency": _NUM})},
-    "notes": {"type": "array", "items": _STR}}, {
-    "task": _STR, "collator": {"type": ["object", "null"]}})
 
 
 def _expected_distinct(probs: Iterable[float], horizon: float) -> float:

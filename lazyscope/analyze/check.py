@@ -1,7 +1,7 @@
 """The CI gate: rules about a run's report -> violations, each with the evidence that proves it.
 
-``check_report(report, rules) -> CheckResult``. Pure: no I/O, no printing; ``check_dict`` gives
-a JSON-able dict and :mod:`lazyscope.render.check` the text.
+``check_report(report, rules) -> CheckResult``. Pure: no I/O, no printing;
+:mod:`lazyscope.render.check` gives its text and JSON.
 
 Rules (all optional; with none given, ``max_recompiles=0`` applies: "no recompilation in steady
 state", the assertion serving stacks run in CI):
@@ -34,8 +34,8 @@ warning (a record file emptied or missing, values no step can have) with ``run-f
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
-from typing import Any
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -89,16 +89,38 @@ class Violation:
 
 @dataclass
 class CheckResult:
+    """What ``lazyscope check`` found; its JSON (:func:`lazyscope.model.codec.encode`) has
+    ``passed``, ``run_dir``, ``status``, ``steps``, ``rules`` (each ``rule``, ``description``,
+    ``passed``), ``violations`` (each ``rule``, ``limit``, ``actual``, ``message``,
+    ``evidence``) and ``notes``."""
+
     run_dir: str
     status: str
     steps: int
-    rules: list[tuple[str, str]]  # (rule id, what it asks) for each rule checked
+    #: (rule id, what it asks) for each rule checked
+    rules: list[tuple[str, str]] = field(metadata={"json": False})
     violations: list[Violation]
     notes: list[str] = field(default_factory=list)
+
+    JSON_EXTRA: ClassVar[dict[str, str]] = {"passed": "passed", "rules": "rule_results"}
 
     @property
     def passed(self) -> bool:
         return not self.violations
+
+    @property
+    def rule_results(self) -> list[RuleResult]:
+        broken = {v.rule for v in self.violations}
+        return [RuleResult(rid, text, rid not in broken) for rid, text in self.rules]
+
+
+@dataclass
+class RuleResult:
+    """A rule checked: its id, what it asks, whether the run obeyed it."""
+
+    rule: str
+    description: str
+    passed: bool
 
 
 def _capped(lines: list[str], total: int, what: str) -> list[str]:
@@ -327,19 +349,3 @@ def check_report(report: Report, rules: Rules) -> CheckResult:
             violations.append(v)
     return CheckResult(run_dir=report.run_dir, status=s.status, steps=s.steps, rules=described,
                        violations=violations, notes=notes)
-
-
-def check_dict(result: CheckResult) -> dict[str, Any]:
-    """A JSON-able dict: ``passed``, ``run_dir``, ``status``, ``steps``, ``rules``,
-    ``violations`` (each ``rule``, ``limit``, ``actual``, ``message``, ``evidence``), ``notes``."""
-    broken = {v.rule for v in result.violations}
-    return {
-        "passed": result.passed,
-        "run_dir": result.run_dir,
-        "status": result.status,
-        "steps": result.steps,
-        "rules": [{"rule": rid, "description": text, "passed": rid not in broken}
-                  for rid, text in result.rules],
-        "violations": [asdict(v) for v in result.violations],
-        "notes": result.notes,
-    }

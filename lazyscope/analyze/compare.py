@@ -17,8 +17,8 @@ the machine's noise, :meth:`Comparison.same_runs`), ``cumulative_wall_s`` and
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, fields
-from typing import Any
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -27,6 +27,8 @@ from lazyscope.model import Run
 
 #: compare.json's layout: 2 adds ``verdict`` and ``resolved``
 COMPARE_SCHEMA = 2
+_OMIT_NONE = {"omit_none": True}
+_OMIT_EMPTY = {"omit_empty": True}
 
 
 @dataclass(frozen=True)
@@ -48,17 +50,17 @@ class CompareRow:
     tokens_per_s: float = 0.0
     padding_efficiency: float | None = None
     buckets: list[int] | None = None
-    resolved: str | None = None
-    ran: str | None = None
-    backend: str | None = None
-    error: str | None = None
+    resolved: str | None = field(default=None, metadata=_OMIT_NONE)
+    ran: str | None = field(default=None, metadata=_OMIT_NONE)
+    backend: str | None = field(default=None, metadata=_OMIT_NONE)
+    error: str | None = field(default=None, metadata=_OMIT_NONE)
     cumulative_wall_s: tuple[float, ...] = ()
     #: real tokens processed by the end of each step (the plot's y against cumulative_wall_s)
-    cumulative_tokens: tuple[int, ...] = ()
+    cumulative_tokens: tuple[int, ...] = field(default=(), metadata=_OMIT_EMPTY)
     #: real tokens/s of each repeat (``compare --repeat N``); the row is the median one
-    repeats: tuple[float, ...] = ()
+    repeats: tuple[float, ...] = field(default=(), metadata=_OMIT_EMPTY)
     #: the padded lengths its batches took (sorted): rows with the same ran the same shapes
-    shapes: tuple[int, ...] = ()
+    shapes: tuple[int, ...] = field(default=(), metadata=_OMIT_EMPTY)
 
     @property
     def ok(self) -> bool:
@@ -69,31 +71,12 @@ class CompareRow:
         """The policy without its backend."""
         return self.policy.split("/", 1)[1] if self.backend else self.policy
 
-    def to_json(self) -> dict[str, Any]:
-        out: dict[str, Any] = {}
-        for f in fields(self):
-            value = getattr(self, f.name)
-            if f.name in ("backend", "error", "resolved", "ran") and value is None:
-                continue
-            if f.name == "repeats" and not value:
-                continue
-            if f.name in ("cumulative_tokens", "shapes") and not value:
-                continue
-            out[f.name] = list(value) if f.name in ("cumulative_wall_s", "cumulative_tokens",
-                                                    "repeats", "shapes") else value
-        return out
-
     @classmethod
-    def from_json(cls, data: dict[str, Any]) -> CompareRow:
-        known = {f.name for f in fields(cls)}
-        kw = {k: v for k, v in data.items() if k in known}
-        kw.setdefault("path", "")
-        kw.setdefault("status", "ok")
-        kw["cumulative_wall_s"] = tuple(float(v) for v in data.get("cumulative_wall_s") or ())
-        kw["repeats"] = tuple(float(v) for v in data.get("repeats") or ())
-        kw["cumulative_tokens"] = tuple(int(v) for v in data.get("cumulative_tokens") or ())
-        kw["shapes"] = tuple(int(v) for v in data.get("shapes") or ())
-        return cls(**kw)
+    def json_upgrade(cls, data: dict[str, Any]) -> dict[str, Any]:
+        """Rows of the first compare.json files may lack a path or a status (they were ok)."""
+        data.setdefault("path", "")
+        data.setdefault("status", "ok")
+        return data
 
 
 def compare_row(policy: str, run: Run) -> CompareRow:
@@ -152,23 +135,38 @@ class Verdict:
     row first; ``noise`` the rows whose difference from it is not (they ran the same padded
     shapes, or differ by less than the run-to-run ``spread`` measured with repeats)."""
 
-    best: CompareRow
-    margins: tuple[tuple[str, float], ...]
+    best: CompareRow = field(metadata={"json": False})
+    margins: tuple[tuple[str, float], ...] = field(metadata={"json": False})
     failed: tuple[str, ...] = ()
-    noise: tuple[tuple[str, float], ...] = ()
+    noise: tuple[tuple[str, float], ...] = field(default=(), metadata={"json": False})
     #: the largest relative spread of a row's repeats (``compare --repeat N``); None: one run
     #: a row, not measured
     spread: float | None = None
 
+    #: compare.json's ``verdict``: the best policy, its real tokens/s, its speed over each
+    #: other row (``over``) and over the rows within noise (``noise``)
+    JSON_EXTRA: ClassVar[dict[str, str]] = {"best": "best_policy", "tokens_per_s": "tokens_per_s",
+                                            "over": "over", "noise": "noise_ratios"}
+
+    @property
+    def best_policy(self) -> str:
+        return self.best.policy
+
+    @property
+    def tokens_per_s(self) -> float:
+        return self.best.tokens_per_s
+
+    @property
+    def over(self) -> dict[str, float]:
+        return dict(self.margins)
+
+    @property
+    def noise_ratios(self) -> dict[str, float]:
+        return dict(self.noise)
+
     @property
     def runner_up(self) -> tuple[str, float] | None:
         return self.margins[0] if self.margins else None
-
-    def to_json(self) -> dict[str, Any]:
-        return {"best": self.best.policy, "tokens_per_s": self.best.tokens_per_s,
-                "over": {name: ratio for name, ratio in self.margins},
-                "noise": {name: ratio for name, ratio in self.noise},
-                "spread": self.spread, "failed": list(self.failed)}
 
 
 def spread_of(rows: list[CompareRow]) -> float | None:
@@ -194,6 +192,9 @@ class Comparison:
     ratios: dict[str, float] = field(default_factory=dict)
     failed: list[str] = field(default_factory=list)
     repeat: int = 1
+    schema_version: int = COMPARE_SCHEMA
+
+    JSON_EXTRA: ClassVar[dict[str, str]] = {"verdict": "verdict"}
 
     @property
     def verdict(self) -> Verdict | None:
@@ -230,30 +231,15 @@ class Comparison:
     def row(self, policy: str) -> CompareRow | None:
         return next((r for r in self.rows if r.policy == policy), None)
 
-    def to_json(self) -> dict[str, Any]:
-        verdict = self.verdict
-        return {"schema_version": COMPARE_SCHEMA, "scenario": self.scenario,
-                "steps": self.steps, "args": list(self.args), "policies": list(self.policies),
-                "backends": list(self.backends), "rows": [r.to_json() for r in self.rows],
-                "ratios": dict(self.ratios), "failed": list(self.failed),
-                "repeat": self.repeat,
-                "verdict": verdict.to_json() if verdict is not None else None}
-
     @classmethod
-    def from_json(cls, data: dict[str, Any]) -> Comparison:
-        """A comparison read back from ``compare.json`` (schema 1 files have no verdict or
-        ``resolved``: computed again / left empty). ValueError when it is not one."""
-        if not isinstance(data, dict) or not isinstance(data.get("rows"), list):
+    def json_upgrade(cls, data: dict[str, Any]) -> dict[str, Any]:
+        """compare.json as any release wrote it (schema 1 has no verdict or ``resolved``:
+        computed again / left empty; the first files no ``policies``); ValueError when it is no
+        comparison."""
+        if not isinstance(data.get("rows"), list):
             raise ValueError("not a lazyscope comparison (no rows)")
-        try:
-            rows = [CompareRow.from_json(r) for r in data["rows"]]
-            return cls(scenario=str(data.get("scenario", "")), steps=int(data.get("steps", 0)),
-                       args=[str(a) for a in data.get("args") or []],
-                       policies=[str(p) for p in data.get("policies") or
-                                 [r.policy for r in rows]],
-                       rows=rows, backends=[str(b) for b in data.get("backends") or []],
-                       ratios={str(k): float(v) for k, v in (data.get("ratios") or {}).items()},
-                       failed=[str(f) for f in data.get("failed") or []],
-                       repeat=int(data.get("repeat") or 1))
-        except (TypeError, ValueError, AttributeError) as err:
-            raise ValueError(f"not a lazyscope comparison: {err}") from None
+        if not data.get("policies"):
+            data["policies"] = [r.get("policy") for r in data["rows"] if isinstance(r, dict)]
+        data["repeat"] = data.get("repeat") or 1
+        data.setdefault("schema_version", 1)
+        return data

@@ -34,7 +34,7 @@ op name), ``findings`` (:class:`FindingChanges`) and ``warnings`` (each run's lo
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any
 
 from lazyscope.analyze.report import Report
@@ -91,8 +91,15 @@ class SiteChange:
     site: str
     a: int
     b: int
-    moved_from: str | None = None
-    text: str | None = None
+    moved_from: str | None = field(default=None, metadata={"omit_none": True})
+    text: str | None = field(default=None, metadata={"omit_none": True})
+
+
+@dataclass
+class OpChange(SiteChange):
+    """A CPU-fallback op whose count changed: keyed by the op's name (``op``)."""
+
+    site: str = field(metadata={"name": "op"})
 
 
 @dataclass
@@ -107,17 +114,18 @@ class SiteChanges:
     def __bool__(self) -> bool:
         return bool(self.appeared or self.disappeared or self.changed or self.moved)
 
-    def to_json(self, key: str = "site") -> dict[str, list[dict[str, Any]]]:
-        def entry(c: SiteChange) -> dict[str, Any]:
-            out: dict[str, Any] = {key: c.site, "a": c.a, "b": c.b}
-            if c.moved_from is not None:
-                out["moved_from"] = c.moved_from
-            if c.text is not None:
-                out["text"] = c.text
-            return out
 
-        return {name: [entry(c) for c in getattr(self, name)]
-                for name in ("appeared", "disappeared", "changed", "moved")}
+@dataclass
+class OpChanges:
+    """:class:`SiteChanges` of CPU-fallback ops (keyed ``op``; an op never moves)."""
+
+    appeared: list[OpChange] = field(default_factory=list)
+    disappeared: list[OpChange] = field(default_factory=list)
+    changed: list[OpChange] = field(default_factory=list)
+    moved: list[OpChange] = field(default_factory=list)
+
+    def __bool__(self) -> bool:
+        return bool(self.appeared or self.disappeared or self.changed)
 
 
 @dataclass
@@ -139,28 +147,12 @@ class RunDiff:
     sync_sites: SiteChanges
     fallback_sites: SiteChanges
     break_sites: SiteChanges
-    fallback_ops: SiteChanges
+    fallback_ops: OpChanges
     findings: FindingChanges
     warnings: list[str]
 
     def metric(self, name: str) -> MetricDelta:
         return next(m for m in self.metrics if m.name == name)
-
-    def to_json(self) -> dict[str, Any]:
-        """The ``--format json`` object: site lists keyed ``appeared`` / ``disappeared`` /
-        ``changed`` / ``moved``, each entry ``{site (op for fallback_ops), a, b}`` with
-        ``moved_from`` and ``text`` where known."""
-        return {
-            "a": asdict(self.a), "b": asdict(self.b),
-            "metrics": [asdict(m) for m in self.metrics],
-            "compile_sites": self.compile_sites.to_json(),
-            "sync_sites": self.sync_sites.to_json(),
-            "fallback_sites": self.fallback_sites.to_json(),
-            "break_sites": self.break_sites.to_json(),
-            "fallback_ops": self.fallback_ops.to_json(key="op"),
-            "findings": asdict(self.findings),
-            "warnings": list(self.warnings),
-        }
 
 
 def _ratio(a: Any, b: Any) -> float | None:
@@ -251,11 +243,11 @@ def _site_changes(a: list[_Site], b: list[_Site]) -> SiteChanges:
     return out
 
 
-def _op_changes(a: dict[str, int], b: dict[str, int]) -> SiteChanges:
-    return SiteChanges(
-        appeared=[SiteChange(k, 0, b[k]) for k in sorted(b) if k not in a],
-        disappeared=[SiteChange(k, a[k], 0) for k in sorted(a) if k not in b],
-        changed=[SiteChange(k, a[k], b[k]) for k in sorted(a) if k in b and a[k] != b[k]])
+def _op_changes(a: dict[str, int], b: dict[str, int]) -> OpChanges:
+    return OpChanges(
+        appeared=[OpChange(k, 0, b[k]) for k in sorted(b) if k not in a],
+        disappeared=[OpChange(k, a[k], 0) for k in sorted(a) if k not in b],
+        changed=[OpChange(k, a[k], b[k]) for k in sorted(a) if k in b and a[k] != b[k]])
 
 
 #: the event kind a finding's kind is found from

@@ -8,7 +8,7 @@ import click
 
 from lazyscope.analyze.buckets import DEFAULT_HORIZON
 from lazyscope.commands.cases import advise_target
-from lazyscope.render.compare import render_advice_json, render_advice_text, render_emit
+from lazyscope.render.advice import render_advice_json, render_advice_text, render_emit
 
 
 @click.command("advise")

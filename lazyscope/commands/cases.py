@@ -55,7 +55,9 @@ from lazyscope.core.padding import Policy, read_lengths
 from lazyscope.core.signals import Terminated
 from lazyscope.core.units import counted
 from lazyscope.core.units import seconds as fmt_seconds
+from lazyscope.model.codec import decode
 from lazyscope.model.info import Workload
+from lazyscope.render.json import dumps
 from lazyscope.store import atomic_write_text, load_run
 from lazyscope.store.layout import COMPARE_JSON, META_FILE
 
@@ -235,7 +237,7 @@ def run_compare(
         failed=sorted(failures), repeat=repeat,
     )
     try:
-        atomic_write_text(out / COMPARE_JSON, json.dumps(result.to_json(), indent=2) + "\n")
+        atomic_write_text(out / COMPARE_JSON, dumps(result) + "\n")
     except OSError as exc:
         raise OutputError.from_os(exc, out / COMPARE_JSON) from None
     return result
@@ -366,9 +368,9 @@ def load_comparison(compare_dir: Path) -> Comparison:
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
         raise RunDirError(f"cannot read {path}: {err}") from None
     try:
-        return Comparison.from_json(data)
+        return decode(Comparison, data)
     except ValueError as err:
-        raise RunDirError(f"{path}: {err}") from None
+        raise RunDirError(f"{path}: not a lazyscope comparison: {err}") from None
 
 
 def backend_ratios(rows: list[CompareRow], backends: list[str],

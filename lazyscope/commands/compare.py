@@ -6,6 +6,7 @@ from pathlib import Path
 
 import click
 
+from lazyscope.analyze.compare import Comparison
 from lazyscope.backends.runner import resolve_target
 from lazyscope.commands.cases import DEFAULT_POLICIES, parse_backends, parse_policies, run_compare
 from lazyscope.commands.common import (
@@ -17,7 +18,10 @@ from lazyscope.commands.common import (
 )
 from lazyscope.commands.console import CompareProgress, is_terminal, live_wanted
 from lazyscope.core.errors import EXIT_TARGET_FAILED, UsageError
-from lazyscope.render.compare import render_compare_text, write_compare_html, write_compare_png
+from lazyscope.render.compare import compare_page, render_compare_text
+from lazyscope.render.json import dumps
+from lazyscope.render.plots import write_compare_png
+from lazyscope.store import atomic_write_text
 from lazyscope.store.layout import COMPARE_PNG, REPORT_HTML
 
 
@@ -55,9 +59,6 @@ def compare_cmd(scenario: str, scenario_args: tuple[str, ...], policies: str, st
     OUT/compare.json, OUT/compare.png and OUT/report.html. lazyscope's options go before
     SCENARIO; everything after it goes to the scenario untouched.
     """
-    import json as _json
-
-
     extra = program_args(scenario_args)
     misplaced = misplaced_options(compare_cmd, extra, resolve_target(scenario, []))
     if preset:
@@ -83,15 +84,27 @@ def compare_cmd(scenario: str, scenario_args: tuple[str, ...], policies: str, st
     except OSError as err:
         click.echo(f"lazyscope: warning: could not write {out / COMPARE_PNG}: {err}", err=True)
     try:
-
         write_compare_html(out, result)
     except OSError as err:
         click.echo(f"lazyscope: warning: could not write {out / REPORT_HTML}: {err}", err=True)
     if fmt == "json":
-        click.echo(_json.dumps(result.to_json(), indent=2))
+        click.echo(dumps(result))
     else:
         click.echo("")
         click.echo(render_compare_text(result), nl=False)
         click.echo(f"comparison saved in {out} (compare.json, compare.png, report.html, one run "
                    f"per {'backend x policy' if backends else 'policy'})")
     return EXIT_TARGET_FAILED if result.failed else 0
+
+
+def write_compare_html(compare_dir: Path, result: Comparison) -> Path:
+    """Write ``DIR/report.html`` for a ``lazyscope compare`` directory, with ``compare.png``
+    inline; atomically. Returns its path."""
+    images = {}
+    png = compare_dir / COMPARE_PNG
+    if png.is_file():
+        images["real tokens/s per policy, and real tokens processed against wall time"] = \
+            png.read_bytes()
+    path = compare_dir / REPORT_HTML
+    atomic_write_text(path, compare_page(result, images, where=str(compare_dir)))
+    return path

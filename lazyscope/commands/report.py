@@ -6,11 +6,11 @@ from pathlib import Path
 
 import click
 
+from lazyscope.commands.cases import load_comparison
 from lazyscope.commands.common import echo_as_is, report_and_views
+from lazyscope.commands.compare import write_compare_html
 from lazyscope.commands.console import colour_wanted, print_report
-from lazyscope.core.errors import RunDirError
 from lazyscope.render import RENDERERS, render_text
-from lazyscope.render.compare import write_compare_html
 from lazyscope.store.layout import COMPARE_JSON, META_FILE, REPORT_HTML
 
 
@@ -26,11 +26,8 @@ def report_cmd(run_dir: Path, fmt: str, warmup_steps: int | None) -> None:
 
     if fmt == "html" and (run_dir / COMPARE_JSON).is_file() and not (run_dir / META_FILE).exists():
 
-        try:  # a `lazyscope compare` directory
-            click.echo(str(write_compare_html(run_dir)))
-        except (ValueError, UnicodeDecodeError) as err:
-            raise RunDirError(f"{run_dir / COMPARE_JSON}: not a lazyscope comparison: "
-                              f"{err}") from None
+        # a `lazyscope compare` directory
+        click.echo(str(write_compare_html(run_dir, load_comparison(run_dir))))
         return
     report = report_and_views(run_dir, warmup_steps=warmup_steps, views=fmt == "html",
                                need_html=fmt == "html")

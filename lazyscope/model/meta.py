@@ -4,7 +4,7 @@ measures (:class:`Capabilities`)."""
 from __future__ import annotations
 
 import datetime as _dt
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import dataclass, field
 from typing import Any
 
 from lazyscope.model.info import RunInfo, run_info
@@ -44,21 +44,23 @@ class Capabilities:
     #: run's metadata is built
     lazy: bool | None = None
 
-    def to_json(self) -> dict[str, Any]:
-        return asdict(self)
-
     @classmethod
-    def from_json(cls, data: Any) -> Capabilities:
-        if not isinstance(data, dict):
-            return cls()
-        # runs before lazyscope 0.3 said "notes" for what the backend cannot see, and every
-        # XLA run was lazy
-        unmeasured = data.get("unmeasured", data.get("notes", []))
-        lazy = data.get("lazy")
-        return cls([str(f) for f in data.get("step_fields", STEP_FIELDS) if f in STEP_FIELDS],
-                   [str(e) for e in data.get("events", EVENT_KINDS)],
-                   [str(n) for n in unmeasured] if isinstance(unmeasured, list) else [],
-                   lazy if isinstance(lazy, bool) else None)
+    def json_upgrade(cls, data: dict[str, Any]) -> dict[str, Any]:
+        """Runs before lazyscope 0.3 said ``notes`` for what the backend cannot see (and every
+        XLA run was lazy: set from the backend in :class:`Meta`); what is not the recorded
+        shape reads as not declared."""
+        if "unmeasured" not in data and "notes" in data:
+            data["unmeasured"] = data.pop("notes")
+        if isinstance(data.get("step_fields"), list):
+            data["step_fields"] = [str(f) for f in data["step_fields"] if f in STEP_FIELDS]
+        for key in ("events", "unmeasured"):
+            if isinstance(data.get(key), list):
+                data[key] = [str(v) for v in data[key]]
+            else:
+                data.pop(key, None)
+        if not isinstance(data.get("lazy"), bool):
+            data.pop("lazy", None)
+        return data
 
 
 @dataclass
@@ -86,39 +88,19 @@ class Meta:
     info: dict[str, Any] = field(default_factory=dict)
     schema_version: int = SCHEMA_VERSION
 
-    def to_json(self) -> dict[str, Any]:
-        # shallow: ``info`` holds plain values (lazyscope.core.values checks what a program hands
-        # over); dataclasses.asdict would deep-copy whatever is there
-        out = {f.name: getattr(self, f.name) for f in fields(self)}
-        out["capabilities"] = self.capabilities.to_json()
-        return out
-
     @classmethod
-    def from_json(cls, data: dict[str, Any]) -> Meta:
-        known = {f.name for f in fields(cls)}
-        kwargs = {k: v for k, v in data.items() if k in known}
-        kwargs["capabilities"] = Capabilities.from_json(data.get("capabilities"))
-        meta = cls(**kwargs)
-        if not isinstance(meta.args, list):
-            meta.args = [str(meta.args)]
-        meta.args = [str(a) for a in meta.args]
-        if not isinstance(meta.info, dict):
-            meta.info = {}
-        if not isinstance(meta.versions, dict):
-            meta.versions = {}
-        meta.versions = {str(k): str(v) for k, v in meta.versions.items()}
-        # a field of the wrong type is corruption (TypeError -> RunDirError in load_run)
-        for name in ("target", "target_kind", "backend", "device", "started_at", "status"):
-            if not isinstance(getattr(meta, name), str):
-                raise TypeError(f"'{name}' is not a string")
-        for name in ("ended_at", "error"):
-            if getattr(meta, name) is not None and not isinstance(getattr(meta, name), str):
-                raise TypeError(f"'{name}' is not a string")
-        for name in ("warmup_steps", "steps_requested", "rank", "world_size"):
-            value = getattr(meta, name)
-            if value is not None and (not isinstance(value, int) or isinstance(value, bool)):
-                raise TypeError(f"'{name}' is not an integer")
-        return meta
+    def json_upgrade(cls, data: dict[str, Any]) -> dict[str, Any]:
+        """What older writers and programs put in ``meta.json`` that still reads: arguments
+        that are not strings, a missing or odd ``info``, ``versions`` or ``capabilities``. A
+        field of the wrong type otherwise is corruption (ValueError naming it)."""
+        args = data.get("args", [])
+        data["args"] = [str(a) for a in (args if isinstance(args, list) else [args])]
+        for key in ("info", "versions", "capabilities"):
+            if not isinstance(data.get(key), dict):
+                data.pop(key, None)
+        if "versions" in data:
+            data["versions"] = {str(k): str(v) for k, v in data["versions"].items()}
+        return data
 
     def __post_init__(self) -> None:
         if self.capabilities.lazy is None:  # a run from before lazyscope 0.3: XLA is lazy

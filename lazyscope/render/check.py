@@ -6,11 +6,11 @@ indented below it, each rule that held on an ``ok`` line, then one ``result:`` l
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 
-from lazyscope.analyze.check import CheckResult, check_dict
+from lazyscope.analyze.check import CheckResult
 from lazyscope.core.units import counted
+from lazyscope.render.json import dumps
 
 
 def render_check_text(result: CheckResult) -> str:
@@ -32,7 +32,7 @@ def render_check_text(result: CheckResult) -> str:
 
 
 def render_check_json(result: CheckResult) -> str:
-    return json.dumps(check_dict(result), indent=2, sort_keys=True, default=str) + "\n"
+    return dumps(result) + "\n"
 
 
 CHECK_RENDERERS: dict[str, Callable[[CheckResult], str]] = {

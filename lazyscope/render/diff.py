@@ -7,12 +7,12 @@ disappeared (``-``), changed count (``~``) or moved to another line (``>``), the
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from typing import Any
 
-from lazyscope.analyze.diff import RunDiff, SiteChanges
+from lazyscope.analyze.diff import OpChanges, RunDiff, SiteChanges
 from lazyscope.core.units import seconds as fmt_seconds
+from lazyscope.render.json import dumps
 
 _SECONDS = {"compile_seconds", "execute_seconds", "median_step_seconds", "wall_seconds"}
 
@@ -29,7 +29,7 @@ def _value(name: str, v: Any) -> str:
     return str(v)
 
 
-def _sites(title: str, changes: SiteChanges) -> list[str]:
+def _sites(title: str, changes: SiteChanges | OpChanges) -> list[str]:
     if not changes:
         return [f"{title}: no change"]
     lines = [f"{title}:"]
@@ -76,7 +76,7 @@ def render_diff_text(diff: RunDiff) -> str:
 
 
 def render_diff_json(diff: RunDiff) -> str:
-    return json.dumps(diff.to_json(), indent=2, sort_keys=True, default=str) + "\n"
+    return dumps(diff) + "\n"
 
 
 DIFF_RENDERERS: dict[str, Callable[[RunDiff], str]] = {

@@ -22,6 +22,7 @@ from typing import Any
 
 import numpy as np
 
+from lazyscope.analyze.compare import CompareRow, Comparison
 from lazyscope.analyze.report import Report, Series
 from lazyscope.core.errors import one_line
 from lazyscope.store.layout import CUMULATIVE_PNG, TIME_SPLIT_PNG, TIMELINE_PNG
@@ -183,3 +184,60 @@ PLOTS = {
     TIME_SPLIT_PNG: ("time split per step: compile / execute / transfer / host", write_time_split),
     CUMULATIVE_PNG: ("cumulative wall time", write_cumulative),
 }
+
+
+# ------------------------------------------------------------------------------ compare
+
+
+def efficiency_text(v: float | None) -> str:
+    return "-" if v is None else f"{v:.2f}"
+
+
+def compiles_text(n: int) -> str:
+    return f"{n} compile" + ("" if n == 1 else "s")
+
+
+def row_label(r: CompareRow) -> str:
+    return r.policy + (f" ({r.resolved})" if r.resolved else "")
+
+
+def write_compare_png(result: Comparison, path: Path) -> Path:
+    """Bars of real tokens/s (including compilation) per policy, and the real tokens each policy
+    had processed against wall time (comparisons of the previous release, without per-step
+    tokens: wall time against step). Returns ``path``."""
+
+    rows = result.rows
+    with figure(path, ncols=2, figsize=(11, 4.2)) as (fig, (ax1, ax2)):
+        import matplotlib.pyplot as plt
+
+        names = [row_label(r) for r in rows]
+        tps = [r.tokens_per_s for r in rows]
+        colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+        bars = ax1.bar(range(len(rows)), tps,
+                       color=[colors[i % len(colors)] for i in range(len(rows))])
+        for bar, r in zip(bars, rows, strict=True):
+            ax1.annotate(f"{compiles_text(r.compiles)}\neff {efficiency_text(r.padding_efficiency)}",
+                         (bar.get_x() + bar.get_width() / 2, bar.get_height()),
+                         ha="center", va="bottom", fontsize=7)
+        ax1.set_xticks(range(len(rows)), names, rotation=20, fontsize=8, **LITERAL)
+        ax1.set_ylabel("real tokens/s (including compilation)")
+        ax1.margins(y=0.2)
+        ax1.grid(axis="y", alpha=0.3)
+        for i, r in enumerate(rows):
+            xs: tuple[float, ...] = r.cumulative_wall_s
+            ys: tuple[float, ...] = (tuple(float(t) for t in r.cumulative_tokens)
+                                     if len(r.cumulative_tokens) == len(xs) else ())
+            if not ys:  # a comparison of the previous release: wall time against step
+                xs, ys = tuple(float(i) for i in range(len(xs))), xs
+            ax2.plot(xs, ys, label=row_label(r), color=colors[i % len(colors)],
+                     marker=".", markersize=3, linewidth=1.2)
+        tokens = all(len(r.cumulative_tokens) == len(r.cumulative_wall_s) for r in rows)
+        ax2.set_xlabel("wall time (s, compilation included)" if tokens else "step")
+        ax2.set_ylabel("real tokens processed" if tokens else "cumulative wall time (s)")
+        ax2.grid(alpha=0.3)
+        for text in ax2.legend(fontsize=8, loc="upper left").get_texts():  # policy names
+            text.set_parse_math(False)
+        per = "backend x policy" if result.backends else "policy"
+        fig.suptitle(f"{result.scenario} {' '.join(result.args)}: "
+                     f"{result.steps} steps per {per}", fontsize=9, **LITERAL)
+    return Path(path)

@@ -1,12 +1,14 @@
 """The JSON Schema of the JSON report, generated from the report's dataclasses.
 
 ``report_schema()`` walks :class:`~lazyscope.analyze.report.Report`'s type hints with the same
-field metadata :mod:`lazyscope.render.json` serialises by (``json: False`` skipped, ``flatten``
-merged into the parent, ``omit_none`` / ``omit_empty`` not required, ``name`` the key), so the
-schema describes what the serialiser writes. A finding's facts are one of several dataclasses:
-flattened, they become an ``anyOf`` of each kind's required keys. Model classes that write
-themselves (``to_json``) have their schema here, beside the classes' own contract, or give it
-themselves (a ``json_schema()`` classmethod: the padding advice).
+field metadata :func:`lazyscope.model.codec.encode` writes by (``json: False`` skipped,
+``flatten`` merged into the parent, ``omit_none`` / ``omit_empty`` not required, ``name`` the
+key, a class's ``JSON_EXTRA`` keys typed by their properties), so the schema describes what the
+encoder writes. A finding's facts are one of several dataclasses:
+flattened, they become an ``anyOf`` of each kind's required keys. The two model classes
+that keep their own record format (``to_json``: a frame, a change) have their schema here.
+:func:`schema_of` gives the schema of any other output (the advice, a comparison, a diff, a
+check's result).
 
 The schema ships as ``lazyscope/render/report.schema.json`` (``python -m
 lazyscope.render.schema`` writes it); ``tests/unit/test_schema.py`` checks the shipped file is
@@ -24,7 +26,8 @@ from pathlib import Path
 from typing import Any
 
 from lazyscope.analyze.report import REPORT_SCHEMA, Report
-from lazyscope.model import Capabilities, Change, Frame
+from lazyscope.model import Change, Frame
+from lazyscope.model.codec import json_extra
 
 SCHEMA_FILE = Path(__file__).with_name("report.schema.json")
 
@@ -38,12 +41,6 @@ _OWN: dict[type, dict[str, Any]] = {
              "properties": {"input": {"type": "string"}, "what": {"type": "string"},
                             "index": {"type": ["integer", "null"]}, "before": {},
                             "after": {}, "text": {"type": "string"}, "origin": _FRAME}},
-    Capabilities: {"type": "object", "required": ["step_fields", "events", "unmeasured"],
-                   "properties": {"step_fields": {"type": "array", "items": {"type": "string"}},
-                                  "events": {"type": "array", "items": {"type": "string"}},
-                                  "unmeasured": {"type": "array",
-                                                 "items": {"type": "string"}},
-                                  "lazy": {"type": ["boolean", "null"]}}},
 }
 _SCALARS = {str: "string", int: "integer", float: "number", bool: "boolean",
             type(None): "null"}
@@ -54,10 +51,6 @@ def _type(hint: Any) -> dict[str, Any]:
         return {}
     if hint in _OWN:
         return _OWN[hint]
-    own = getattr(hint, "json_schema", None)
-    if callable(own):  # a class that writes itself and says how (the padding advice)
-        schema: dict[str, Any] = own()
-        return schema
     if hint in _SCALARS:
         return {"type": _SCALARS[hint]}
     origin, args = typing.get_origin(hint), typing.get_args(hint)
@@ -102,6 +95,9 @@ def _object(cls: type) -> dict[str, Any]:
         properties[name] = _type(hint)
         if not (meta.get("omit_none") or meta.get("omit_empty")):
             required.append(name)
+    for key, attr in json_extra(cls).items():  # computed keys: their property's return type
+        properties[key] = _type(typing.get_type_hints(getattr(cls, attr).fget)["return"])
+        required.append(key)
     out: dict[str, Any] = {"type": "object", "properties": properties,
                            "required": sorted(set(required))}
     if extra:
@@ -116,6 +112,13 @@ def report_schema() -> dict[str, Any]:
     return {"$schema": "https://json-schema.org/draft/2020-12/schema",
             "$id": f"urn:lazyscope:report:{REPORT_SCHEMA}",
             "title": "lazyscope report (lazyscope report RUN --format json)", **schema}
+
+
+def schema_of(cls: type, title: str) -> dict[str, Any]:
+    """The JSON Schema (draft 2020-12) of a dataclass as :func:`~lazyscope.model.codec.encode`
+    writes it."""
+    return {"$schema": "https://json-schema.org/draft/2020-12/schema", "title": title,
+            **_object(cls)}
 
 
 def schema_text() -> str:

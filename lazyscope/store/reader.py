@@ -40,6 +40,7 @@ from lazyscope.model import (
     Stack,
     StepTable,
 )
+from lazyscope.model.codec import decode
 from lazyscope.store.layout import ANNOTATIONS_FILE, EVENTS_FILE, INTERN_FILE, META_FILE, STEPS_FILE
 from lazyscope.store.lock import describe_holder, writer_of
 from lazyscope.store.records import EVENT_DTYPE, KIND_STEP, KIND_TAIL, STEP_DTYPE, lost_steps
@@ -260,8 +261,8 @@ def read_meta(path: Path) -> tuple[Meta, int]:
         if meta_raw.get("warmup_steps") == 2:  # schema 1 always wrote its fixed warm-up
             meta_raw["warmup_steps"] = None
     try:
-        meta = Meta.from_json(meta_raw)
-    except TypeError as err:
+        meta = decode(Meta, meta_raw)
+    except ValueError as err:
         raise RunDirError(f"{shown} has unexpected content: {err}") from None
     return meta, version
 

@@ -32,6 +32,7 @@ from typing import Any
 
 from lazyscope.core.errors import OutputError, show_path
 from lazyscope.model import KIND_CODE, STATUSES, STEP_FIELDS, Frame, Meta, Stack, now_iso
+from lazyscope.model.codec import encode
 from lazyscope.store.layout import ANNOTATIONS_FILE, EVENTS_FILE, INTERN_FILE, META_FILE, STEPS_FILE
 from lazyscope.store.records import EVENT_RECORD, KIND_STEP, KIND_TAIL, NAN, STEP_RECORD
 from lazyscope.store.rundir import RunDir, high_fd
@@ -405,7 +406,7 @@ class RunWriter:
             return
         fd = self._dir_fd()
         path = Path(META_FILE) if fd is not None else self.path / META_FILE
-        data = self.meta.to_json()
+        data = encode(self.meta)
         try:
             atomic_write_json(path, data, reserve=0 if final else self.META_RESERVE, dir_fd=fd)
         except OSError as err:

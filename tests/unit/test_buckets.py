@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 import lazyscope
 from lazyscope.analyze.buckets import (
     DEFAULT_HORIZON,
+    Advice,
     CostModel,
     MeasuredRow,
     NoLengths,
@@ -30,6 +31,8 @@ from lazyscope.analyze.buckets import (
 )
 from lazyscope.core.padding import Packer, Policy, bucket_of, pow2_buckets, simulate_packing
 from lazyscope.model import Compile, GraphInput
+from lazyscope.model.codec import encode
+from lazyscope.render.schema import schema_of
 from tests.builders import build_run
 
 
@@ -158,7 +161,7 @@ def test_advise_ranks_policies_and_horizon() -> None:
     # the default horizon is a long training run, said
     assert advise(lengths, batch=8, top=256).horizon == DEFAULT_HORIZON
     assert "long training run" in advise(lengths, batch=8, top=256).horizon_from
-    data = rand.to_json()
+    data = encode(rand)
     assert data["recommended"]["kind"] == "packed" and data["plans"][0] == data["recommended"]
     assert data["lengths"]["sequences"]["count"] == 320
 
@@ -287,7 +290,7 @@ def test_measured_rows_sit_beside_their_plans(tmp_path) -> None:
     assert by["bucket:64,256"].predicted_graphs <= 2
     # a packed row ran 40 packed steps: more data than 40 padded steps, compile amortised
     assert by["packed"].predicted_tokens_per_s > by["max"].predicted_tokens_per_s * 1.5
-    assert out.to_json()["measured"][0]["tokens_per_s"] == 1000.0
+    assert encode(out)["measured"][0]["tokens_per_s"] == 1000.0
 
 
 def test_advice_json_follows_its_schema(tmp_path) -> None:
@@ -295,14 +298,15 @@ def test_advice_json_follows_its_schema(tmp_path) -> None:
     rng = random.Random(6)
     run = _graph_run(tmp_path / "r", [rng.randint(20, 120) for _ in range(20)])
     advice = advice_for_run(run, max_buckets=3)
+    schema = schema_of(Advice, "lazyscope advise --format json")
     rows = [MeasuredRow("max", Policy("max", (120,)), 20, 1, None, 10.0)]
     for a in (advice, match_measured(advice, rows, compared="D"),
               advise([rng.randint(1, 255) for _ in range(200)], batch=8, top=256)):
-        jsonschema.validate(json.loads(json.dumps(a.to_json())), a.json_schema())
-    broken = advice.to_json()
+        jsonschema.validate(json.loads(json.dumps(encode(a))), schema)
+    broken = encode(advice)
     del broken["plans"][0]["predicted_total"]
     with pytest.raises(jsonschema.ValidationError):
-        jsonschema.validate(broken, advice.json_schema())
+        jsonschema.validate(broken, schema)
 
 
 def test_calibration_prices_a_step_by_the_steady_steps_and_a_graph_by_its_step(tmp_path) -> None:

@@ -11,18 +11,15 @@ import pytest
 from lazyscope.analyze.compare import Comparison, compare_rows, ratios
 from lazyscope.cli import main
 from lazyscope.commands.cases import parse_policies, policy_of_run, policy_slug
+from lazyscope.commands.compare import write_compare_html
 from lazyscope.core.errors import UsageError
 from lazyscope.core.padding import Policy
 from lazyscope.model import Compile, Run
+from lazyscope.model.codec import decode, encode
 from lazyscope.model.info import run_info
-from lazyscope.render.compare import (
-    compare_page,
-    render_advice_text,
-    render_compare_text,
-    render_emit,
-    write_compare_html,
-    write_compare_png,
-)
+from lazyscope.render.advice import render_advice_text, render_emit
+from lazyscope.render.compare import compare_page, render_compare_text
+from lazyscope.render.plots import write_compare_png
 from tests.builders import build_run, frame
 
 
@@ -63,14 +60,14 @@ def test_rows_ratios_and_rendering(tmp_path: Path) -> None:
     png = write_compare_png(result, tmp_path / "compare.png")
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 10_000
     # compare.json round-trips, and a file of the previous release (no verdict) still reads
-    data = json.loads(json.dumps(result.to_json()))
+    data = json.loads(json.dumps(encode(result)))
     assert data["verdict"]["best"] == "max" and data["schema_version"] == 2
-    back = Comparison.from_json(data)
+    back = decode(Comparison, data)
     assert back.rows == result.rows and back.verdict.best.policy == "max"
     old = {k: v for k, v in data.items() if k not in ("verdict", "schema_version")}
-    assert Comparison.from_json(old).verdict.best.policy == "max"
+    assert decode(Comparison, old).verdict.best.policy == "max"
     with pytest.raises(ValueError, match="not a lazyscope comparison"):
-        Comparison.from_json({"rows": "nope"})
+        decode(Comparison, {"rows": "nope"})
 
 
 def test_compare_page_has_a_verdict_units_and_no_raw_arrays(tmp_path: Path) -> None:
@@ -91,8 +88,8 @@ def test_compare_page_has_a_verdict_units_and_no_raw_arrays(tmp_path: Path) -> N
     assert "75 s" not in html and "cumulative" not in html.split("<h2>Ratios")[0]
     assert "runs/cmp&lt;1&gt;" in html and "data:image/png;base64," in html
     (tmp_path / "c").mkdir()
-    (tmp_path / "c" / "compare.json").write_text(json.dumps(result.to_json()))
-    path = write_compare_html(tmp_path / "c")
+    (tmp_path / "c" / "compare.json").write_text(json.dumps(encode(result)))
+    path = write_compare_html(tmp_path / "c", result)
     assert path.read_text().startswith("<!DOCTYPE html>") and "max is fastest" in path.read_text()
 
 
@@ -258,7 +255,7 @@ def test_repeats_keep_the_median_run(tmp_path: Path) -> None:
     assert median.repeats == tuple(round(r.tokens_per_s, 1) for r in rows)
     assert _median_row([("lost", None)]) is None
     result = Comparison("decoder", 2, [], ["max"], [median], repeat=3)
-    back = Comparison.from_json(json.loads(json.dumps(result.to_json())))
+    back = decode(Comparison, json.loads(json.dumps(encode(result))))
     assert back.repeat == 3 and back.rows[0].repeats == median.repeats
     text = render_compare_text(result)
     assert "x 3 rounds" in text and "67, 29, 50" in text

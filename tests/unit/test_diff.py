@@ -7,10 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from lazyscope.analyze.diff import RunDiff, SiteChange, diff_reports
+from lazyscope.analyze.diff import OpChange, RunDiff, SiteChange, diff_reports
 from lazyscope.analyze.report import build_report
 from lazyscope.cli import main
 from lazyscope.model import SOURCES_KEY, Compile, FallbackExec, SourceMap, Sync
+from lazyscope.model.codec import encode
 from lazyscope.store import load_run
 from tests.builders import build_run, frame
 
@@ -56,10 +57,10 @@ def test_sites_and_fallbacks_appear_and_disappear(tmp_path) -> None:
     assert d.compile_sites.appeared == [SiteChange("/u/t.py:30", 0, 1)]
     assert d.compile_sites.disappeared == []
     assert d.sync_sites.disappeared == [SiteChange("/u/t.py:20", 1, 0)]
-    assert d.fallback_ops.appeared == [SiteChange("aten::unique", 0, 1)]
-    assert d.fallback_ops.disappeared == [SiteChange("aten::nonzero", 2, 0)]
+    assert d.fallback_ops.appeared == [OpChange("aten::unique", 0, 1)]
+    assert d.fallback_ops.disappeared == [OpChange("aten::nonzero", 2, 0)]
     assert d.metric("fallback_executions").delta == -1
-    out = d.to_json()  # the JSON keeps its shape: site (op) / a / b under each change kind
+    out = encode(d)  # the JSON keeps its shape: site (op) / a / b under each change kind
     assert out["compile_sites"]["appeared"] == [{"site": "/u/t.py:30", "a": 0, "b": 1}]
     assert out["fallback_ops"]["disappeared"] == [{"op": "aten::nonzero", "a": 2, "b": 0}]
     assert out["compile_sites"]["moved"] == []

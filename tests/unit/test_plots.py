@@ -14,7 +14,7 @@ import pytest
 from lazyscope.analyze.compare import CompareRow, Comparison
 from lazyscope.analyze.report import build_report
 from lazyscope.render import plots
-from lazyscope.render.compare import write_compare_png
+from lazyscope.render.plots import write_compare_png
 from lazyscope.store import load_run
 
 PROGRAM_TEXT = ("$\\foo$", "$x^2$", "bucket:$8$")

@@ -55,6 +55,9 @@ class Rules:
     max_step_seconds: float | None = None
     no_rank_divergence: bool = False
     allow_incomplete: bool = False
+    #: ``max_syncs_per_step`` counts the steps from this one on (``lazyscope.guard``: not the
+    #: warm-up steps it was given)
+    syncs_from_step: int = 0
 
     def any_rule(self) -> bool:
         return (self.max_recompiles is not None or self.max_syncs_per_step is not None
@@ -129,9 +132,10 @@ def _check_recompiles(report: Report, limit: int) -> Violation | None:
         evidence=evidence)
 
 
-def _check_syncs(report: Report, limit: int) -> Violation | None:
+def _check_syncs(report: Report, limit: int, first: int = 0) -> Violation | None:
     counts = report.syncs_per_step
     bad = np.flatnonzero(counts > limit)
+    bad = bad[bad >= first]
     if not len(bad):
         return None
     worst = int(counts[bad].max())
@@ -242,7 +246,7 @@ def check_report(report: Report, rules: Rules) -> CheckResult:
     if rules.max_syncs_per_step is not None:
         described.append(("max-syncs-per-step",
                           f"at most {counted(rules.max_syncs_per_step, 'host sync')} per step"))
-        if (v := _check_syncs(report, rules.max_syncs_per_step)):
+        if (v := _check_syncs(report, rules.max_syncs_per_step, rules.syncs_from_step)):
             violations.append(v)
     if rules.no_fallbacks:
         described.append(("no-fallbacks", "no CPU-fallback ops"))

@@ -47,6 +47,8 @@ LAYERS: dict[str, str] = {
     "lazyscope.compare": "app",
     "lazyscope.data": "app",
     "lazyscope.integrations": "app",
+    "lazyscope.online": "app",
+    "lazyscope.pytest_plugin": "app",
     "lazyscope.errors": "base",
     "lazyscope.units": "base",
     "lazyscope.padding": "base",

@@ -73,6 +73,9 @@ class Alert:
     message: str
     finding: Finding | None
     report: Report
+    #: the check's evidence (the sites, the steps), said when no finding stands for the rule
+    #: yet (a line that read a value once is not yet a per-step sync site)
+    evidence: tuple[str, ...] = ()
 
     def where(self) -> str:
         f = self.finding
@@ -84,7 +87,7 @@ class Alert:
         """One line: the step, the line to change, what happens there and the fix."""
         f = self.finding
         if f is None:
-            return one_line(f"step {self.step}: {self.message}")
+            return one_line(f"step {self.step}: {'; '.join([self.message, *self.evidence])}")
         return one_line(f"step {self.step}: [{f.kind}] {self.where()}: {f.detail}; fix: {f.fix}",
                         limit=600)
 
@@ -92,7 +95,7 @@ class Alert:
         """The rule broken and the finding as the report shows it (several lines)."""
         head = f"step {self.step}: {self.rule}: {self.message}"
         if self.finding is None:
-            return head
+            return "\n".join([head, *(f"    {e}" for e in self.evidence)])
         return "\n".join([head, *finding_lines(self.finding, self.report.sources)])
 
 
@@ -167,6 +170,7 @@ class OnlineCheck:
                               if f.kind in ALERT_KINDS], report, index)
         result = check_report(report, self.rules)
         found: list[tuple[str, str, Finding | None]] = []
+        evidence: dict[str, tuple[str, ...]] = {}
         for v in result.violations:
             kinds = RULE_KINDS.get(v.rule)
             if kinds is None:
@@ -176,17 +180,19 @@ class OnlineCheck:
                 matching = [f for f in matching if any(
                     s >= self.rules.syncs_from_step for s in f.steps)] or matching
             found += [(v.rule, _message(v), f) for f in matching] or [(v.rule, _message(v), None)]
-        return self._new(found, report, index)
+            evidence[v.rule] = tuple(v.evidence)
+        return self._new(found, report, index, evidence)
 
     def _new(self, found: list[tuple[str, str, Finding | None]], report: Report,
-             index: int) -> list[Alert]:
+             index: int, evidence: dict[str, tuple[str, ...]] | None = None) -> list[Alert]:
         alerts = []
         for rule, message, finding in found:
             key = (rule, finding.file, finding.line) if finding is not None else (rule, "", 0)
             if key in self.said:
                 continue
             self.said.add(key)
-            alerts.append(Alert(index, rule, message, finding, report))
+            alerts.append(Alert(index, rule, message, finding, report,
+                                (evidence or {}).get(rule, ()) if finding is None else ()))
         return alerts
 
 

@@ -473,13 +473,16 @@ def _measured_for(report: Any, rules: Rules) -> None:
               metavar="S", help="no steady step may take longer than S seconds")
 @click.option("--allow-incomplete", is_flag=True,
               help="check a failed, interrupted or killed run's recorded steps instead of failing")
+@click.option("--baseline", type=click.Path(path_type=Path), default=None, metavar="BASE",
+              help="fail when the steady step got slower than BASE's (beyond both runs' "
+                   "spread), or compilations or host syncs per step rose")
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text",
               show_default=True)
 def check_cmd(run_dir: Path, max_recompiles: int | None, max_recompiles_old: int | None,
               warmup_steps: int | None,
               max_syncs_per_step: int | None, no_fallbacks: bool, no_graph_breaks: bool,
               no_rank_divergence: bool, max_step_seconds: float | None,
-              allow_incomplete: bool, fmt: str) -> int:
+              allow_incomplete: bool, baseline: Path | None, fmt: str) -> int:
     """A CI gate: exit 0 when RUN_DIR obeys the rules, 1 (with the evidence) when not.
 
     With no rule given, checks --max-recompiles 0: no recompilation in steady state. A run that
@@ -493,7 +496,9 @@ def check_cmd(run_dir: Path, max_recompiles: int | None, max_recompiles_old: int
                   allow_incomplete=allow_incomplete)
     report = _report_and_views(run_dir, warmup_steps=warmup_steps, views=False)
     _measured_for(report, rules)
-    result = check_report(report, rules)
+    base = (_report_and_views(baseline, warmup_steps=warmup_steps, views=False)
+            if baseline is not None else None)
+    result = check_report(report, rules, baseline=base)
     click.echo(CHECK_RENDERERS[fmt](result), nl=False)
     return 0 if result.passed else EXIT_CHECK_FAILED
 

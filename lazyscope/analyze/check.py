@@ -18,6 +18,10 @@ state", the assertion serving stacks run in CI):
 * ``max_step_seconds`` - wall time of any timed step: the steps the report's median step covers
   (the steady steps: compiled nothing, or after the fixed warm-up; every step when fewer than
   three are steady). Evidence: the slow steps.
+* ``--baseline BASE`` (``check_report(..., baseline=)``) - the run against a baseline run of the
+  same program: its steady step time, compilations and host syncs per step
+  (:mod:`lazyscope.analyze.baseline`). With a baseline, the default rule applies only when
+  asked for.
 * ``no_rank_divergence`` - a multi-process run whose ranks compile different graphs or whose
   step times drift apart (a straggler). Evidence: the divergence found.
 
@@ -35,6 +39,7 @@ from typing import Any
 
 import numpy as np
 
+from lazyscope.analyze.baseline import compare_to_baseline
 from lazyscope.analyze.findings import BreakFacts
 from lazyscope.analyze.report import Report
 from lazyscope.analyze.summary import timed_steps
@@ -90,6 +95,8 @@ class CheckResult:
     rules: list[tuple[str, str]]  # (rule id, what it asks) for each rule checked
     violations: list[Violation]
     notes: list[str] = field(default_factory=list)
+    #: the baseline run compared against (``--baseline``), if any
+    baseline: str | None = None
 
     @property
     def passed(self) -> bool:
@@ -199,9 +206,11 @@ def _check_step_seconds(report: Report, limit: float) -> Violation | None:
         evidence=evidence)
 
 
-def check_report(report: Report, rules: Rules) -> CheckResult:
-    """Apply ``rules`` (or the default rule when none is set) to ``report``."""
-    rules = rules.with_default()
+def check_report(report: Report, rules: Rules, baseline: Report | None = None) -> CheckResult:
+    """Apply ``rules`` (or the default rule when none is set and no ``baseline`` is given) to
+    ``report``; with ``baseline``, the baseline rules too (:mod:`lazyscope.analyze.baseline`)."""
+    if baseline is None:
+        rules = rules.with_default()
     s = report.summary
     described: list[tuple[str, str]] = []
     violations: list[Violation] = []
@@ -268,8 +277,15 @@ def check_report(report: Report, rules: Rules) -> CheckResult:
                           f"no steady step longer than {rules.max_step_seconds:g} s"))
         if (v := _check_step_seconds(report, rules.max_step_seconds)):
             violations.append(v)
+    if baseline is not None:
+        compared = compare_to_baseline(report, baseline)
+        described += compared.rules
+        violations += [Violation(rule=r.rule, limit=r.limit, actual=r.actual, message=r.message,
+                                 evidence=r.evidence) for r in compared.regressions]
+        notes += [f"baseline {baseline.run_dir}: {n}" for n in compared.notes]
     return CheckResult(run_dir=report.run_dir, status=s.status, steps=s.steps, rules=described,
-                       violations=violations, notes=notes)
+                       violations=violations, notes=notes,
+                       baseline=baseline.run_dir if baseline is not None else None)
 
 
 def check_dict(result: CheckResult) -> dict[str, Any]:
@@ -285,4 +301,5 @@ def check_dict(result: CheckResult) -> dict[str, Any]:
                   for rid, text in result.rules],
         "violations": [asdict(v) for v in result.violations],
         "notes": result.notes,
+        **({"baseline": result.baseline} if result.baseline is not None else {}),
     }

@@ -14,9 +14,10 @@ program ran (it has more steps, never different rules).
 A healthy steady step costs a few dictionary reads. A step that triggers a look and finds
 nothing new is looked at again at the next barrier (on XLA a graph compiled in a steady step is
 recorded there, once the next step has shown which user line made it: so the guard raises at
-the barrier after the one that compiled); if that finds nothing either (a sync every step at a
-site already reported), the next look of that kind waits a quarter of the steps so far: the
-reading stays linear in the run's length.
+the barrier after the one that compiled). Host syncs that recur at a site already said are
+looked at again only after a quarter of the steps so far, and the looks of the live alerts
+together may take at most :data:`LOOK_BUDGET` of the run's time: past it, the next step looks
+instead.
 
 :class:`Guard` (``lazyscope.guard(...)``) traces its block like ``lazyscope.trace()`` into a
 temporary run directory (removed at the end; ``out=`` keeps it) and raises
@@ -31,6 +32,7 @@ import os
 import shutil
 import sys
 import tempfile
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -54,6 +56,10 @@ RULE_KINDS: dict[str, tuple[str, ...]] = {
     "no-fallbacks": ("fallback",),
     "no-graph-breaks": ("graph_break", "eager_fallback"),
 }
+#: live alerts: the share of the run's time the looks may take (past it, a look waits for a
+#: later step), once they took FREE_LOOKS_S seconds; the guard looks whenever a step asks
+LOOK_BUDGET = 0.05
+FREE_LOOKS_S = 0.25
 #: the finding kinds a live alert speaks of (a site compiling new graphs, a per-step sync site,
 #: a fallback, a graph break)
 ALERT_KINDS = ("recompile", "sync", "fallback", "graph_break", "eager_fallback")
@@ -88,8 +94,9 @@ class Alert:
         f = self.finding
         if f is None:
             return one_line(f"step {self.step}: {'; '.join([self.message, *self.evidence])}")
-        return one_line(f"step {self.step}: [{f.kind}] {self.where()}: {f.detail}; fix: {f.fix}",
-                        limit=600)
+        what = "; ".join(f.detail.split("; ")[:2])  # what happened, without the whole story
+        return one_line(f"step {self.step}: [{f.kind}] {self.where()}: {what}; fix: {f.fix}",
+                        limit=1000)
 
     def text(self) -> str:
         """The rule broken and the finding as the report shows it (several lines)."""
@@ -100,22 +107,27 @@ class Alert:
 
 
 class OnlineCheck:
-    """Judges a run while it is written (see the module docstring).
+    """Judges a run while it is written (see the module docstring). ``budget``: the share of
+    the run's time looks may take (live alerts); None: no limit (the guard).
 
     ``rules``: the guard's rules (a :class:`~lazyscope.analyze.check.Rules`), each broken rule an
     alert; None: every new finding of the report is one (live alerts). ``warmup_steps``: steps
     before it trigger nothing (None: the analysis finds the warm-up, as ``lazyscope report``
     does)."""
 
-    def __init__(self, rules: Rules | None = None, warmup_steps: int | None = None):
+    def __init__(self, rules: Rules | None = None, warmup_steps: int | None = None, *,
+                 budget: float | None = None):
         self.rules = rules
+        self.budget = budget
         self.warmup_steps = warmup_steps
         #: what was said already: (rule or kind, file, line)
         self.said: set[tuple[str, str, int]] = set()
         self._next: dict[str, int] = {}
         self._again: list[str] = []
-        #: reports built so far (a test reads it: a healthy steady state builds none)
+        #: reports built so far (a test reads it: a healthy steady state builds none), and the
+        #: seconds they took
         self.looks = 0
+        self.spent = 0.0
 
     # -- the cheap part: did this step do anything a rule is about? ------------------------
     def triggers(self, index: int, values: dict[str, float | None],
@@ -145,17 +157,24 @@ class OnlineCheck:
         kinds = [k for k in self.triggers(index, recorder.last_values, recorder.last_events)
                  if index >= self._next.get(k, 0)]
         again, self._again = self._again, []
-        if not kinds and not again:
+        kinds = list(dict.fromkeys([*kinds, *again]))
+        if not kinds:
             return []
+        if self.budget is not None and \
+                self.spent > max(self.budget * recorder.elapsed(), FREE_LOOKS_S):
+            self._again = kinds  # over the budget: the next step looks (it has more evidence)
+            return []
+        started = time.perf_counter()
         alerts = self.judge(self.report(recorder.writer.io_path()), index)
+        self.spent += time.perf_counter() - started
         if not alerts:
             # nothing new yet: a step's evidence can reach the run at the next barrier (XLA
             # holds a graph compiled in a steady step until the next step shows which user
-            # line made it), so look once more then; after that, for these kinds, only after
-            # a quarter of the steps so far
-            self._again = kinds
-            for kind in again:
-                self._next[kind] = index + 1 + index // 4
+            # line made it), so look once more then; syncs that recur at a site said already
+            # are looked at again only after a quarter of the steps so far
+            self._again = [k for k in kinds if k not in again]
+            if "sync" in kinds and "sync" in again:
+                self._next["sync"] = index + 1 + index // 4
         return alerts
 
     # -- the real part: the report's own rules --------------------------------------------
@@ -199,6 +218,44 @@ class OnlineCheck:
 def _message(v: Violation) -> str:
     """A check violation's message in the guard's words (its arguments, not the CLI's)."""
     return v.message.replace("(--warmup-steps)", "(warmup_steps)")
+
+
+# --------------------------------------------------------------------------- live alerts
+
+
+class LiveAlerts:
+    """The live alerts of ``lazyscope trace``: the moment a finding of the report first becomes
+    true (a site compiling new graphs, a per-step sync site, a fallback, a graph break), one line
+    naming the line to change goes to ``write``. An observer of the trace (:meth:`attach`).
+    Never raises into the program: an error of its own stops the alerts, said once."""
+
+    def __init__(self, write: Callable[[str], None], *, warmup_steps: int | None = None,
+                 enabled: bool = True):
+        self.write = write
+        self.warmup_steps = warmup_steps
+        self.enabled = enabled
+        self.check: OnlineCheck | None = None
+        self.said = 0
+
+    def attach(self, recorder: Recorder) -> None:
+        if not self.enabled:
+            return
+        self.check = OnlineCheck(None, self.warmup_steps, budget=LOOK_BUDGET)
+        recorder.step_hooks.append(lambda _index: self._after_step(recorder))
+
+    def _after_step(self, recorder: Recorder) -> None:
+        if self.check is None:
+            return
+        try:
+            alerts = self.check.after_step(recorder)
+            for alert in alerts:
+                self.write(f"lazyscope: {alert.line()}")
+                self.said += 1
+        except Exception as err:  # noqa: BLE001 - never the program's problem
+            self.check = None
+            with contextlib.suppress(Exception):
+                self.write(one_line(f"lazyscope: live alerts stopped: {type(err).__name__}: "
+                                    f"{err} (the report at the end is not affected)"))
 
 
 # --------------------------------------------------------------------------- the guard
@@ -325,5 +382,5 @@ def make_guard(*, max_recompiles: int | None = 0, warmup_steps: int | None = 2,
                  target=target)
 
 
-__all__ = ["ALERT_KINDS", "Alert", "Guard", "OnlineCheck", "make_guard"]
+__all__ = ["ALERT_KINDS", "Alert", "Guard", "LiveAlerts", "OnlineCheck", "make_guard"]
 

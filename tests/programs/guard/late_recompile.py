@@ -3,7 +3,8 @@ batch gets one row longer every step (a new shape, a new graph each step).
 
 ``--sleep-ms N`` (default 20) is the host time each step adds (the "20 ms added" of the baseline
 test uses 40); ``--recompile-at K`` (default 20; -1: never) is where the shapes start to vary;
-``--guard`` runs the loop inside ``lazyscope.guard()``."""
+``--guard`` runs the loop inside ``lazyscope.guard()``; ``--read-stderr-at N`` prints the
+live alerts found on the process's stderr (a file) at the end of step N."""
 
 from __future__ import annotations
 
@@ -21,6 +22,8 @@ parser.add_argument("--steps", type=int, default=40)
 parser.add_argument("--sleep-ms", type=float, default=20.0)
 parser.add_argument("--recompile-at", type=int, default=20)
 parser.add_argument("--guard", action="store_true")
+# at the end of step N, print what lazyscope said on this process's stderr so far (a file)
+parser.add_argument("--read-stderr-at", type=int, default=-1)
 args = parser.parse_args()
 
 def rows(step: int) -> int:
@@ -41,3 +44,7 @@ with guard:  # before the program's first use of the device, as lazyscope.trace(
         time.sleep(args.sleep_ms / 1000)
         torch_xla.sync()
         print(f"step {step} done", flush=True)
+        if step == args.read_stderr_at:
+            with open("/proc/self/fd/2", encoding="utf-8", errors="replace") as err:
+                said = [line for line in err if line.startswith("lazyscope: step")]
+            print(f"stderr at step {step}: {said}", flush=True)

@@ -38,6 +38,7 @@ from lazyscope.backends.base import Runtime, TraceOptions, active
 from lazyscope.backends.pytorch.collector import synchronize
 from lazyscope.backends.runner import Tracer, api_tracer
 from lazyscope.backends.xla.runtime import default_pjrt_device
+from lazyscope.core.errors import GuardError
 from lazyscope.core.values import host_values, note_text
 from lazyscope.model import Run
 from lazyscope.model.source_files import SOURCES
@@ -65,8 +66,8 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module 'lazyscope' has no attribute {name!r}")
 
 __version__ = "0.3.0"
-__all__ = ["Advice", "Run", "Runtime", "TraceOptions", "Tracer", "__version__", "advise",
-           "annotate_step", "backend_names", "barrier", "default_pjrt_device",
+__all__ = ["Advice", "GuardError", "Run", "Runtime", "TraceOptions", "Tracer", "__version__",
+           "advise", "annotate_step", "backend_names", "barrier", "default_pjrt_device", "guard",
            "load_ipython_extension", "load_run", "note", "report", "runtime", "set_info", "trace",
            "tracing"]
 
@@ -99,6 +100,41 @@ def trace(
     options = TraceOptions(backend=backend, device=device, graph_shapes=graph_shapes,
                            max_steps=steps, warmup_steps=warmup_steps)
     return api_tracer(out, options=options, force=force, target=name or caller)
+
+
+def guard(*, max_recompiles: int | None = 0, warmup_steps: int | None = 2,
+          max_syncs_per_step: int | None = None, no_fallbacks: bool = False,
+          no_graph_breaks: bool = False, backend: str = "auto",
+          out: str | os.PathLike[str] | None = None, force: bool = False) -> Any:
+    """A guard around a loop or a test: raises :class:`GuardError` at the step barrier where a
+    rule breaks, its message the finding (the user's line to change, why, the fix)::
+
+        with lazyscope.guard(max_recompiles=0, warmup_steps=2):
+            for batch in loader:
+                ...
+                torch_xla.sync()        # GuardError here at the first recompilation
+
+    It is also a decorator (``@lazyscope.guard(...)``). The rules are ``lazyscope check``'s,
+    applied as the program runs with the report's own analysis: ``max_recompiles`` (every
+    compilation from step ``warmup_steps`` on counts; ``warmup_steps=None``: the analysis finds
+    the warm-up and only a site that keeps compiling counts), ``max_syncs_per_step`` (host
+    syncs in a step after the warm-up), ``no_fallbacks``, ``no_graph_breaks``; None or False
+    checks nothing. Steps are the program's barriers on XLA (``torch_xla.sync()``,
+    ``xm.mark_step()`` ...) and :func:`barrier` with torch.compile (``backend="compile"``, the
+    default when torch_xla is not imported; compilations come from dynamo's own compile
+    events); what ran after the last barrier is judged when the block ends. The block is traced
+    as :func:`trace` traces it, into a temporary directory removed at the end: ``out=`` keeps
+    the run there (``force``: replace one). Enter it before the program's first barrier (on XLA,
+    before its first compilation: torch_xla reads its debug settings then); it cannot be entered
+    inside another trace of the same process."""
+    import sys
+
+    from lazyscope.online import make_guard
+
+    return make_guard(max_recompiles=max_recompiles, warmup_steps=warmup_steps,
+                      max_syncs_per_step=max_syncs_per_step, no_fallbacks=no_fallbacks,
+                      no_graph_breaks=no_graph_breaks, backend=backend, out=out, force=force,
+                      target=sys._getframe(1).f_code.co_filename)
 
 
 def report(run: Run | str | os.PathLike[str], fmt: str = "text", *,

@@ -22,6 +22,10 @@ state", the assertion serving stacks run in CI):
   runtime reports its limit) - what any compiled graph holds on the device while it runs
   (inputs + outputs - aliased + intermediates + program, the backend's own analysis).
   Evidence: each site whose largest graph is over, with its sizes and shape.
+* ``--baseline BASE`` (``check_report(..., baseline=)``) - the run against a baseline run of the
+  same program: its steady step time, compilations and host syncs per step
+  (:mod:`lazyscope.analyze.baseline`). With a baseline, the default rule applies only when
+  asked for.
 * ``no_rank_divergence`` - a multi-process run whose ranks compile different graphs or whose
   step times drift apart (a straggler). Evidence: the divergence found.
 
@@ -39,6 +43,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from lazyscope.analyze.baseline import compare_to_baseline
 from lazyscope.analyze.findings import BreakFacts
 from lazyscope.analyze.report import Report
 from lazyscope.analyze.summary import timed_steps
@@ -61,6 +66,9 @@ class Rules:
     allow_incomplete: bool = False
     max_graph_memory: int | None = None
     max_graph_memory_share: float | None = None
+    #: ``max_syncs_per_step`` counts the steps from this one on (``lazyscope.guard``: not the
+    #: warm-up steps it was given)
+    syncs_from_step: int = 0
 
     def any_rule(self) -> bool:
         return (self.max_recompiles is not None or self.max_syncs_per_step is not None
@@ -101,6 +109,8 @@ class CheckResult:
     rules: list[tuple[str, str]] = field(metadata={"json": False})
     violations: list[Violation]
     notes: list[str] = field(default_factory=list)
+    #: the baseline run compared against (``--baseline``), if any
+    baseline: str | None = field(default=None, metadata={"omit_none": True})
 
     JSON_EXTRA: ClassVar[dict[str, str]] = {"passed": "passed", "rules": "rule_results"}
 
@@ -159,9 +169,10 @@ def _check_recompiles(report: Report, limit: int) -> Violation | None:
         evidence=evidence)
 
 
-def _check_syncs(report: Report, limit: int) -> Violation | None:
+def _check_syncs(report: Report, limit: int, first: int = 0) -> Violation | None:
     counts = report.syncs_per_step
     bad = np.flatnonzero(counts > limit)
+    bad = bad[bad >= first]
     if not len(bad):
         return None
     worst = int(counts[bad].max())
@@ -269,9 +280,11 @@ def _check_graph_memory(report: Report, limit: int) -> Violation | None:
         evidence=_capped(evidence, len(over), "sites"))
 
 
-def check_report(report: Report, rules: Rules) -> CheckResult:
-    """Apply ``rules`` (or the default rule when none is set) to ``report``."""
-    rules = rules.with_default()
+def check_report(report: Report, rules: Rules, baseline: Report | None = None) -> CheckResult:
+    """Apply ``rules`` (or the default rule when none is set and no ``baseline`` is given) to
+    ``report``; with ``baseline``, the baseline rules too (:mod:`lazyscope.analyze.baseline`)."""
+    if baseline is None:
+        rules = rules.with_default()
     s = report.summary
     described: list[tuple[str, str]] = []
     violations: list[Violation] = []
@@ -316,7 +329,7 @@ def check_report(report: Report, rules: Rules) -> CheckResult:
     if rules.max_syncs_per_step is not None:
         described.append(("max-syncs-per-step",
                           f"at most {counted(rules.max_syncs_per_step, 'host sync')} per step"))
-        if (v := _check_syncs(report, rules.max_syncs_per_step)):
+        if (v := _check_syncs(report, rules.max_syncs_per_step, rules.syncs_from_step)):
             violations.append(v)
     if rules.no_fallbacks:
         described.append(("no-fallbacks", "no CPU-fallback ops"))
@@ -347,5 +360,12 @@ def check_report(report: Report, rules: Rules) -> CheckResult:
                                                 else "")))
         if (v := _check_graph_memory(report, limit)):
             violations.append(v)
+    if baseline is not None:
+        compared = compare_to_baseline(report, baseline)
+        described += compared.rules
+        violations += [Violation(rule=r.rule, limit=r.limit, actual=r.actual, message=r.message,
+                                 evidence=r.evidence) for r in compared.regressions]
+        notes += [f"baseline {baseline.run_dir}: {n}" for n in compared.notes]
     return CheckResult(run_dir=report.run_dir, status=s.status, steps=s.steps, rules=described,
-                       violations=violations, notes=notes)
+                       violations=violations, notes=notes,
+                       baseline=baseline.run_dir if baseline is not None else None)

@@ -127,6 +127,11 @@ class Recorder:
         #: progress display shows)
         self.compiles = 0
         self.last_wall_s: float | None = None
+        #: the values of the last step recorded, and the events of each kind recorded in it
+        #: (what an online rule looks at before it reads the run: lazyscope.guard, live alerts)
+        self.last_values: dict[str, float | None] = {}
+        self.last_events: dict[str, int] = {}
+        self._events: dict[str, int] = {}
         #: once set (a full disk), nothing more is written; the trace ends with that error
         self.failed: BaseException | None = None
         #: the last graph compiled with its memory known: (stack, memory, step), what an
@@ -223,6 +228,8 @@ class Recorder:
         if kind == "compile" and getattr(payload, "memory", None) is not None:
             self.last_graph = (stack, payload.memory, self.steps if step is None else step)
         with self._lock:
+            if step is None:
+                self._events[kind] = self._events.get(kind, 0) + 1
             try:
                 self.writer.write_event(kind, self.steps if step is None else step,
                                         seconds=seconds, stack=stack, payload=payload, key=key,
@@ -254,6 +261,7 @@ class Recorder:
             if compiles and compiles == compiles:  # None and NaN: not measured
                 self.compiles += int(compiles)
             self.last_wall_s = wall if wall is not None and wall == wall else None
+            self.last_values, self.last_events, self._events = values, self._events, {}
             self.steps += 1
             index = self.steps
         for hook in self.step_hooks:

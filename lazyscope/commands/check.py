@@ -92,6 +92,9 @@ def _measured_for(report: Any, rules: Rules) -> None:
 @click.option("--max-graph-memory", default=None, metavar="SIZE", callback=size_or_share_option,
               help="no compiled graph may hold more than SIZE on the device (1MB, 16GiB, or "
                    "80%% of the device where the runtime reports its memory)")
+@click.option("--baseline", type=click.Path(path_type=Path), default=None, metavar="BASE",
+              help="fail when the steady step got slower than BASE's (beyond both runs' "
+                   "spread), or compilations or host syncs per step rose")
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text",
               show_default=True)
 def check_cmd(run_dir: Path, max_recompiles: int | None, max_recompiles_old: int | None,
@@ -99,7 +102,7 @@ def check_cmd(run_dir: Path, max_recompiles: int | None, max_recompiles_old: int
               max_syncs_per_step: int | None, no_fallbacks: bool, no_graph_breaks: bool,
               no_rank_divergence: bool, max_step_seconds: float | None,
               allow_incomplete: bool, max_graph_memory: tuple[int | None, float | None],
-              fmt: str) -> int:
+              baseline: Path | None, fmt: str) -> int:
     """A CI gate: exit 0 when RUN_DIR obeys the rules, 1 (with the evidence) when not.
 
     With no rule given, checks --max-recompiles 0: no recompilation in steady state. A run that
@@ -114,6 +117,8 @@ def check_cmd(run_dir: Path, max_recompiles: int | None, max_recompiles_old: int
                   max_graph_memory_share=max_graph_memory[1])
     report = report_and_views(run_dir, warmup_steps=warmup_steps, views=False)
     _measured_for(report, rules)
-    result = check_report(report, rules)
+    base = (report_and_views(baseline, warmup_steps=warmup_steps, views=False)
+            if baseline is not None else None)
+    result = check_report(report, rules, baseline=base)
     click.echo(CHECK_RENDERERS[fmt](result), nl=False)
     return 0 if result.passed else EXIT_CHECK_FAILED

@@ -146,6 +146,13 @@ class TraceProgress(_LiveLines):
         self._recorder = recorder
         recorder.step_hooks.append(self._on_step)
 
+    def above(self, text: str) -> bool:
+        """Print ``text`` above the live line (True), or nothing when no line is drawn."""
+        if self._progress is None:
+            return False
+        self._progress.console.print(text, markup=False, highlight=False, soft_wrap=True)
+        return True
+
     def _on_step(self, index: int) -> None:
         recorder = self._recorder
         speed = self._progress.tasks[0].speed

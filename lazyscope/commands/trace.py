@@ -43,6 +43,7 @@ from lazyscope.core.errors import (
     one_line,
     show_path,
 )
+from lazyscope.online import LiveAlerts
 from lazyscope.render import render_text
 from lazyscope.store.layout import META_FILE
 
@@ -80,7 +81,8 @@ DYNAMIC = {"auto": None, "true": True, "false": False}
               help="write report.html, the PNG plots and TensorBoard scalars after the run "
               "(a few seconds; `lazyscope report RUN --format html` writes them later)")
 @click.option("--quiet", "-q", is_flag=True,
-              help="no progress line while the program runs, no colour in the report")
+              help="no progress line and no live alerts while the program runs, no colour in "
+                   "the report")
 # compare's channel for its policies' progress (render/console.py ProgressPipe)
 @click.option("--progress-fd", type=int, default=None, hidden=True)
 def trace_cmd(target: str, target_args: tuple[str, ...], steps: int | None, out: Path | None,
@@ -110,7 +112,9 @@ def trace_cmd(target: str, target_args: tuple[str, ...], steps: int | None, out:
     misplaced = misplaced_options(trace_cmd, args, resolved)
     pipe = ProgressPipe(progress_fd) if progress_fd is not None else None
     live = TraceProgress(steps, enabled=live_wanted(quiet, launched=launcher_rank() is not None))
-    observers = [live.attach] + ([pipe.attach] if pipe is not None else [])
+    alerts = LiveAlerts(lambda line: live.above(line) or streams.echo(line, to_err=True),
+                        warmup_steps=warmup_steps, enabled=not quiet)
+    observers = [live.attach, alerts.attach] + ([pipe.attach] if pipe is not None else [])
 
     def hard_exit(tracer: Any, code: int | None) -> int | None:
         # the program ends the process with os._exit()/os.abort(): its run is finalised

@@ -254,6 +254,22 @@ class BrokenOutput(LazyscopeError):
         super().__init__("")
 
 
+class GuardError(LazyscopeError):
+    """A rule of :func:`lazyscope.guard` broke at a step barrier: the message is the finding
+    (the user's line to change, why, the fix); ``step`` is the step it broke at, ``rules`` the
+    rules broken (``max-recompiles`` ...), ``findings`` the report's findings behind them.
+    Exit 1, as a violated ``lazyscope check`` rule."""
+
+    exit_code = EXIT_CHECK_FAILED
+
+    def __init__(self, message: str, *, step: int | None = None,
+                 rules: tuple[str, ...] = (), findings: tuple[Any, ...] = ()):
+        super().__init__(message)
+        self.step = step
+        self.rules = rules
+        self.findings = findings
+
+
 class InternalError(LazyscopeError):
     """An error of lazyscope itself (a bug): one line, exit 70."""
 

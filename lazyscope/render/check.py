@@ -14,7 +14,8 @@ from lazyscope.render.json import dumps
 
 
 def render_check_text(result: CheckResult) -> str:
-    lines = [f"lazyscope check: {result.run_dir} (status {result.status}, {result.steps} steps)"]
+    lines = [f"lazyscope check: {result.run_dir} (status {result.status}, {result.steps} steps)"
+             + (f" against the baseline {result.baseline}" if result.baseline else "")]
     for note in result.notes:
         lines.append(f"  note: {note}")
     broken = {v.rule for v in result.violations}

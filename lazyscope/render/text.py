@@ -12,7 +12,7 @@ from lazyscope.model import Frame, SourceMap, Step, location
 
 MAX_TABLE_ROWS = 40
 MAX_GROUPS = 40
-__all__ = ["NOT_MEASURED", "render_findings_text", "render_summary_text", "render_text"]
+__all__ = ["NOT_MEASURED", "finding_lines", "render_findings_text", "render_summary_text", "render_text"]
 
 
 def _n(value: int | None) -> str:
@@ -132,6 +132,11 @@ def _finding_lines(i: int, f: Finding, sources: SourceMap) -> list[str]:
                                         if f.ranks and f.ranks != [0] else ""))
     lines.append(f"     fix: {f.fix}")
     return lines
+
+
+def finding_lines(f: Finding, sources: SourceMap, number: int = 1) -> list[str]:
+    """One finding as the report shows it (its line, detail and fix), numbered ``number``."""
+    return _finding_lines(number, f, sources)
 
 
 def render_findings_text(report: Report) -> list[str]:

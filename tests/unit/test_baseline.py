@@ -1,0 +1,90 @@
+"""``check --baseline``'s rules on runs built in memory: the step-time bound from both runs'
+spread, compilations and host syncs per step."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from lazyscope.analyze.baseline import REL_FLOOR, compare_to_baseline, step_stats
+from lazyscope.analyze.check import Rules, check_report
+from lazyscope.analyze.report import build_report
+from lazyscope.model.codec import encode
+from lazyscope.model.steps import STEP_FIELDS
+from lazyscope.render.check import render_check_text
+from tests.builders import build_run
+
+
+def make(path: Path, walls: list[float], *, compiles: int = 1, syncs_every: int = 0):
+    steps = [{**dict.fromkeys(STEP_FIELDS, 0.0), "wall_s": w, "compile_count": compiles if i == 0 else 0,
+              "compile_s": 0.01 if i == 0 else 0.0, "execute_count": 1, "to_device_count": 0,
+              "from_device_count": 1 if syncs_every and i % syncs_every == 0 else 0}
+             for i, w in enumerate(walls)]
+    return build_report(build_run(path, steps=steps))
+
+
+def noisy(mean: float, n: int = 40, seed: int = 0, spread: float = 0.002) -> list[float]:
+    rng = np.random.default_rng(seed)
+    return [0.5] + list(mean + rng.uniform(-spread, spread, n - 1))
+
+
+def rules_broken(run, base) -> list[str]:
+    return [r.rule for r in compare_to_baseline(run, base).regressions]
+
+
+def test_a_rerun_passes_and_twice_the_time_fails(tmp_path: Path) -> None:
+    base = make(tmp_path / "a", noisy(0.020, seed=1))
+    again = make(tmp_path / "b", noisy(0.020, seed=2))
+    slow = make(tmp_path / "c", noisy(0.040, seed=3))
+    assert rules_broken(again, base) == []
+    assert rules_broken(slow, base) == ["baseline-step-time"]
+    assert rules_broken(base, slow) == []  # faster is never a failure
+    (v,) = compare_to_baseline(slow, base).regressions
+    assert "slower than the baseline's" in v.message and v.actual > v.limit
+    assert v.evidence[0].startswith("baseline: median")
+
+
+def test_the_bound_is_the_largest_of_interval_floor_and_drift(tmp_path: Path) -> None:
+    base = make(tmp_path / "a", noisy(0.020, seed=1, spread=0.0001))
+    # within the 5% floor: not a slowdown, however tight both runs are
+    within = make(tmp_path / "b", noisy(0.020 * (1 + REL_FLOOR * 0.8), seed=2, spread=0.0001))
+    beyond = make(tmp_path / "c", noisy(0.020 * (1 + REL_FLOOR * 1.5), seed=3, spread=0.0001))
+    assert rules_broken(within, base) == []
+    assert rules_broken(beyond, base) == ["baseline-step-time"]
+    # a baseline spread widely: the 99% interval of the medians allows more
+    wide = make(tmp_path / "d", noisy(0.020, seed=4, spread=0.015))
+    assert rules_broken(beyond, wide) == []
+    # a baseline that drifted from 20 to 26 ms allows its drift
+    drifting = make(tmp_path / "e", [0.5] + [0.020] * 20 + [0.026] * 20)
+    stats = step_stats(drifting)
+    assert stats is not None and stats.drift == pytest.approx(0.006)
+    assert rules_broken(make(tmp_path / "f", [0.5] + [0.026] * 40), drifting) == []
+
+
+def test_compilations_and_syncs_per_step(tmp_path: Path) -> None:
+    base = make(tmp_path / "a", noisy(0.02, seed=1), compiles=1, syncs_every=10)
+    more = make(tmp_path / "b", noisy(0.02, seed=1), compiles=3, syncs_every=2)
+    assert rules_broken(more, base) == ["baseline-compiles", "baseline-syncs"]
+    assert rules_broken(base, more) == []
+
+
+def test_check_text_and_json(tmp_path: Path) -> None:
+    base = make(tmp_path / "a", noisy(0.020, seed=1))
+    slow = make(tmp_path / "b", noisy(0.040, seed=2))
+    result = check_report(slow, Rules(), baseline=base)
+    # with a baseline the default max-recompiles rule is not added
+    assert [r for r, _ in result.rules] == ["baseline-step-time", "baseline-compiles",
+                                            "baseline-syncs"]
+    text = render_check_text(result)
+    assert f"against the baseline {tmp_path / 'a'}" in text.splitlines()[0]
+    assert "FAIL baseline-step-time: the median step took" in text
+    assert "ok   baseline-compiles" in text and "result: FAIL (1 rule violated" in text
+    data = encode(result)
+    assert data["baseline"] == str(tmp_path / "a") and not data["passed"]
+    assert [r["passed"] for r in data["rules"]] == [False, True, True]
+    assert check_report(base, Rules(), baseline=base).passed
+    # rules asked for still apply beside the baseline's
+    both = check_report(slow, Rules(max_recompiles=0), baseline=base)
+    assert [r for r, _ in both.rules][0] == "max-recompiles"

@@ -30,29 +30,32 @@ the policies for a stream of lengths.
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from lazyscope.backends import BACKENDS, get_runtime
-from lazyscope.backends.base import Runtime, TraceOptions, active
-from lazyscope.backends.pytorch.collector import synchronize
-from lazyscope.backends.runner import Tracer, api_tracer
-from lazyscope.backends.xla.runtime import default_pjrt_device
 from lazyscope.core.errors import GuardError
 from lazyscope.core.values import host_values, note_text
-from lazyscope.model import Run
-from lazyscope.model.source_files import SOURCES
-from lazyscope.render import RENDERERS
-from lazyscope.store import load_run, load_target
 
 if TYPE_CHECKING:
     from lazyscope.analyze.buckets import Advice
+    from lazyscope.backends.base import ActiveTrace, Runtime, TraceOptions
+    from lazyscope.backends.runner import Tracer
+    from lazyscope.backends.xla.runtime import default_pjrt_device
     from lazyscope.integrations.jupyter import load_ipython_extension
+    from lazyscope.model import Run
+    from lazyscope.store import load_run
 
-#: names imported when first used (a command that never advises nor runs in a notebook does
-#: not pay for the advisor or the notebook integration at start-up)
+#: names imported when first used: ``import lazyscope`` (which every command runs first) loads
+#: no backend, no store, no analysis, so a command pays only for what it uses
 _LAZY = {"Advice": ("lazyscope.analyze.buckets", "Advice"),
-         "load_ipython_extension": ("lazyscope.integrations.jupyter", "load_ipython_extension")}
+         "load_ipython_extension": ("lazyscope.integrations.jupyter", "load_ipython_extension"),
+         "Run": ("lazyscope.model", "Run"),
+         "Runtime": ("lazyscope.backends.base", "Runtime"),
+         "TraceOptions": ("lazyscope.backends.base", "TraceOptions"),
+         "Tracer": ("lazyscope.backends.runner", "Tracer"),
+         "default_pjrt_device": ("lazyscope.backends.xla.runtime", "default_pjrt_device"),
+         "load_run": ("lazyscope.store", "load_run")}
 
 
 def __getattr__(name: str) -> Any:
@@ -95,6 +98,8 @@ def trace(
     """
     import inspect
 
+    from lazyscope.backends.base import TraceOptions
+    from lazyscope.backends.runner import api_tracer
 
     caller = inspect.stack()[1].filename
     options = TraceOptions(backend=backend, device=device, graph_shapes=graph_shapes,
@@ -146,6 +151,10 @@ def report(run: Run | str | os.PathLike[str], fmt: str = "text", *,
     from pathlib import Path
 
     from lazyscope.analyze.ranks import build_any
+    from lazyscope.model import Run
+    from lazyscope.model.source_files import SOURCES
+    from lazyscope.render import RENDERERS
+    from lazyscope.store import load_target
 
     target = run if isinstance(run, Run) else load_target(run)
     built = build_any(target, sources=SOURCES)
@@ -158,11 +167,18 @@ def report(run: Run | str | os.PathLike[str], fmt: str = "text", *,
     return RENDERERS[fmt](built)
 
 
+def _active() -> ActiveTrace | None:
+    """The trace in progress in this process: none before lazyscope's backends are imported
+    (every trace imports them), so a program that is not traced imports nothing more."""
+    base = sys.modules.get("lazyscope.backends.base")
+    return base.active() if base is not None else None
+
+
 def annotate_step(**values: Any) -> None:
     """Attach values (``real_tokens=``, ``seq_len=`` ...) to the step in progress of the active
     trace; a no-op when nothing is traced. Values are host values: numbers, strings, lists and
     dicts of them; a tensor is refused (UsageError), never read (see :mod:`lazyscope.core.values`)."""
-    trace_ = active()
+    trace_ = _active()
     if trace_ is not None:
         trace_.recorder.annotate(**host_values("lazyscope.annotate_step", values))
 
@@ -170,7 +186,7 @@ def annotate_step(**values: Any) -> None:
 def set_info(**values: Any) -> None:
     """Attach run-wide values to the active trace's ``meta.json``; a no-op when not traced.
     Host values only, as :func:`annotate_step`."""
-    trace_ = active()
+    trace_ = _active()
     if trace_ is not None:
         trace_.recorder.set_info(**host_values("lazyscope.set_info", values))
 
@@ -178,7 +194,7 @@ def set_info(**values: Any) -> None:
 def note(text: str) -> None:
     """Add a line to the active trace's notes (every report shows it); a no-op when not
     traced."""
-    trace_ = active()
+    trace_ = _active()
     if trace_ is not None:
         trace_.recorder.note(note_text(text))
 
@@ -187,22 +203,26 @@ def barrier() -> None:
     """End a step of a program traced with ``--backend eager|compile``: waits for CUDA when it
     is in use and records the step; untraced it only waits. XLA programs use their own
     barrier (``torch_xla.sync()``); there this is a no-op."""
-    trace_ = active()
+    trace_ = _active()
     if trace_ is not None:
         trace_.collector.on_user_barrier()
     else:
+        from lazyscope.backends.pytorch.collector import synchronize
+
         synchronize(None)
 
 
 def backend_names() -> list[str]:
     """The backends lazyscope can trace on (``xla``, ``eager``, ``compile``)."""
+    from lazyscope.backends import BACKENDS
+
     return sorted(BACKENDS)
 
 
 def tracing() -> TraceOptions | None:
     """How the trace in progress in this process runs (its ``backend``, ``device``, ``dynamic``
     ...), or None when nothing is traced. Read-only."""
-    trace_ = active()
+    trace_ = _active()
     return trace_.options if trace_ is not None else None
 
 
@@ -215,6 +235,8 @@ def runtime(backend: str | None = None, *, device: str | None = None,
     ``backend`` defaults to the trace in progress (else ``xla``); ``device`` (``auto``, ``cpu``,
     ``cuda``) and ``dynamic`` (torch.compile's ``dynamic=``) apply to the eager/compile backends
     and default to the trace's own."""
+    from lazyscope.backends import get_runtime
+
     options = tracing()
     name = backend or (options.backend if options is not None else "xla")
     if name == "xla":

@@ -6,17 +6,18 @@ from __future__ import annotations
 import datetime as _dt
 import os
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from lazyscope.analyze.ranks import build_any
-from lazyscope.backends.runner import Target, launcher_rank, scenario_options
 from lazyscope.core import streams
 from lazyscope.core.errors import one_line
 from lazyscope.model.source_files import SOURCES
-from lazyscope.render.views import write_views
 from lazyscope.store import load_target
+
+if TYPE_CHECKING:
+    from lazyscope.backends.runner import Target
 
 CONTEXT = {"help_option_names": ["-h", "--help"]}
 
@@ -30,6 +31,8 @@ def default_out(name: str) -> Path:
     """``runs/NAME-TIMESTAMP``; under a launcher, one directory shared by all ranks (named by
     the launcher's run id, else the minute). Without a launcher it is created exclusively
     (``-2`` ... when a trace started in the same second took it: see ``Tracer``)."""
+    from lazyscope.backends.runner import launcher_rank
+
     stem = Path(name).stem if name.endswith(".py") else name
     if launcher_rank() is not None:
         stamp = os.environ.get("TORCHELASTIC_RUN_ID") or _dt.datetime.now().strftime(
@@ -53,6 +56,8 @@ def report_and_views(run_dir: Path, *, warmup_steps: int | None = None,
     report = build_any(load_target(run_dir), warmup_steps=warmup_steps,
                        sources=SOURCES)
     if views:
+        from lazyscope.render.views import write_views
+
         lines = write_views(report, run_dir, need_html=need_html)
         if warnings is None:
             warn(lines)
@@ -71,6 +76,8 @@ def program_args(args: tuple[str, ...]) -> list[str]:
 def misplaced_options(command: click.Command, args: list[str], target: Target) -> list[str]:
     """Options of ``command`` found among the program's arguments (``--out``, ``--steps=3``)
     that a scenario does not define itself (its ``--steps`` is its own)."""
+    from lazyscope.backends.runner import scenario_options
+
     names = {n for p in command.params for n in (*p.opts, *p.secondary_opts) if n.startswith("--")}
     found = [a.split("=", 1)[0] for a in args if a.split("=", 1)[0] in names]
     return [n for n in found if n not in scenario_options(target)] if found else []

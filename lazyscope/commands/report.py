@@ -6,10 +6,7 @@ from pathlib import Path
 
 import click
 
-from lazyscope.commands.cases import load_comparison
 from lazyscope.commands.common import echo_as_is, report_and_views
-from lazyscope.commands.compare import write_compare_html
-from lazyscope.commands.console import colour_wanted, print_report
 from lazyscope.render import RENDERERS, render_text
 from lazyscope.store.layout import COMPARE_JSON, META_FILE, REPORT_HTML
 
@@ -27,6 +24,9 @@ def report_cmd(run_dir: Path, fmt: str, warmup_steps: int | None) -> None:
     if fmt == "html" and (run_dir / COMPARE_JSON).is_file() and not (run_dir / META_FILE).exists():
 
         # a `lazyscope compare` directory
+        from lazyscope.commands.cases import load_comparison
+        from lazyscope.commands.compare import write_compare_html
+
         click.echo(str(write_compare_html(run_dir, load_comparison(run_dir))))
         return
     report = report_and_views(run_dir, warmup_steps=warmup_steps, views=fmt == "html",
@@ -35,6 +35,8 @@ def report_cmd(run_dir: Path, fmt: str, warmup_steps: int | None) -> None:
         click.echo(str(run_dir / REPORT_HTML))
         return
     if fmt == "text":
+        from lazyscope.commands.console import colour_wanted, print_report
+
         print_report(render_text(report), clean=report.clean, colour=colour_wanted(),
                      echo=echo_as_is)
         return

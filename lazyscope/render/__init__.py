@@ -15,7 +15,6 @@ from lazyscope.analyze.report import Report
 from lazyscope.render.html import render_html
 from lazyscope.render.json import render_json
 from lazyscope.render.text import render_text
-from lazyscope.render.views import notebook_html
 
 Renderer = Callable[[Report], str]
 
@@ -25,7 +24,15 @@ RENDERERS: dict[str, Renderer] = {
     "html": render_html,  # the page without plots; `lazyscope report` writes the full one
 }
 
+
+
+def _notebook_html(report: Report) -> str:
+    from lazyscope.render.views import notebook_html  # the plots: only in a notebook
+
+    return notebook_html(report)
+
+
 # a Report shows itself in a notebook through these (analyze does not import render)
-Report.notebook_views.update(html=notebook_html, text=render_text)
+Report.notebook_views.update(html=_notebook_html, text=render_text)
 
 __all__ = ["RENDERERS", "Renderer", "render_html", "render_json", "render_text"]

@@ -41,7 +41,7 @@ from types import TracebackType
 from lazyscope.analyze.check import Rules, Violation, check_report
 from lazyscope.analyze.findings import Finding
 from lazyscope.analyze.report import Report, build_report
-from lazyscope.backends.base import Recorder, TraceOptions
+from lazyscope.backends.base import Recorder, TraceOptions, active
 from lazyscope.backends.runner import Tracer, api_tracer
 from lazyscope.core.errors import GuardError, UsageError, one_line
 from lazyscope.model import Frame, location
@@ -180,7 +180,12 @@ class OnlineCheck:
     # -- the real part: the report's own rules --------------------------------------------
     def report(self, path: str | os.PathLike[str]) -> Report:
         self.looks += 1
-        return build_report(load_run(path), warmup_steps=self.warmup_steps, sources=SOURCES)
+        run = load_run(path)
+        live = active()
+        so_far = getattr(live, "info_so_far", None)
+        if so_far is not None:  # what this process's trace holds until its end
+            run.meta.info.update(so_far())
+        return build_report(run, warmup_steps=self.warmup_steps, sources=SOURCES)
 
     def judge(self, report: Report, index: int) -> list[Alert]:
         """The alerts of ``report`` not said before."""

@@ -372,6 +372,9 @@ class ActiveTrace:
     recorder: Recorder
     collector: Collector
     options: TraceOptions
+    #: what the run's end will add to its info that the trace holds until then (the loader
+    #: watch's evidence): a report of the run so far reads it
+    info_so_far: Callable[[], dict[str, Any]] | None = None
 
 
 _ACTIVE: ActiveTrace | None = None

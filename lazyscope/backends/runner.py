@@ -473,7 +473,7 @@ class Tracer:
                 raise OutputError.from_os(exc, self.out) from None
             raise
         self._loaders.install()
-        set_active(ActiveTrace(self.recorder, self.collector, self.options))
+        set_active(ActiveTrace(self.recorder, self.collector, self.options, self.info_so_far))
         _HardExits.enter(self)
         return self
 
@@ -630,18 +630,26 @@ class Tracer:
             **oom.to_json(), "message": one_line(first, 500),
             "site": [site.file, site.line] if site is not None else None})
 
+    def info_so_far(self) -> dict[str, Any]:
+        """The info the run's end will write that the trace holds in memory until then (what
+        the loader watch saw of the data loaders), for a report of the run so far (the live
+        alerts, the guard): the line that makes a shape is the same mid-run as at the end."""
+        info: dict[str, Any] = {}
+        try:
+            loaders = self._loaders.info()
+            if loaders:
+                info[LOADERS] = loaders
+            if self._loaders.thread_errors:
+                info[THREAD_ERRORS] = list(self._loaders.thread_errors)
+        except Exception:  # noqa: BLE001 - descriptive only: shapes are then named where used
+            pass
+        return info
+
     def _finish(self) -> None:
         """Record the end (status, error) and where the run directory is now."""
         assert self.writer is not None and self.status is not None
         self._loaders.remove()
-        try:
-            loaders = self._loaders.info()
-            if loaders:
-                self.writer.meta.info[LOADERS] = loaders
-            if self._loaders.thread_errors:
-                self.writer.meta.info[THREAD_ERRORS] = self._loaders.thread_errors
-        except Exception:  # noqa: BLE001 - descriptive only: shapes are then named where used
-            pass
+        self.writer.meta.info.update(self.info_so_far())
         try:  # what the user lines said, while they (and a notebook's kernel) are here to ask
             self.writer.meta.info[SOURCES_KEY] = source_map(self.writer.user_files()).to_json()
         except Exception:  # noqa: BLE001 - descriptive only: locations fall back to file:line

@@ -55,3 +55,21 @@ def test_quiet_silences_it(tmp_path: Path) -> None:
     proc, err = trace(tmp_path, "--quiet")
     assert proc.returncode == 0, proc.stdout + err
     assert seen_mid_run(proc.stdout) == [] and "lazyscope: step" not in err
+
+
+def test_the_alert_names_the_line_that_makes_the_shape_as_the_report_does(tmp_path: Path) -> None:
+    """A collate function that pads to each batch's longest: the live alert names its line (the
+    loader watch's evidence, held in memory until the run ends), as the final report does, not
+    the line where the tensor enters the device."""
+    program = REPO / "tests" / "programs" / "pitfalls" / "collate_pad_longest.py"
+    line = next(i for i, t in enumerate(program.read_text().splitlines(), 1)
+                if "lazyscope-expect: recompile" in t)
+    path = os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH", "")) if p)
+    proc = subprocess.run(
+        [sys.executable, "-m", "lazyscope", "trace", "--out", str(tmp_path / "run"), "--force",
+         "--no-views", str(program)], cwd=REPO, capture_output=True, text=True, timeout=300,
+        env={**os.environ, "PJRT_DEVICE": "CPU", "PYTHONPATH": path})
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    alerts = [ln for ln in proc.stderr.splitlines() if "[recompile]" in ln]
+    assert alerts and all(f"[recompile] {program}:{line}: " in a for a in alerts), alerts
+    assert f"1. [recompile] {program}:{line} " in proc.stdout

@@ -68,6 +68,7 @@ def cli() -> None:
                                               options before the target, the program's after)
     lazyscope report RUN_DIR                  re-render a saved run (text, json, html)
     lazyscope check RUN_DIR [RULES]           a CI gate: exit 1 when a rule breaks
+    lazyscope watch RUN_DIR                   follow a run being written: counts, alerts
     lazyscope diff RUN_A RUN_B                what changed from one run to another
     lazyscope export RUN_DIR --format F       perfetto trace, parquet or csv tables
     lazyscope tensorboard RUN_DIR             open its profile and scalars in TensorBoard

@@ -33,10 +33,12 @@ import shutil
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
+
+import numpy as np
 
 from lazyscope.analyze.check import Rules, Violation, check_report
 from lazyscope.analyze.findings import Finding
@@ -44,7 +46,7 @@ from lazyscope.analyze.report import Report, build_report
 from lazyscope.backends.base import Recorder, TraceOptions, active
 from lazyscope.backends.runner import Tracer, api_tracer
 from lazyscope.core.errors import GuardError, UsageError, one_line
-from lazyscope.model import Frame, location
+from lazyscope.model import EVENT_KINDS, KIND_CODE, Frame, Run, location
 from lazyscope.model.source_files import SOURCES
 from lazyscope.render.text import finding_lines
 from lazyscope.store import load_run
@@ -156,16 +158,38 @@ class OnlineCheck:
         index = recorder.steps - 1
         kinds = [k for k in self.triggers(index, recorder.last_values, recorder.last_events)
                  if index >= self._next.get(k, 0)]
+        return self._look(kinds, index, lambda: self.report(recorder.writer.io_path()),
+                          recorder.elapsed())
+
+    def after_steps(self, run: Run, first: int) -> list[Alert]:
+        """The alerts steps ``first``.. of ``run`` raise: ``run`` is a run loaded while another
+        process writes it (``lazyscope watch``), ``first`` the first step not seen before. The
+        same triggers, step by step, and the same looks as :meth:`after_step` (one look for
+        the whole batch, at its last step; none when no step triggers one)."""
+        kinds: list[str] = []
+        for index, values, events in step_activity(run, first):
+            kinds += [k for k in self.triggers(index, values, events)
+                      if index >= self._next.get(k, 0)]
+        return self._look(list(dict.fromkeys(kinds)), len(run.steps) - 1,
+                          lambda: self._build(run), None)
+
+    @property
+    def pending(self) -> bool:
+        """Whether the next call looks even if no new step triggers it."""
+        return bool(self._again)
+
+    def _look(self, kinds: list[str], index: int, build: Callable[[], Report],
+              elapsed: float | None) -> list[Alert]:
         again, self._again = self._again, []
         kinds = list(dict.fromkeys([*kinds, *again]))
         if not kinds:
             return []
-        if self.budget is not None and \
-                self.spent > max(self.budget * recorder.elapsed(), FREE_LOOKS_S):
+        if self.budget is not None and elapsed is not None and \
+                self.spent > max(self.budget * elapsed, FREE_LOOKS_S):
             self._again = kinds  # over the budget: the next step looks (it has more evidence)
             return []
         started = time.perf_counter()
-        alerts = self.judge(self.report(recorder.writer.io_path()), index)
+        alerts = self.judge(build(), index)
         self.spent += time.perf_counter() - started
         if not alerts:
             # nothing new yet: a step's evidence can reach the run at the next barrier (XLA
@@ -179,12 +203,15 @@ class OnlineCheck:
 
     # -- the real part: the report's own rules --------------------------------------------
     def report(self, path: str | os.PathLike[str]) -> Report:
-        self.looks += 1
         run = load_run(path)
         live = active()
         so_far = getattr(live, "info_so_far", None)
         if so_far is not None:  # what this process's trace holds until its end
             run.meta.info.update(so_far())
+        return self._build(run)
+
+    def _build(self, run: Run) -> Report:
+        self.looks += 1
         return build_report(run, warmup_steps=self.warmup_steps, sources=SOURCES)
 
     def judge(self, report: Report, index: int) -> list[Alert]:
@@ -218,6 +245,45 @@ class OnlineCheck:
             alerts.append(Alert(index, rule, message, finding, report,
                                 (evidence or {}).get(rule, ()) if finding is None else ()))
         return alerts
+
+
+#: the step values and event kinds :meth:`OnlineCheck.triggers` reads
+_TRIGGER_FIELDS = ("compile_count", "from_device_count", "fallback_count")
+_TRIGGER_EVENTS = ("sync", "fallback", "fallback_exec", "graph_break", "eager_fallback")
+
+
+def step_activity(run: Run, first: int
+                  ) -> Iterator[tuple[int, dict[str, float | None], dict[str, int]]]:
+    """``(index, values, events)`` of each step of ``run`` from ``first`` on that did anything
+    :meth:`OnlineCheck.triggers` reads (what a trace's recorder holds of its last step: the
+    step's values, its events by kind); the quiet steps are skipped (vectorised)."""
+    steps, ev = run.steps, run.events
+    n = len(steps)
+    if first >= n:
+        return
+    busy = np.zeros(n - first, dtype=bool)
+    columns: dict[str, np.ndarray] = {}
+    for name in _TRIGGER_FIELDS:
+        col = steps.col(name)
+        if col is None:
+            continue
+        columns[name] = col
+        part = col[first:n]
+        busy |= np.nan_to_num(part) > 0
+    kinds = [k for k in _TRIGGER_EVENTS if k in KIND_CODE]
+    sel = np.flatnonzero(np.isin(ev.kind, [KIND_CODE[k] for k in kinds]) &
+                         (ev.step >= first) & (ev.step < n)) if len(ev) else np.zeros(0, int)
+    busy[np.unique(ev.step[sel]) - first] = True
+    by_step: dict[int, dict[str, int]] = {}
+    for i in sel:
+        counts = by_step.setdefault(int(ev.step[i]), {})
+        kind = EVENT_KINDS[int(ev.kind[i]) - 1]
+        counts[kind] = counts.get(kind, 0) + 1
+    for offset in np.flatnonzero(busy):
+        index = first + int(offset)
+        values: dict[str, float | None] = {name: float(col[index])
+                                           for name, col in columns.items()}
+        yield index, values, by_step.get(index, {})
 
 
 def _message(v: Violation) -> str:

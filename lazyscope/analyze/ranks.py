@@ -110,9 +110,13 @@ def build_ranked_report(ranked: RankedRun, *, warmup_steps: int | None = None,
         summary = replace(summary, target=ranked.parent.target, args=list(ranked.parent.args),
                           target_kind=ranked.parent.target_kind)
     if statuses != {"ok"}:
-        worst = next(s for s in ("incomplete", "no_space", "failed", "interrupted", "ok")
-                     if s in statuses)
-        summary = replace(summary, status=worst, complete=worst != "incomplete")
+        worst = next((s for s in ("running", "incomplete", "no_space", "failed",
+                                  "interrupted", "ok") if s in statuses), sorted(statuses)[0])
+        writer = next((rep.summary.being_written_by for rep in reports.values()
+                       if rep.summary.being_written_by is not None), None)
+        summary = replace(summary, status=worst,
+                          complete=worst not in ("incomplete", "running"),
+                          being_written_by=writer)
     verdict = f"{len(reports)} ranks; rank {lead_rank}: {lead.verdict}"
     if divergence:
         verdict += "; " + "; ".join(divergence)

@@ -304,7 +304,9 @@ def verdict(backend: str, summary: Summary, capabilities: Capabilities, findings
     findings and the summary, never from a finding's sentences."""
     b = backend
     prefix = ""
-    if not summary.complete:
+    if summary.being_written_by is not None:
+        prefix = f"run still being written ({summary.steps} steps so far): "
+    elif not summary.complete:
         prefix = f"incomplete run ({summary.steps} finished steps): "
     elif summary.status != "ok":
         prefix = f"run {summary.status} after {summary.steps} steps: "

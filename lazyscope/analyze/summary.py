@@ -76,6 +76,9 @@ class Summary:
     padding_efficiency: float | None = field(default=None, metadata={"omit_none": True})
     real_tokens_per_second: float | None = field(default=None, metadata={"omit_none": True})
     tokens_counted_by: str | None = field(default=None, metadata={"omit_none": True})
+    #: the run is still being written by this process (``pid 1234 (host)``, status
+    #: ``running``): the report is of the run so far
+    being_written_by: str | None = field(default=None, metadata={"omit_none": True})
 
 
 def _int(value: float | None) -> int | None:
@@ -149,11 +152,12 @@ def summarize(run: Run, *, library_compiles: int = 0, distinct_graphs: int = 0,
         wall_seconds=wall, median_step_steps=int(timed.sum()), median_step_basis=basis,
         runtime_counts=_runtime_counts(info.runtime_counts),
         eager_mode=info.eager_mode,
-        idle=idle_reason(steps) if not run.warnings else None,
+        idle=idle_reason(steps) if not run.warnings and run.written_by is None else None,
         real_tokens=tokens.real if tokens else None,
         padding_efficiency=tokens.padding_efficiency if tokens else None,
         real_tokens_per_second=tokens.per_second if tokens else None,
         tokens_counted_by=tokens.source if tokens else None,
+        being_written_by=run.written_by,
     )
 
 

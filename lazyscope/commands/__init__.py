@@ -12,6 +12,7 @@ COMMANDS: dict[str, str] = {
     "trace": "lazyscope.commands.trace:trace_cmd",
     "report": "lazyscope.commands.report:report_cmd",
     "check": "lazyscope.commands.check:check_cmd",
+    "watch": "lazyscope.commands.watch:watch_cmd",
     "diff": "lazyscope.commands.diff:diff_cmd",
     "export": "lazyscope.commands.export:export_cmd",
     "tensorboard": "lazyscope.commands.tensorboard:tensorboard_cmd",

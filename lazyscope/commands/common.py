@@ -12,7 +12,7 @@ import click
 
 from lazyscope.analyze.ranks import build_any
 from lazyscope.core import streams
-from lazyscope.core.errors import one_line
+from lazyscope.core.errors import RunDirError, one_line, show_path
 from lazyscope.model.source_files import SOURCES
 from lazyscope.store import load_target
 
@@ -51,11 +51,18 @@ def report_and_views(run_dir: Path, *, warmup_steps: int | None = None,
                       views: bool = True, need_html: bool = False,
                       warnings: list[str] | None = None) -> Any:
     """Load a run (or a multi-process run), build its report once, write its views (their
-    warnings printed, or appended to ``warnings`` when given)."""
+    warnings printed, or appended to ``warnings`` when given). A run a live trace is still
+    writing gets the report so far and no views: asked for the HTML report, RunDirError."""
 
     report = build_any(load_target(run_dir), warmup_steps=warmup_steps,
                        sources=SOURCES)
-    if views:
+    writer = report.summary.being_written_by
+    if views and need_html and writer is not None:
+        raise RunDirError(f"{show_path(run_dir)} is still being written by {writer}: its views "
+                          "are written into it when the run ends (then run `lazyscope report "
+                          f"{show_path(run_dir)} --format html`); the text and json reports "
+                          "give the report so far")
+    if views and writer is None:  # never into a run a live trace is writing
         from lazyscope.render.views import write_views
 
         lines = write_views(report, run_dir, need_html=need_html)

@@ -132,12 +132,8 @@ class TraceProgress(_LiveLines):
 
     def _fields(self, steps: int, compiles: int = 0, last: float | None = None,
                 rate: float | None = None) -> dict[str, str]:
-        of = f"/{self.limit}" if self.limit is not None else ""
-        info = ["starting" if not steps else "" if rate is None else f"{rate:.1f} steps/s",
-                f"{compiles} compile{'s' if compiles != 1 else ''}"]
-        if last is not None:
-            info.append(f"last {_fmt_ms(last)}")
-        return {"step": f"step {steps}{of}", "info": " · ".join(i for i in info if i)}
+        step, info = progress_parts(steps, self.limit, compiles, last, rate)
+        return {"step": step, "info": info}
 
     def attach(self, recorder: Any) -> None:
         """Follow ``recorder``'s steps (a step hook)."""
@@ -155,9 +151,29 @@ class TraceProgress(_LiveLines):
 
     def _on_step(self, index: int) -> None:
         recorder = self._recorder
-        speed = self._progress.tasks[0].speed
-        self._progress.update(self._task, completed=index, **self._fields(
-            index, recorder.compiles, recorder.last_wall_s, speed))
+        self.show(index, recorder.compiles, recorder.last_wall_s)
+
+    def show(self, steps: int, compiles: int, last: float | None,
+             rate: float | None = None) -> None:
+        """Redraw the line: ``steps`` done, ``compiles`` so far, the ``last`` step's seconds,
+        ``rate`` steps per second (None: rich's own estimate from the updates)."""
+        if self._progress is None:
+            return
+        speed = rate if rate is not None else self._progress.tasks[0].speed
+        self._progress.update(self._task, completed=steps, **self._fields(
+            steps, compiles, last, speed))
+
+
+def progress_parts(steps: int, limit: int | None, compiles: int, last: float | None,
+                   rate: float | None) -> tuple[str, str]:
+    """The live line's two texts: ``step 12/100`` and ``4.1 steps/s · 3 compiles · last 245
+    ms`` (``lazyscope watch`` prints them as a plain line when not on a terminal)."""
+    of = f"/{limit}" if limit is not None else ""
+    info = ["starting" if not steps else "" if rate is None else f"{rate:.1f} steps/s",
+            f"{compiles} compile{'s' if compiles != 1 else ''}"]
+    if last is not None:
+        info.append(f"last {_fmt_ms(last)}")
+    return f"step {steps}{of}", " · ".join(i for i in info if i)
 
 
 @dataclass

@@ -22,6 +22,9 @@ class Run:
     steps: StepTable
     events: EventTable
     warnings: list[str] = field(default_factory=list)
+    #: who writes the run now, when a live trace still does (``pid 1234 (host)``): what was
+    #: loaded is the run so far
+    written_by: str | None = None
 
     @property
     def complete(self) -> bool:
@@ -30,7 +33,11 @@ class Run:
 
     @property
     def status(self) -> str:
-        return self.meta.status if self.complete else "incomplete"
+        """``running`` while a live trace writes it, ``incomplete`` when its writer died before
+        finalising it (killed), else how it ended."""
+        if self.complete:
+            return self.meta.status
+        return STATUS_RUNNING if self.written_by is not None else "incomplete"
 
     def steps_frame(self, *, tail: bool = False) -> Any:
         """One row per step as a pandas DataFrame: ``step``, ``kind``, ``start_s``, every step

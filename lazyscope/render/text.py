@@ -44,7 +44,9 @@ def render_summary_text(report: Report) -> list[str]:
     target = s.target + (" " + " ".join(s.args) if s.args else "")
     versions = ", ".join(f"{k} {v}" for k, v in s.versions.items())
     status = s.status + (f": {s.error}" if s.error else "")
-    lines = [
+    lines = [f"run still being written by {s.being_written_by}: the report so far"] \
+        if s.being_written_by is not None else []
+    lines += [
         f"lazyscope report: {report.run_dir}",
         f"  target      {s.target_kind} {target}",
         f"  backend     {s.backend} on {s.device or '?'} ({versions})",

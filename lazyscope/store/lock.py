@@ -68,6 +68,14 @@ def describe_holder(info: dict[str, Any]) -> str:
     return text + (f" ({', '.join(extra)})" if extra else "")
 
 
+def short_holder(info: dict[str, Any]) -> str:
+    """``pid 1234 (host)`` from a lock's info: who writes a run, said by a report of it."""
+    pid = info.get("pid")
+    text = f"pid {pid}" if isinstance(pid, int) else "another process"
+    host = info.get("host")
+    return text + (f" ({host})" if isinstance(host, str) and host else "")
+
+
 class RunLock:
     """An exclusive lock on ``RUN/.lock`` (see the module docstring)."""
 

@@ -42,7 +42,7 @@ from lazyscope.model import (
 )
 from lazyscope.model.codec import decode
 from lazyscope.store.layout import ANNOTATIONS_FILE, EVENTS_FILE, INTERN_FILE, META_FILE, STEPS_FILE
-from lazyscope.store.lock import describe_holder, writer_of
+from lazyscope.store.lock import short_holder, writer_of
 from lazyscope.store.records import EVENT_DTYPE, KIND_STEP, KIND_TAIL, STEP_DTYPE, lost_steps
 from lazyscope.store.rundir import is_run_dir, rank_dirs
 from lazyscope.store.schema1 import load_v1
@@ -377,14 +377,11 @@ def load_run(path: str | os.PathLike[str]) -> Run:
     code_of[cols["payload"]] = cols["kind"]
     kind_of = {int(pid): EVENT_KINDS[int(code_of[pid]) - 1]
                for pid in np.flatnonzero(code_of) if pid}
-    if meta.status == "running":
-        writer = writer_of(path)
-        if writer is not None:
-            warnings.append(f"the run is still being written by {describe_holder(writer)}: "
-                            "what it records from now on is not in this report")
+    writer = writer_of(path) if meta.status == "running" else None
     events = EventTable(cols, _LazyRef(intern.stack),
                         _LazyRef(lambda i: intern.payload(i, kind_of)), _LazyRef(intern.string))
-    return Run(path=path, meta=meta, steps=steps, events=events, warnings=warnings)
+    return Run(path=path, meta=meta, steps=steps, events=events, warnings=warnings,
+               written_by=short_holder(writer) if writer is not None else None)
 
 
 def _check_events(cols: dict[str, np.ndarray], n_steps: int,

@@ -855,8 +855,9 @@ def _a_kept_its_run(ctx: Ctx, res: Result) -> list[str]:
 
 def _live_report(ctx: Ctx, res: Result) -> list[str]:
     live = _side(ctx, "live")
-    if live.rc != 0 or "incomplete" not in live.stdout or \
-            "the run is still being written by pid" not in live.stdout:
+    if live.rc != 0 or "  status      running" not in live.stdout or \
+            not re.match(r"run still being written by pid \d+ \(.*\): the report so far\n",
+                         live.stdout):
         return [f"report of the live run: exit {live.rc}, it does not say it is being written: "
                 f"{live.stdout[:300]!r} {live.stderr[:300]!r}"]
     return []

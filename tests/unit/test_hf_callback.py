@@ -87,7 +87,7 @@ def test_training_that_raised_is_finalised_failed(tmp_path: Path) -> None:
     _train(cb, Tiny(), steps=2, end=False)  # train() raised: no on_train_end
     assert active() is not None
     first = load_run(tmp_path / "run")
-    assert first.status == "incomplete"  # still running as far as the disk knows
+    assert first.status == "running"  # still being written as far as the disk knows
     cb2_dir = tmp_path / "again"
     cb.out = cb2_dir  # the user trains again with the same callback
     _train(cb, Tiny(), steps=1)

@@ -149,3 +149,36 @@ def test_a_forked_child_never_writes_or_finalises_its_parents_run(tmp_path: Path
     writer.finish("ok")
     run = load_run(tmp_path / "r")
     assert [round(w, 1) for w in run.steps.values("wall_s")] == [0.1, 0.2]
+
+
+def test_a_run_still_being_written_gives_the_report_so_far(tmp_path: Path, capsys) -> None:
+    """`report` of a live run: the report so far, marked (text's first line, JSON's
+    being_written_by, status running); `check` refuses it unless --allow-incomplete; no view is
+    written into it. Once its writer finishes it is an ordinary run."""
+    from lazyscope.cli import main
+
+    rd = prepare_run_dir(tmp_path / "r", False, command="lazyscope trace a.py")
+    writer = RunWriter(rd.path, Meta(target="a.py", backend="xla"), run_dir=rd)
+    for i, values in enumerate(_steps(3)):
+        writer.write_step(i, values)
+    me, r = f"pid {os.getpid()} (", str(tmp_path / "r")
+    assert main(["report", r]) == 0
+    out = capsys.readouterr().out
+    first = out.splitlines()[0]
+    assert first.startswith(f"run still being written by {me}"), out
+    assert first.endswith("): the report so far") and "  status      running" in out
+    assert "verdict: run still being written (3 steps so far): " in out
+    assert main(["report", r, "--format", "json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["status"] == "running" and data["being_written_by"].startswith(me)
+    assert main(["check", r]) == 1
+    assert "FAIL run-status: the run is still being written by " in capsys.readouterr().out
+    assert main(["check", "--allow-incomplete", r]) == 0
+    assert main(["report", r, "--format", "html"]) == 3
+    assert "is still being written by" in capsys.readouterr().err
+    assert not (tmp_path / "r" / "report.html").exists()
+    writer.finish("ok")
+    rd.close()
+    assert main(["report", r]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("lazyscope report: ") and "status      ok" in out

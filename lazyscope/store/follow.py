@@ -1,0 +1,79 @@
+"""A run read while another process writes it (``lazyscope watch``): where it is, whether it
+exists yet, who writes it, and its records so far.
+
+:func:`follow` is the one place that turns what the user named into something to read: today a
+local run directory (:class:`LocalRun`); an fsspec URL (issue 33) is another class with the same
+four methods. Reading a run while it is written is safe: records are copied into memory maps
+padded with zeros (the reader stops at the padding and drops a half-written last record),
+``meta.json`` is replaced atomically, and the writer's lock (:mod:`lazyscope.store.lock`) says
+whether it still writes.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+from lazyscope.core.errors import show_path
+from lazyscope.model import Run
+from lazyscope.store.layout import META_FILE, RUN_DIRS, RUN_FILES
+from lazyscope.store.lock import writer_of
+from lazyscope.store.reader import load_run
+from lazyscope.store.rundir import is_run_dir, rank_dirs
+
+#: what :meth:`LocalRun.state` says
+MISSING = "missing"  # nothing there yet, or a directory a trace is just creating
+RUN = "run"  # a lazyscope run (being written or not)
+NOT_A_RUN = "not a run"  # something else: its reason in LocalRun.why
+
+
+class LocalRun:
+    """A run directory on this machine."""
+
+    def __init__(self, path: str | os.PathLike[str]):
+        self.path = Path(path)
+        self.name = show_path(self.path)
+        self.why = ""
+
+    def state(self) -> str:
+        """:data:`MISSING`, :data:`RUN` or :data:`NOT_A_RUN` (then :attr:`why` says why)."""
+        p = self.path
+        try:
+            if not p.exists():
+                return MISSING
+            if not p.is_dir():
+                self.why = f"{self.name} is not a directory (expected a lazyscope run directory)"
+                return NOT_A_RUN
+            if is_run_dir(p):
+                return RUN
+            if rank_dirs(p):
+                self.why = (f"{self.name} is a multi-process run: watch one rank's run "
+                            f"({show_path(next(iter(rank_dirs(p).values())))})")
+                return NOT_A_RUN
+            names = os.listdir(p)
+        except OSError as err:
+            self.why = f"{self.name}: {err.strerror or err}"
+            return NOT_A_RUN
+        if (p / META_FILE).exists():
+            self.why = f"{self.name} is not a lazyscope run ({META_FILE} is not lazyscope's)"
+            return NOT_A_RUN
+        foreign = [n for n in names if n not in RUN_FILES and n not in RUN_DIRS]
+        if foreign:
+            self.why = (f"{self.name} is not a lazyscope run (no {META_FILE}; it holds "
+                        f"{', '.join(sorted(foreign)[:3])}{' ...' if len(foreign) > 3 else ''})")
+            return NOT_A_RUN
+        return MISSING  # empty, or only what a trace writes before its meta.json: starting
+
+    def writer(self) -> dict[str, Any] | None:
+        """Who writes the run now (the lock's info), None when no live process does."""
+        return writer_of(self.path)
+
+    def load(self) -> Run:
+        """The run as written so far."""
+        return load_run(self.path)
+
+
+def follow(target: str | os.PathLike[str]) -> LocalRun:
+    """What ``lazyscope watch TARGET`` reads (see the module docstring)."""
+    return LocalRun(target)

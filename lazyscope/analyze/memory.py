@@ -89,8 +89,13 @@ class DeviceMemory:
     limit: int | None = field(default=None, metadata=_OPTIONAL)
     #: limit - peak, where both are known
     headroom: int | None = field(default=None, metadata=_OPTIONAL)
-    #: bytes in use at each step barrier (the per-step series; downsampled past 2000 steps)
+    #: bytes in use at each step barrier (the per-step series; downsampled past 2000 steps,
+    #: each point the largest of its steps)
     used: list[int] = field(default_factory=list)
+    #: each step's own peak (CUDA: ``max_memory_allocated`` since the last step's reset) and
+    #: reserved bytes, where the runtime reports them; downsampled as ``used``
+    step_peaks: list[int] = field(default_factory=list, metadata={"omit_empty": True})
+    reserved: list[int] = field(default_factory=list, metadata={"omit_empty": True})
 
 
 @dataclass
@@ -389,15 +394,25 @@ def device_memory(info: RunInfo) -> tuple[DeviceMemory | None, str]:
     reserved_raw = data.get("reserved")
     reserved = [r for r in (_int(v) for v in reserved_raw) if r is not None] \
         if isinstance(reserved_raw, list) else []
+    peaks_raw = data.get("step_peaks")
+    peaks = [p for p in (_int(v) for v in peaks_raw) if p is not None] \
+        if isinstance(peaks_raw, list) else []
     peak, limit = _int(data.get("peak")), _int(data.get("limit"))
+    if peak is None and peaks:
+        peak = max(peaks)
     top = int(np.argmax(used)) if used else None
-    size = max(1, -(-len(used) // MAX_DEVICE_POINTS))
+    steps = max(len(used), len(peaks), len(reserved))
+    size = max(1, -(-steps // MAX_DEVICE_POINTS))
+
+    def down(values: list[int]) -> list[int]:
+        return [max(values[i:i + size]) for i in range(0, len(values), size)]
+
     return DeviceMemory(
-        source=str(data.get("source", "")), steps=len(used),
+        source=str(data.get("source", "")), steps=steps,
         used_max=used[top] if top is not None else None, used_max_step=top,
         peak=peak, reserved_max=max(reserved) if reserved else None, limit=limit,
         headroom=limit - peak if limit is not None and peak is not None else None,
-        used=[max(used[i:i + size]) for i in range(0, len(used), size)]), ""
+        used=down(used), step_peaks=down(peaks), reserved=down(reserved)), ""
 
 
 def out_of_memory(run: Run) -> OutOfMemory | None:

@@ -48,6 +48,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, ClassVar
 
 from lazyscope.analyze.makers import SEQUENCE_LABELS, data_task, shape_maker
+from lazyscope.analyze.memory import MemoryModel, fit_memory, user_graph_bytes
 from lazyscope.analyze.recompiles import CHURN, SiteCompiles, explain_recompiles
 from lazyscope.core.padding import (
     Policy,
@@ -56,6 +57,8 @@ from lazyscope.core.padding import (
     pow2_buckets,
     simulate_packing,
 )
+from lazyscope.core.units import NOT_MEASURED
+from lazyscope.core.units import nbytes as units_nbytes
 from lazyscope.model import EVENT_KINDS, OWNER_USER, Compile, Run
 from lazyscope.model.info import Workload, run_info
 
@@ -498,6 +501,12 @@ class Plan:
     tokens_per_s: float = field(metadata={"name": "predicted_tokens_per_s"})
     changes: tuple[str, ...] = ()
     model_change: str = ""
+    #: the predicted bytes of its largest graph (its largest padded shape, ``largest``, through
+    #: the run's :class:`~lazyscope.analyze.memory.MemoryModel`); None: not measured
+    graph_bytes: int | None = field(default=None, metadata={"name": "predicted_graph_memory",
+                                                            "omit_none": True})
+    #: whether that graph fits the ``--device-memory`` given; None: none given, or not measured
+    fits: bool | None = field(default=None, metadata={"omit_none": True})
 
     #: the policy, as the JSON writes it: its label and its parts
     JSON_EXTRA: ClassVar[dict[str, str]] = {
@@ -548,6 +557,9 @@ class Measured:
     predicted_tokens_per_s: float
     predicted_graphs: float
     predicted_padding_efficiency: float
+    #: the run's largest compiled graph (measured) and the plan's prediction, in bytes
+    graph_memory: int | None = field(default=None, metadata={"omit_none": True})
+    predicted_graph_memory: int | None = field(default=None, metadata={"omit_none": True})
 
 
 
@@ -576,6 +588,14 @@ class Advice:
     #: plans left out of the ranking: each pads every batch as a ranked plan does (a
     #: ``compare`` row that ran one is still set beside its prediction)
     same_shapes: tuple[Plan, ...] = field(default=(), metadata=_NO_JSON)
+    #: each plan's largest graph against its padded length, from the run's own graphs; None:
+    #: not measured (``memory_note`` says why)
+    memory: MemoryModel | None = field(default=None, metadata={"omit_none": True})
+    memory_note: str = field(default="", metadata={"omit_empty": True})
+    #: ``--device-memory``: the bytes a graph may hold; the plans whose largest graph would
+    #: not fit are ``ruled_out`` (never ranked, never recommended, never emitted)
+    device_memory: int | None = field(default=None, metadata={"omit_none": True})
+    ruled_out: tuple[Plan, ...] = field(default=(), metadata={"omit_empty": True})
 
     JSON_EXTRA: ClassVar[dict[str, str]] = {
         "recommended": "recommended", "best_without_model_change": "best_without_model_change"}
@@ -585,8 +605,10 @@ class Advice:
         return self.plans[0]
 
     @property
-    def best_without_model_change(self) -> Plan:
-        return next(p for p in self.plans if not p.model_change)
+    def best_without_model_change(self) -> Plan | None:
+        """The best plan the model need not change for; None when every such plan was ruled
+        out (``--device-memory``)."""
+        return next((p for p in self.plans if not p.model_change), None)
 
     @property
     def best_buckets(self) -> Plan:
@@ -596,8 +618,35 @@ class Advice:
         return kinds[0] if kinds else min(self.per_k, key=lambda p: p.total_s)
 
     def plan_named(self, name: str) -> Plan | None:
-        return next((p for p in (*self.plans, *self.per_k, *self.same_shapes)
+        return next((p for p in (*self.plans, *self.per_k, *self.same_shapes, *self.ruled_out)
                      if p.name == name), None)
+
+
+class NothingFits(ValueError):
+    """Every policy's largest graph is over the ``--device-memory`` given; the message says
+    the smallest."""
+
+
+def largest_shape(policy: Policy, batch: int, top: int) -> tuple[int, int]:
+    """``(rows, length)`` of the largest batch ``policy`` pads to: packed rows x row_len; pad
+    to longest, the longest length (``top``: pass the longest sequence); buckets and pad to
+    max, the largest bucket."""
+    if policy.packed and policy.rows and policy.row_len:
+        return policy.rows, policy.row_len
+    if policy.kind == "longest" or not policy.boundaries:
+        return batch, top
+    return batch, max(policy.boundaries)
+
+
+def with_memory(plan: Plan, memory: MemoryModel | None, batch: int, top: int,
+                device_memory: int | None) -> Plan:
+    """``plan`` with its largest graph's predicted bytes and whether it fits."""
+    if memory is None:
+        return plan
+    rows, length = largest_shape(plan.policy, batch, top)
+    need = memory.bytes_at(length, rows)
+    return replace(plan, graph_bytes=need,
+                   fits=None if device_memory is None else need <= device_memory)
 
 
 def _expected_distinct(probs: Iterable[float], horizon: float) -> float:
@@ -705,12 +754,17 @@ def advise(
     model: CostModel | None = None,
     packing: bool = True,
     horizon_from: str | None = None,
+    memory: MemoryModel | None = None,
+    device_memory: int | None = None,
 ) -> Advice:
     """Rank the policies for a length stream (a :class:`Lengths`, or a plain list of sequence
     lengths with ``batch`` and ``top``) over ``horizon`` steps (default
     :data:`DEFAULT_HORIZON`). ``grouped``: the stream's batches are already length-grouped.
     ``packing=False`` leaves packed rows out (a model that cannot take a document mask).
-    ``model``: a calibrated :class:`CostModel` (default: the uncalibrated prior)."""
+    ``model``: a calibrated :class:`CostModel` (default: the uncalibrated prior).
+    ``memory``: the run's graph bytes against the padded length: each plan's largest graph
+    predicted; with ``device_memory`` (bytes), the plans whose largest graph would not fit are
+    ruled out (:class:`NothingFits` when none fits)."""
     if max_buckets < 1:
         raise ValueError(f"--max-buckets must be at least 1, got {max_buckets}")
     if not isinstance(lengths, Lengths):
@@ -739,6 +793,14 @@ def advise(
     # the simulations (length grouping, packing) run on at most SIMULATION_LIMIT sequences
     sim = seqs[:SIMULATION_LIMIT]
     ctx = _Ctx(model, batch, horizon, lengths.mean, top)
+
+    too_big: list[Plan] = []
+    longest = max(seqs)
+
+    def mem(p: Plan) -> Plan:
+        return with_memory(p, memory, batch, top if p.policy.kind != "longest" else longest,
+                           device_memory)
+
     maxima_list = list(lengths.maxima) or (
         _grouped_maxima(sim, batch) if lengths.grouped else _random_maxima(seqs, batch))
     if not maxima_list:
@@ -750,9 +812,9 @@ def advise(
         bounds = optimal_buckets(maxima, k, model, top=top)
         if per_k and len(bounds) < k:
             break  # no more distinct lengths to split on
-        per_k.append(_padded_plan(f"{len(bounds)} bucket{'s' if len(bounds) > 1 else ''}",
-                                  Policy("buckets", tuple(bounds), grouped=lengths.grouped),
-                                  maxima, ctx, collate))
+        per_k.append(mem(_padded_plan(f"{len(bounds)} bucket{'s' if len(bounds) > 1 else ''}",
+                                      Policy("buckets", tuple(bounds), grouped=lengths.grouped),
+                                      maxima, ctx, collate)))
     plans = [
         _padded_plan("pad to max", Policy("max", (top,), grouped=lengths.grouped), maxima, ctx,
                      collate),
@@ -789,13 +851,25 @@ def advise(
             rows = max(1, round(batch / mult))
             if mult > 1 and rows * mult != batch:
                 continue
-            packed.append(_packed_plan(sim, rows, row_len, ctx))
-        plans.append(min(packed, key=lambda p: p.total_s))
-    plans = _rank(plans)
+            packed.append(mem(_packed_plan(sim, rows, row_len, ctx)))
+        # the fastest row length that fits (all of them shown ruled out when none does)
+        fitting = [p for p in packed if p.fits is not False]
+        plans.append(min(fitting or packed, key=lambda p: p.total_s))
+        too_big = [p for p in packed if p.fits is False and p not in plans]
+    plans = _rank(mem(p) for p in plans)
     kept, notes = _distinct_plans(plans, set(maxima) | set(maxima_list))
-    return Advice(lengths, horizon, horizon_from, model, tuple(kept), tuple(per_k),
+    ruled_out = tuple(_rank([*(p for p in kept if p.fits is False), *too_big]))
+    fit = [p for p in kept if p.fits is not False]
+    if not fit:
+        small = min(ruled_out, key=lambda p: (p.graph_bytes or 0))
+        raise NothingFits(
+            f"no policy fits in {units_nbytes(device_memory)} of device memory: the smallest "
+            f"largest graph is {small.name}'s, {units_nbytes(small.graph_bytes)}")
+    return Advice(lengths, horizon, horizon_from, model, tuple(fit), tuple(per_k),
                   packing=packing, notes=tuple(notes),
-                  same_shapes=tuple(p for p in plans if p not in kept))
+                  same_shapes=tuple(p for p in plans if p not in kept), memory=memory,
+                  device_memory=device_memory if memory is not None else None,
+                  ruled_out=ruled_out)
 
 
 def _distinct_plans(plans: list[Plan], maxima: set[int]) -> tuple[list[Plan], list[str]]:
@@ -923,10 +997,47 @@ def _padded_per_step(run: Run, lengths: Lengths) -> tuple[dict[int, int], dict[i
     return {s: v for s, v in g.by_step.items() if 0 <= s < n}, {}
 
 
+def memory_model_for_run(run: Run, padded: dict[int, int] | None = None,
+                         rows: dict[int, int] | None = None, batch: int = 1
+                         ) -> tuple[MemoryModel | None, str]:
+    """The run's graph bytes against the padded length (:func:`~lazyscope.analyze.memory.
+    fit_memory`), from the graphs of its step site (the site of its largest graph whose length
+    is known): each graph's length is the varying dimension of its inputs
+    (:func:`graph_lengths`), else the padded length of the step that compiled it (``padded``,
+    with its ``rows``). ``(None, why)`` when the run's graphs carry no memory analysis."""
+    graphs = user_graph_bytes(run)
+    if not graphs:
+        return None, (f"{NOT_MEASURED}: the run's compiled graphs carry no memory analysis "
+                      "(XLA's; torch.compile's graphs have none)")
+    try:
+        g = graph_lengths(run)
+        length_of = {key: g.by_graph.get(key) for _, key, _, _ in graphs}
+        rows_of = {key: g.batch for key in length_of}
+    except NoLengths:
+        padded, rows = padded or {}, rows or {}
+        length_of = {key: padded.get(step) for step, key, _, _ in graphs}
+        rows_of = {key: rows.get(step, batch) for step, key, _, _ in graphs}
+    known = [(site, length_of[key], rows_of[key], total) for _, key, site, total in graphs
+             if length_of.get(key)]
+    if not known:
+        return None, (f"{NOT_MEASURED}: no compiled graph's padded length is known (the varying "
+                      "dimension of its inputs, or a seq_len step annotation)")
+    site, _, n_rows, _ = max(known, key=lambda k: k[3])
+    points: dict[int, int] = {}
+    for s, length, r, total in known:
+        if s == site and r == n_rows and length is not None:
+            points[length] = max(points.get(length, 0), total)
+    return fit_memory(points, n_rows, site), ""
+
+
 def advice_for_run(run: Run, *, max_buckets: int = 8, horizon: int | None = None,
-                   top: int | None = None, packing: bool = True) -> Advice:
+                   top: int | None = None, packing: bool = True,
+                   device_memory: int | None = None) -> Advice:
     """The advice for a traced run (module docstring), calibrated on its own compile and
-    execute seconds; raises :class:`NoLengths` when it holds no length stream."""
+    execute seconds, each plan's largest graph predicted from the run's own graphs
+    (:func:`memory_model_for_run`; ``device_memory``: rule out those that would not fit);
+    raises :class:`NoLengths` when it holds no length stream, :class:`NothingFits` when no
+    plan fits."""
     lengths = lengths_from_run(run, top=top)
     info = run.meta.run_info
     base = cost_model(info.workload)
@@ -934,11 +1045,13 @@ def advice_for_run(run: Run, *, max_buckets: int = 8, horizon: int | None = None
     model = calibrate(run, lengths, base, padded, rows)
     if not model.calibrated:
         model = prior_model(base, lengths.batch, lengths.top)
+    memory, memory_note = memory_model_for_run(run, padded, rows, lengths.batch)
     task, collator = data_task(info.loaders)
     # packing puts several documents in a row: it fits one label a token (a language model
     # with a document mask), never one label a sequence
     advice = advise(lengths, max_buckets=max_buckets, horizon=horizon, model=model,
-                    packing=packing and task != SEQUENCE_LABELS)
+                    packing=packing and task != SEQUENCE_LABELS, memory=memory,
+                    device_memory=device_memory)
     notes = advice.notes + ((f"packed rows are left out: the data has {task} (packing "
                              "several documents in a row needs a label for every token)",)
                             if task == SEQUENCE_LABELS and packing else ())
@@ -952,7 +1065,7 @@ def advice_for_run(run: Run, *, max_buckets: int = 8, horizon: int | None = None
                       "steps" + (f" and {advice.horizon - len(run.steps):,} more like them"
                                  if advice.horizon > len(run.steps) else ""),)
     return replace(advice, plans=plans, run_policy=info.workload.policy, task=task,
-                   collator=collator, notes=notes)
+                   collator=collator, notes=notes, memory_note=memory_note)
 
 
 def _as_measured(run: Run, plan: Plan, advice: Advice, model: CostModel) -> Plan | None:
@@ -1037,6 +1150,8 @@ class MeasuredRow:
     compiles: int
     padding_efficiency: float | None
     tokens_per_s: float
+    #: its largest compiled graph's bytes, where measured
+    graph_memory: int | None = None
 
 
 def match_measured(advice: Advice, rows: Sequence[MeasuredRow], *, compared: str) -> Advice:
@@ -1062,7 +1177,11 @@ def match_measured(advice: Advice, rows: Sequence[MeasuredRow], *, compared: str
                                                                      lengths.batch)
                 plan = _padded_plan(row.policy.label(), row.policy,
                                     _normalised(histogram(maxima_list)), ctx, ("collate",))
+        longest = max(lengths.sequences, default=lengths.top)
+        predicted = with_memory(plan, advice.memory, lengths.batch,
+                                longest if plan.policy.kind == "longest" else lengths.top, None)
         out.append(Measured(row.label, plan.name, row.steps, row.compiles,
                             row.padding_efficiency, row.tokens_per_s, plan.tokens_per_s,
-                            plan.graphs, plan.padding_efficiency))
+                            plan.graphs, plan.padding_efficiency, row.graph_memory,
+                            predicted.graph_bytes))
     return replace(advice, measured=tuple(out), compared=compared)

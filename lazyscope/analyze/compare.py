@@ -11,7 +11,8 @@ Each row: ``policy`` (``backend/policy`` with several backends), ``path``, ``sta
 over wall time *including* compilation), ``padding_efficiency`` (real / computed tokens),
 ``buckets`` (as the run recorded them), ``resolved`` (what ``auto`` / ``bucket:auto`` ran),
 ``ran`` (the concrete policy every run recorded: two rows that ran the same one differ only by
-the machine's noise, :meth:`Comparison.same_runs`), ``cumulative_wall_s`` and
+the machine's noise, :meth:`Comparison.same_runs`), ``graph_memory`` (the bytes of its largest
+compiled graph, where the backend measures them), ``cumulative_wall_s`` and
 ``cumulative_tokens`` (per step, for the plot; kept out of tables).
 """
 
@@ -61,6 +62,8 @@ class CompareRow:
     repeats: tuple[float, ...] = field(default=(), metadata=_OMIT_EMPTY)
     #: the padded lengths its batches took (sorted): rows with the same ran the same shapes
     shapes: tuple[int, ...] = field(default=(), metadata=_OMIT_EMPTY)
+    #: the bytes of its largest compiled graph (its report's peak graph); None: not measured
+    graph_memory: int | None = field(default=None, metadata=_OMIT_NONE)
 
     @property
     def ok(self) -> bool:
@@ -81,7 +84,9 @@ class CompareRow:
 
 def compare_row(policy: str, run: Run) -> CompareRow:
     """The comparison numbers of one run."""
-    s = build_report(run).summary
+    report = build_report(run)
+    s = report.summary
+    peak = report.memory.peak if report.memory is not None else None
     steps = run.steps
     real = sum(int(v) for v in steps.annotation("real_tokens").values())
     computed = sum(int(v) for v in steps.annotation("computed_tokens").values())
@@ -102,6 +107,7 @@ def compare_row(policy: str, run: Run) -> CompareRow:
         buckets=work.buckets, resolved=resolved, ran=work.resolved_policy,
         cumulative_wall_s=cumulative, cumulative_tokens=tokens,
         shapes=tuple(sorted(int(v) for v in shapes)),
+        graph_memory=peak.total if peak is not None else None,
     )
 
 

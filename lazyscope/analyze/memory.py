@@ -11,14 +11,23 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
 from lazyscope.analyze.findings import AliasFacts, Finding, GrowthFacts
 from lazyscope.analyze.wording import plural, say
 from lazyscope.core import units
-from lazyscope.model import Compile, Frame, GraphInput, GraphMemory, Run, Stack, user_site
+from lazyscope.model import (
+    OWNER_USER,
+    Compile,
+    Frame,
+    GraphInput,
+    GraphMemory,
+    Run,
+    Stack,
+    user_site,
+)
 from lazyscope.model.info import RunInfo
 
 #: a steady graph whose updated inputs are not donated, by at least this many bytes, is a
@@ -80,8 +89,13 @@ class DeviceMemory:
     limit: int | None = field(default=None, metadata=_OPTIONAL)
     #: limit - peak, where both are known
     headroom: int | None = field(default=None, metadata=_OPTIONAL)
-    #: bytes in use at each step barrier (the per-step series; downsampled past 2000 steps)
+    #: bytes in use at each step barrier (the per-step series; downsampled past 2000 steps,
+    #: each point the largest of its steps)
     used: list[int] = field(default_factory=list)
+    #: each step's own peak (CUDA: ``max_memory_allocated`` since the last step's reset) and
+    #: reserved bytes, where the runtime reports them; downsampled as ``used``
+    step_peaks: list[int] = field(default_factory=list, metadata={"omit_empty": True})
+    reserved: list[int] = field(default_factory=list, metadata={"omit_empty": True})
 
 
 @dataclass
@@ -225,6 +239,13 @@ def memory_section(run: Run, device: DeviceMemory | None = None, device_note: st
 def _key(g: _Graph) -> tuple[str, int]:
     site = _site(g.stack)
     return (site.file, site.line) if site else ("", 0)
+
+
+def user_graph_bytes(run: Run) -> list[tuple[int, str, str, int]]:
+    """``(step, graph id, site, total bytes)`` of the user's compiled graphs whose backend
+    analysed their memory, in compile order."""
+    return [(g.step, g.graph, _site_text(_site(g.stack)), g.memory.total) for g in _graphs(run)
+            if g.data.owner == OWNER_USER]
 
 
 def graph_rows_by_index(run: Run) -> dict[int, GraphMemory]:
@@ -373,15 +394,25 @@ def device_memory(info: RunInfo) -> tuple[DeviceMemory | None, str]:
     reserved_raw = data.get("reserved")
     reserved = [r for r in (_int(v) for v in reserved_raw) if r is not None] \
         if isinstance(reserved_raw, list) else []
+    peaks_raw = data.get("step_peaks")
+    peaks = [p for p in (_int(v) for v in peaks_raw) if p is not None] \
+        if isinstance(peaks_raw, list) else []
     peak, limit = _int(data.get("peak")), _int(data.get("limit"))
+    if peak is None and peaks:
+        peak = max(peaks)
     top = int(np.argmax(used)) if used else None
-    size = max(1, -(-len(used) // MAX_DEVICE_POINTS))
+    steps = max(len(used), len(peaks), len(reserved))
+    size = max(1, -(-steps // MAX_DEVICE_POINTS))
+
+    def down(values: list[int]) -> list[int]:
+        return [max(values[i:i + size]) for i in range(0, len(values), size)]
+
     return DeviceMemory(
-        source=str(data.get("source", "")), steps=len(used),
+        source=str(data.get("source", "")), steps=steps,
         used_max=used[top] if top is not None else None, used_max_step=top,
         peak=peak, reserved_max=max(reserved) if reserved else None, limit=limit,
         headroom=limit - peak if limit is not None and peak is not None else None,
-        used=[max(used[i:i + size]) for i in range(0, len(used), size)]), ""
+        used=down(used), step_peaks=down(peaks), reserved=down(reserved)), ""
 
 
 def out_of_memory(run: Run) -> OutOfMemory | None:
@@ -418,3 +449,82 @@ def oom_line(oom: Any, graph: GraphBytes | None, site: Any) -> str:
         "intermediates": graph.intermediates, "program": graph.program}
     return one_line(oom, units.nbytes, where, graph.site if graph else "",
                     graph.step if graph else None, sizes)
+
+
+# --------------------------------------------------------------------------- padded lengths
+
+
+@dataclass(frozen=True)
+class MemoryModel:
+    """A graph's bytes against the padded length ``L`` of the varying dimension and the rows
+    of its batch, fitted on the run's own compiled graphs of the step site (the backend's
+    analysis of each): ``fixed + rows/self.rows * (linear*L + quadratic*L^2)``; at a length
+    and row count the run compiled, the measured bytes themselves.
+
+    ``form``: ``quadratic`` (three or more lengths: least squares), ``linear`` (two, or a
+    quadratic term that came out negative), ``proportional`` (one length: bytes scale with
+    ``L`` x rows, the fixed part, parameters and optimizer state, unknown and scaled too)."""
+
+    form: str
+    fixed: float = field(metadata={"round": 1})
+    linear: float = field(metadata={"round": 3})
+    quadratic: float = field(metadata={"round": 6})
+    #: the rows (batch) the measured graphs had
+    rows: int
+    #: the lengths measured, and each one's largest graph (bytes), ascending
+    lengths: tuple[int, ...]
+    graph_bytes: tuple[int, ...]
+    #: the site the graphs were compiled at (``file:line``)
+    site: str = ""
+
+    def bytes_at(self, length: int, rows: int | None = None) -> int:
+        """The largest graph's bytes for batches of ``rows`` rows padded to ``length``."""
+        rows = self.rows if rows is None else rows
+        if rows == self.rows and length in self.lengths:
+            return self.graph_bytes[self.lengths.index(length)]
+        per_row = self.linear * length + self.quadratic * length * length
+        return max(0, int(round(self.fixed + per_row * rows / max(1, self.rows))))
+
+    JSON_EXTRA: ClassVar[dict[str, str]] = {"how": "how"}
+
+    @property
+    def how(self) -> str:
+        """How the model was estimated, in words."""
+        pts = ", ".join(f"{n}: {units.nbytes(b)}" for n, b in zip(self.lengths, self.graph_bytes,
+                                                                    strict=True))
+        at = f" at {self.site}" if self.site else ""
+        if self.form == "proportional":
+            return (f"proportional to L x rows from the one length the run compiled{at} "
+                    f"({pts}, {self.rows} rows): the fixed part (parameters, optimizer state) "
+                    "is unknown and scaled with it, an overestimate for longer rows")
+        terms = f"{units.nbytes(self.fixed)} + {self.linear:,.0f} B x L" + (
+            f" + {self.quadratic:,.2f} B x L^2" if self.form == "quadratic" else "")
+        return (f"fit {terms} per {self.rows} rows over the {len(self.lengths)} lengths the run "
+                f"compiled{at} ({pts})")
+
+
+def fit_memory(points: dict[int, int], rows: int, site: str = "") -> MemoryModel | None:
+    """The :class:`MemoryModel` of ``{padded length: largest graph bytes}`` measured at
+    ``rows`` rows; None without a point."""
+    pts = sorted((int(k), int(v)) for k, v in points.items() if k > 0 and v > 0)
+    if not pts:
+        return None
+    lengths = tuple(k for k, _ in pts)
+    values = tuple(v for _, v in pts)
+
+    def model(form: str, a: float, b: float, c: float) -> MemoryModel:
+        return MemoryModel(form, a, b, c, max(1, rows), lengths, values, site)
+
+    x = np.array(lengths, dtype=float)
+    y = np.array(values, dtype=float)
+    scale = float(x.max())
+    if len(pts) >= 3:
+        a, b, c = np.linalg.lstsq(np.vander(x / scale, 3, increasing=True), y, rcond=None)[0]
+        if c >= 0:  # convex: never bends down past the longest length measured
+            return model("quadratic", float(a), float(b / scale), float(c / scale / scale))
+    if len(pts) >= 2:
+        a, b = np.linalg.lstsq(np.vander(x / scale, 2, increasing=True), y, rcond=None)[0]
+        if b > 0:
+            return model("linear", float(a), float(b / scale), 0.0)
+    top_len, top_bytes = max(pts, key=lambda p: p[1])
+    return model("proportional", 0.0, top_bytes / top_len, 0.0)

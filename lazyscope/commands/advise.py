@@ -3,12 +3,29 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import click
 
 from lazyscope.analyze.buckets import DEFAULT_HORIZON
 from lazyscope.commands.cases import advise_target
+from lazyscope.core.errors import UsageError
+from lazyscope.core.units import parse_size
 from lazyscope.render.advice import render_advice_json, render_advice_text, render_emit
+
+
+def size_option(ctx: Any, param: Any, value: str | None) -> int | None:
+    """``--device-memory SIZE`` in bytes (a command-line callback); a bad size is a usage
+    error (exit 2)."""
+    if value is None:
+        return None
+    try:
+        size = parse_size(value)
+    except ValueError as err:
+        raise UsageError(f"--device-memory: {err}") from None
+    if size <= 0:
+        raise UsageError(f"--device-memory: {value!r} is no memory at all")
+    return size
 
 
 @click.command("advise")
@@ -32,25 +49,31 @@ from lazyscope.render.advice import render_advice_json, render_advice_text, rend
 @click.option("--compare", "compare_dir", type=click.Path(path_type=Path), default=None,
               help="a `lazyscope compare` directory of the same workload: its measured numbers "
               "beside the predicted ones (default: the comparison RUN_DIR belongs to)")
+@click.option("--device-memory", "device_memory", default=None, metavar="SIZE",
+              callback=size_option,
+              help="the device memory a graph may hold (1MB, 16GiB): the policies whose "
+              "largest graph would not fit are ruled out (predicted from RUN_DIR's own graphs)")
 @click.option("--emit", is_flag=True,
               help="print the code to paste for the recommended policy (lazyscope.data)")
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text",
               show_default=True)
 def advise_cmd(run_dir: Path | None, lengths_path: Path | None, horizon: int | None,
                max_buckets: int, batch: int | None, max_len: int | None, grouped: bool,
-               no_model_changes: bool, compare_dir: Path | None, emit: bool,
-               fmt: str) -> None:
+               no_model_changes: bool, compare_dir: Path | None, device_memory: int | None,
+               emit: bool, fmt: str) -> None:
     """Which padding policy processes RUN_DIR's data fastest, end to end: pad to max, K exact
     buckets, a length-grouped sampler or packed rows, ranked by predicted real tokens/s over
     your run, calibrated on RUN_DIR's own compile and execute seconds.
 
     RUN_DIR is any traced run (the lengths come from its graphs' varying dimension, or from its
     annotations), or a `lazyscope compare` directory (measured numbers beside the predicted
-    ones). --emit prints the lines to paste.
+    ones). --emit prints the lines to paste. Each policy's largest graph is predicted from
+    RUN_DIR's own compiled graphs; --device-memory SIZE rules out those that would not fit.
     """
     advice = advise_target(run_dir, lengths_file=lengths_path, max_buckets=max_buckets,
                            horizon=horizon, batch=batch, max_len=max_len, grouped=grouped,
-                           packing=not no_model_changes, compare_dir=compare_dir)
+                           packing=not no_model_changes, compare_dir=compare_dir,
+                           device_memory=device_memory)
     if emit:
         click.echo(render_emit(advice), nl=False)
         return

@@ -42,6 +42,7 @@ from lazyscope.analyze.buckets import (
     Advice,
     MeasuredRow,
     NoLengths,
+    NothingFits,
     advice_for_run,
     advise,
     match_measured,
@@ -62,6 +63,7 @@ from lazyscope.store import atomic_write_text, load_run
 from lazyscope.store.layout import COMPARE_JSON, META_FILE
 
 DEFAULT_POLICIES = "max,longest,pow2,bucket:auto,packed,auto"
+NOT_MEASURED_FILE = "not measured: a lengths file has no compiled graphs"
 
 
 def policy_slug(policy: str) -> str:
@@ -453,7 +455,8 @@ def _measured(comparison: Comparison) -> list[MeasuredRow]:
         policy = policy_of_run(work)
         if policy is not None:
             out.append(MeasuredRow(_row_label(row), policy, row.steps, row.compiles,
-                                   row.padding_efficiency, row.tokens_per_s))
+                                   row.padding_efficiency, row.tokens_per_s,
+                                   row.graph_memory))
     return out
 
 
@@ -486,14 +489,17 @@ def _run_of_comparison(comparison: Comparison, where: Path) -> Path:
 def advise_target(target: Path | None, *, lengths_file: Path | None = None,
                   max_buckets: int = 8, horizon: int | None = None, batch: int | None = None,
                   max_len: int | None = None, grouped: bool = False, packing: bool = True,
-                  compare_dir: Path | None = None) -> Advice:
+                  compare_dir: Path | None = None, device_memory: int | None = None) -> Advice:
     """The advice for a run directory (calibrated on it), a ``compare`` directory (on one of its
     padded runs, with every policy's measured numbers beside the predicted ones) or a lengths
     file. UsageError (exit 2) when there is nothing to advise on; RunDirError (exit 3) for an
-    unreadable run or comparison."""
+    unreadable run or comparison; UsageError too when ``device_memory`` is given and the run's
+    graph memory is not measured, or no policy fits in it."""
     if (target is None) == (lengths_file is None):
         raise UsageError("give either RUN_DIR or --lengths FILE")
     if lengths_file is not None:
+        if device_memory is not None:
+            raise UsageError(f"--device-memory cannot be applied: {NOT_MEASURED_FILE}")
         notes: list[str] = []
         array = read_lengths_file(lengths_file, notes)
         longest = int(array.max())
@@ -508,7 +514,7 @@ def advise_target(target: Path | None, *, lengths_file: Path | None = None,
                             grouped=grouped, horizon=horizon, packing=packing)
         except ValueError as err:
             raise UsageError(str(err)) from None
-        advice = replace(advice, notes=(*notes, *advice.notes))
+        advice = replace(advice, notes=(*notes, *advice.notes), memory_note=NOT_MEASURED_FILE)
     else:
         assert target is not None
         comparison_dir = compare_dir or _compare_dir_of(target)
@@ -518,9 +524,14 @@ def advise_target(target: Path | None, *, lengths_file: Path | None = None,
         run = load_run(run_dir)
         try:
             advice = advice_for_run(run, max_buckets=max_buckets, horizon=horizon,
-                                    top=max_len, packing=packing)
+                                    top=max_len, packing=packing, device_memory=device_memory)
         except NoLengths as err:
             raise UsageError(f"{target}: nothing to advise on: {err}") from None
+        except NothingFits as err:
+            raise UsageError(f"{target}: --device-memory: {err}") from None
+        if device_memory is not None and advice.memory is None:
+            raise UsageError(f"{target}: --device-memory cannot be applied: graph memory "
+                             f"{advice.memory_note}")
         if comparison_dir is not None:
             comparison = load_comparison(comparison_dir)
             advice = match_measured(advice, _measured(comparison), compared=str(comparison_dir))

@@ -7,14 +7,14 @@
 
 from __future__ import annotations
 
-from lazyscope.analyze.buckets import Advice, Plan
+from lazyscope.analyze.buckets import Advice, Plan, largest_shape
 from lazyscope.analyze.makers import (
     SEQUENCE_LABELS,
     group_by_length,
     multiple_for,
     padded_shapes,
 )
-from lazyscope.core.units import counted
+from lazyscope.core.units import counted, nbytes
 from lazyscope.core.units import seconds as fmt_seconds
 from lazyscope.render.json import dumps
 
@@ -72,11 +72,13 @@ def render_advice_text(advice: Advice) -> str:
                                   if cm.extra_graphs else "") if cal else
                 "uncalibrated: times in million units (Mu), a compile priced as "
                 "20 full-length steps")]
+    lines += _memory_lines(advice)
     lines += [f"  note: {n}" for n in (*advice.lengths.notes, *advice.notes)]
     w = max(26, *(len(p.name) + 1 for p in advice.plans))
     speed = "real tok/s" if cal else "x max"
     lines += ["", f"  {'rank':>4}  {'policy':<{w}} {'graphs':>6} {'pad eff':>7} {'steps':>10} "
-              f"{'compile':>9} {'execute':>9} {'total':>9} {speed:>11}  changes",
+              f"{'compile':>9} {'execute':>9} {'total':>9} {speed:>11} {'graph mem':>10}  "
+              "changes",
               ]
     run_policy = advice.run_policy
     base = advice.plan_named("pad to max")
@@ -87,8 +89,9 @@ def render_advice_text(advice: Advice) -> str:
             else "")
         lines.append(f"  {i:>4}  {p.name:<{w}} {p.graphs:>6.0f} {p.padding_efficiency:>7.2f} "
                      f"{p.steps:>10,.0f} {_secs(p.compile_s, cal):>9} "
-                     f"{_secs(p.execute_s, cal):>9} {_secs(p.total_s, cal):>9} {tps:>11}  "
-                     f"{_changes(p)}{mark}")
+                     f"{_secs(p.execute_s, cal):>9} {_secs(p.total_s, cal):>9} {tps:>11} "
+                     f"{_mem(p):>10}  {_changes(p)}{mark}")
+    lines += _ruled_out_lines(advice)
     best = advice.recommended
     ref = advice.plan_named("pad to longest") if advice.lengths.source == "graph inputs" \
         else advice.plan_named("pad to max")
@@ -100,7 +103,8 @@ def render_advice_text(advice: Advice) -> str:
         alt = advice.best_without_model_change
         lines.append(f"without changing the model: {alt.name} ({_bounds(alt)}): "
                      f"{_ratio(alt, ref)} {ref.name if ref else '-'}; needs "
-                     f"{_changes(alt)}")
+                     f"{_changes(alt)}" if alt is not None else
+                     "without changing the model: no policy fits the device memory given")
     lines += _k_table(advice)
     if advice.measured:
         lines += ["", f"measured by `lazyscope compare` ({advice.compared}), each predicted for "
@@ -111,11 +115,55 @@ def render_advice_text(advice: Advice) -> str:
             ratio = (m.tokens_per_s / m.predicted_tokens_per_s
                      if m.predicted_tokens_per_s > 0 else 0.0)
             pred = f"{m.predicted_tokens_per_s:,.0f}" if cal else "(relative)"
+            mem = "" if m.graph_memory is None and m.predicted_graph_memory is None else (
+                f"  graph mem {_nb(m.graph_memory)} (predicted {_nb(m.predicted_graph_memory)})")
             lines.append(f"  {m.policy:<24} {m.plan:<26} {m.steps:>5} {pred:>16} "
-                         f"{m.tokens_per_s:>15,.0f} {ratio:>17.2f}x")
+                         f"{m.tokens_per_s:>15,.0f} {ratio:>17.2f}x{mem}")
     lines += ["", "the code: lazyscope advise RUN --emit (--no-model-changes for the best "
               "policy that keeps the model as it is)"]
     return "\n".join(lines) + "\n"
+
+
+def _nb(n: int | None) -> str:
+    return "-" if n is None else nbytes(n)
+
+
+def _mem(p: Plan) -> str:
+    """A plan's largest graph, predicted; "-" where not measured."""
+    return _nb(p.graph_bytes)
+
+
+def _largest(p: Plan, advice: Advice) -> str:
+    """``rows x length`` of a plan's largest padded batch."""
+    L = advice.lengths
+    rows, length = largest_shape(p.policy, L.batch, L.top if p.policy.kind != "longest"
+                                 else max(L.sequences, default=L.top))
+    return f"{rows}x{length}"
+
+
+def _memory_lines(advice: Advice) -> list[str]:
+    """How each plan's largest graph is predicted (or that it is not), and the device memory
+    the plans were held to."""
+    if advice.memory is None:
+        return [f"  graph memory: {advice.memory_note or 'not measured'}"]
+    out = [f"  graph memory: each plan's largest padded batch (rows x length); {advice.memory.how}"]
+    if advice.device_memory is not None:
+        out.append(f"  device memory: {nbytes(advice.device_memory)} "
+                   f"({advice.device_memory:,} bytes, --device-memory): "
+                   + (f"{counted(len(advice.ruled_out), 'policy', 'policies')} ruled out"
+                      if advice.ruled_out else "every policy fits"))
+    return out
+
+
+def _ruled_out_lines(advice: Advice) -> list[str]:
+    if not advice.ruled_out or advice.device_memory is None:
+        return []
+    out = ["", f"  ruled out: their largest graph would not fit in {nbytes(advice.device_memory)}"
+           " of device memory (never recommended):"]
+    for p in advice.ruled_out:
+        out.append(f"        {p.name:<26} largest batch {_largest(p, advice)}: graph "
+                   f"{_mem(p)} > {nbytes(advice.device_memory)}")
+    return out
 
 
 def _pads_to_longest(advice: Advice) -> bool:
@@ -150,7 +198,8 @@ def _k_table(advice: Advice) -> list[str]:
     out = ["", "  exact optimal buckets per K (random batches), total over the horizon:"]
     for p in advice.per_k:
         out.append(f"    K={p.buckets:<2} {_secs(p.total_s, cal):>9}  pad eff "
-                   f"{p.padding_efficiency:.2f}  {_bounds(p)}")
+                   f"{p.padding_efficiency:.2f}  {_bounds(p)}"
+                   + (f"  (ruled out: graph {_mem(p)} does not fit)" if p.fits is False else ""))
     return out
 
 
@@ -180,7 +229,9 @@ def render_emit(advice: Advice, plan: Plan | None = None) -> str:
     head = [f"# lazyscope advise: {p.name} -- predicted {_ratio(p, ref)} the real tokens/s of "
             f"{ref.name if ref else '-'} over {advice.horizon:,} steps "
             f"(padding efficiency {p.padding_efficiency:.2f}, "
-            f"{counted(round(p.graphs), 'compiled graph')})"]
+            f"{counted(round(p.graphs), 'compiled graph')}"
+            + (f", largest graph {nbytes(p.graph_bytes)}" if p.graph_bytes is not None else "")
+            + (f", fits {nbytes(advice.device_memory)}" if p.fits else "") + ")"]
     lengths_line = ("lengths = lengths_of(dataset)  # each item's tokens: item['input_ids'], "
                     "item[0] of a (tokens, label) pair, or the item")
     if pol.packed:
@@ -266,6 +317,14 @@ def _hf_collator_first(advice: Advice, grouped: bool) -> list[str]:
     multiple = multiple_for(sizes)
     shapes = padded_shapes(sizes, multiple)
     top = shapes[-1] if shapes else advice.lengths.top
+    mem, limit = advice.memory, advice.device_memory
+    if mem is not None and limit is not None and \
+            mem.bytes_at(top, advice.lengths.batch) > limit:
+        # the collator's largest shape would not fit: never pasted
+        return [f"# (the Hugging Face collator padded to a multiple of {multiple} makes "
+                f"{advice.lengths.batch}x{top} batches: a graph of "
+                f"{nbytes(mem.bytes_at(top, advice.lengths.batch))}, over the "
+                f"{nbytes(limit)} given; the advisor's plan instead)"]
     return [
         f"# Hugging Face Trainer with {name}: the smallest change, where it is built",
         f"#   (pads each batch to a multiple of {multiple}: {len(shapes)} shapes for the "

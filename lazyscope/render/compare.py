@@ -16,6 +16,7 @@ from __future__ import annotations
 from typing import Any
 
 from lazyscope.analyze.compare import CompareRow, Comparison, Verdict
+from lazyscope.core.units import nbytes
 from lazyscope.render.html import esc, img, page, table
 from lazyscope.render.plots import compiles_text, efficiency_text, row_label
 
@@ -55,15 +56,16 @@ def render_compare_text(result: Comparison) -> str:
         "in a fresh process)" + (f"; backends {', '.join(backends)}" if backends else ""),
         "",
         f"  {'backend/policy' if backends else 'policy':<{w}} {'compiles':>8} {'graphs':>6} "
-        f"{'compile s':>10} {'execute s':>10} {'wall s':>8} {'real tok/s':>11} {'pad eff':>8}"
-        "  status",
+        f"{'compile s':>10} {'execute s':>10} {'wall s':>8} {'real tok/s':>11} {'graph mem':>10} "
+        f"{'pad eff':>8}  status",
     ]
     for r in rows:
         status = r.status + (f": {r.error}" if r.error else "")
         lines.append(
             f"  {row_label(r):<{w}} {r.compiles:>8} {r.distinct_graphs:>6} "
             f"{r.compile_s:>10.2f} {r.execute_s:>10.2f} {r.wall_s:>8.2f} "
-            f"{r.tokens_per_s:>11,.0f} {efficiency_text(r.padding_efficiency):>8}  {status}"
+            f"{r.tokens_per_s:>11,.0f} {_graph_mem(r):>10} "
+            f"{efficiency_text(r.padding_efficiency):>8}  {status}"
         )
     repeats = [r for r in rows if len(r.repeats) > 1]
     if repeats:
@@ -81,6 +83,11 @@ def render_compare_text(result: Comparison) -> str:
     lines += [f"  note: {n}" for n in same_run_notes(result)]
     lines += ["", f"verdict: {verdict_text(result.verdict)}"]
     return "\n".join(lines) + "\n"
+
+
+def _graph_mem(r: CompareRow) -> str:
+    """The row's largest compiled graph; "-" where its backend does not measure it."""
+    return "-" if r.graph_memory is None else nbytes(r.graph_memory)
 
 
 def same_run_notes(result: Comparison) -> list[str]:
@@ -105,12 +112,13 @@ def _shapes(shapes: tuple[int, ...]) -> str:
 # ------------------------------------------------------------------------------ the page
 
 COMPARE_COLUMNS = ["policy", "ran", "status", "steps", "compiles", "graphs", "compile_s",
-                   "execute_s", "wall_s", "real_tokens", "tokens_per_sec", "padding_efficiency",
-                   "buckets"]
+                   "execute_s", "wall_s", "real_tokens", "tokens_per_sec", "graph_memory",
+                   "padding_efficiency", "buckets"]
 COMPARE_HEADERS = {"policy": "policy", "ran": "ran", "status": "status", "steps": "steps",
                    "compiles": "compiles", "graphs": "distinct graphs",
                    "compile_s": "compiling", "execute_s": "executing", "wall_s": "wall",
                    "real_tokens": "real tokens", "tokens_per_sec": "real tokens/s",
+                   "graph_memory": "largest graph",
                    "padding_efficiency": "padding efficiency", "buckets": "padded to",
                    "repeats": "real tokens/s of each round"}
 
@@ -123,6 +131,7 @@ def _page_row(r: CompareRow) -> dict[str, Any]:
             "steps": r.steps, "compiles": r.compiles, "graphs": r.distinct_graphs,
             "compile_s": r.compile_s, "execute_s": r.execute_s, "wall_s": r.wall_s,
             "real_tokens": r.real_tokens, "tokens_per_sec": round(r.tokens_per_s),
+            "graph_memory": _graph_mem(r),
             "padding_efficiency": None if r.padding_efficiency is None
             else round(r.padding_efficiency, 2),
             "buckets": ", ".join(str(b) for b in r.buckets) if r.buckets else "",

@@ -33,6 +33,7 @@ import socket
 import time
 from pathlib import Path
 
+from lazyscope.analyze.memory import MAX_DEVICE_POINTS
 from lazyscope.analyze.report import Report
 from lazyscope.core.errors import MissingDependencyError
 from lazyscope.store.layout import TENSORBOARD_DIR
@@ -83,6 +84,26 @@ def scalar_series(report: Report) -> dict[str, list[tuple[int, float]]]:
         col = steps.col(field)
         if col is not None and not series.bucketed:
             out[tag] = list(zip(series.step.tolist(), col.tolist(), strict=True))
+    out.update(device_memory_series(report))
+    return out
+
+
+def device_memory_series(report: Report) -> dict[str, list[tuple[int, float]]]:
+    """The device's memory per step, in bytes, where the runtime reported it (TPU: bytes in
+    use at each step's barrier; CUDA: torch's allocator, in use and the step's peak, and
+    reserved); nothing where it was not measured (XLA:CPU, a backend that cannot say), never 0.
+    A series downsampled in the report (past its points) sits at each point's first step."""
+    mem = report.memory
+    dev = mem.device if mem is not None else None
+    if dev is None:
+        return {}
+    out: dict[str, list[tuple[int, float]]] = {}
+    every = max(1, -(-dev.steps // MAX_DEVICE_POINTS))  # as the report downsampled them
+    for tag, values in (("lazyscope/device_memory_used_bytes", dev.used),
+                        ("lazyscope/device_memory_step_peak_bytes", dev.step_peaks),
+                        ("lazyscope/device_memory_reserved_bytes", dev.reserved)):
+        if values:
+            out[tag] = [(i * every, float(v)) for i, v in enumerate(values)]
     return out
 
 

@@ -170,7 +170,8 @@ def _advice_lines(report: Report) -> list[str]:
         f"over {advice.horizon:,} steps {best.name} is predicted fastest "
         f"({best.tokens_per_s:,.0f} real tokens/s, padding efficiency "
         f"{best.padding_efficiency:.2f})"
-        + (f"; without changing the model: {alt.name}" if alt is not best else "")
+        + (f"; without changing the model: {alt.name}" if alt is not None and alt is not best
+           else "")
         + f" (lazyscope advise {report.run_dir} for the table, --emit for the code)",
     ]
 

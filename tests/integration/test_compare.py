@@ -7,7 +7,8 @@ import re
 
 import pytest
 
-from tests.conftest import lazyscope_cmd
+from lazyscope.core.units import nbytes
+from tests.conftest import lazyscope_cmd, report_json
 
 pytestmark = pytest.mark.xla
 
@@ -45,6 +46,14 @@ def test_compare_writes_runs_json_png_and_a_table(comparison) -> None:
     assert rows["packed"]["padding_efficiency"] >= 0.9
     assert rows["max"]["padding_efficiency"] <= 0.7
     assert rows["packed"]["real_tokens"] > rows["max"]["real_tokens"]
+    # each row's largest compiled graph: its own run's peak graph, beside tokens/s
+    header = next(ln for ln in proc.stdout.splitlines() if "real tok/s" in ln)
+    assert header.index("real tok/s") < header.index("graph mem")
+    for name in ("max", "packed"):
+        peak = report_json(out / name)["memory"]["peak"]["total"]
+        assert rows[name]["graph_memory"] == peak
+        line = next(ln for ln in proc.stdout.splitlines() if ln.startswith(f"  {name} "))
+        assert nbytes(peak) in line
     png = (out / "compare.png").read_bytes()
     assert png[:4] == b"\x89PNG" and len(png) > 10_000
 

@@ -290,3 +290,23 @@ def test_tensorboard_count_table_of_a_long_run(tmp_path) -> None:
     assert lines[0].startswith(f"{3 * MAX_COUNT_ROWS} steps; listed: the 6 first steps that")
     assert [ln.split("|")[1].strip() for ln in lines[4:]] == ["7", "107", "207", "307", "407",
                                                             "507"]
+
+
+def test_device_memory_scalars_where_measured_and_nothing_where_not(tmp_path) -> None:
+    steps = [{"wall_s": 0.1, "compile_count": 0}] * 3
+    dev = build_run(tmp_path / "dev", steps=steps, info={"device_memory": {
+        "source": "an allocator", "used": [100, 300, 200], "step_peaks": [150, 400, 250],
+        "reserved": [512, 512, 1024], "limit": 4096}})
+    series = scalar_series(build_report(dev))
+    assert series["lazyscope/device_memory_used_bytes"] == [(0, 100.0), (1, 300.0), (2, 200.0)]
+    assert series["lazyscope/device_memory_step_peak_bytes"] == [(0, 150.0), (1, 400.0),
+                                                                 (2, 250.0)]
+    assert series["lazyscope/device_memory_reserved_bytes"][-1] == (2, 1024.0)
+    # the run's peak is the largest step peak when the runtime gave no overall one
+    device = build_report(dev).memory.device
+    assert device.peak == 400 and device.headroom == 4096 - 400
+    cpu = build_run(tmp_path / "cpu", steps=steps, info={"device_memory": {
+        "unmeasured": "the runtime does not report device memory (UNIMPLEMENTED)"}})
+    assert not [t for t in scalar_series(build_report(cpu)) if "device_memory" in t]
+    plain = build_run(tmp_path / "plain", steps=steps)
+    assert not [t for t in scalar_series(build_report(plain)) if "device_memory" in t]

@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from lazyscope.backends.base import Collector, Recorder, Runtime, TraceOptions, active
+from lazyscope.backends.pytorch.cudamem import NOT_ON_CPU, CudaMemory
 from lazyscope.backends.pytorch.dynamo import DynamoCollector
 from lazyscope.backends.pytorch.stalls import StallTimer
 from lazyscope.core.errors import MissingDependencyError, UsageError
@@ -141,6 +142,7 @@ class TorchCollector(Collector):
         self._t_last = 0.0
         self._sync_state: tuple[Any, Any] | None = None
         self._stalls: StallTimer | None = None
+        self._memory: CudaMemory | None = None
 
     def capabilities(self) -> Capabilities:
         return Capabilities(
@@ -188,7 +190,11 @@ class TorchCollector(Collector):
             meta.device = device
         if device == "cuda":
             self._install_sync_debug()
+            import torch
+
+            self._memory = CudaMemory(torch.cuda)
         else:
+            self._recorder.set_info(device_memory={"unmeasured": NOT_ON_CPU})
             note = (f"host syncs: not collected on {device}: torch.cuda.set_sync_debug_mode "
                     "needs a CUDA device")
             if note not in meta.capabilities.unmeasured:
@@ -266,6 +272,10 @@ class TorchCollector(Collector):
         values, compiled = self._collect_step()
         if compiled:
             self._recorder.finish_tail(values)
+        if self._memory is not None:
+            info = self._memory.info()
+            self._recorder.set_info(device_memory=info if info is not None else {
+                "unmeasured": "CUDA was not initialised by the program at any step barrier"})
         if not self._recorder.steps:
             self._recorder.note("no lazyscope.barrier() was reached: no per-step timing (a "
                                 "script traced with --backend eager|compile ends each step with "
@@ -281,6 +291,8 @@ class TorchCollector(Collector):
             return
         synchronize(self.device_name)
         values, _ = self._collect_step()
+        if self._memory is not None:
+            self._memory.sample()  # the allocator's counters: no sync of its own
         self._recorder.step(values)
 
     def _collect_step(self) -> tuple[dict[str, float | None], int]:

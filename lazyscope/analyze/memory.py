@@ -317,7 +317,8 @@ def growing_memory(backend: str, run: Run, growth_at: dict[tuple[str, int], Fram
     """A site whose graphs' inputs or intermediates rose graph after graph, at least
     :data:`MIN_GROWTH_GRAPHS` times in a row up to its last graph: tensors kept across steps.
     ``growth_at``: the line where a site's growing input grows, where the recompile analysis
-    found it (``torch.cat`` of a kept tensor)."""
+    found it (``torch.cat`` of a kept tensor). A growth at the line of a recompile finding is
+    that finding's (:func:`lazyscope.analyze.report.build_report` says it there)."""
     by_site: dict[tuple[str, int], list[_Graph]] = {}
     for g in _graphs(run):
         by_site.setdefault(_key(g), []).append(g)

@@ -404,7 +404,7 @@ def diff_graphs(new: _Graph, old: _Graph) -> tuple[str, list[Change]]:
             return VARIANT, [Change("graph", "constant", None, None, None,
                                     text=f"special scalar: a scalar input became the constant "
                                          f"{', '.join(sorted(special))}",
-                                    origin=_first_changed_line(new, old))]
+                                    origin=_first_changed_line(new, old, last=True))]
         lost = old.constants - new.constants
         if lost and add and not rem and all(len(sh) == 0 for _, sh in add):
             # the other way: what was a special scalar constant comes in as a scalar input.
@@ -415,7 +415,7 @@ def diff_graphs(new: _Graph, old: _Graph) -> tuple[str, list[Change]]:
             return STRUCTURE, [Change("graph", "constant", None, None, None,
                                     text=f"special scalar: the constant "
                                          f"{', '.join(sorted(lost))} became a scalar input",
-                                    origin=_first_changed_line(new, old))]
+                                    origin=_first_changed_line(new, old, last=True))]
         changes.append(Change("inputs", "count", None, sum(old.multiset.values()),
                               sum(new.multiset.values())))
         cls = STRUCTURE
@@ -474,13 +474,18 @@ def _op_changes(new: _Graph, old: _Graph) -> tuple[str, list[Change]]:
                                  "differs", origin=origin)]
 
 
-def _first_changed_line(new: _Graph, old: _Graph) -> Frame | None:
+def _first_changed_line(new: _Graph, old: _Graph, *, last: bool = False) -> Frame | None:
     """The first user line (in graph order) whose instructions differ between two graphs, by
-    the HLO's source metadata; None when the graphs carry none."""
+    the HLO's source metadata; None when the graphs carry none. ``last``: the last such line in
+    the source instead, for a special scalar: the line that consumes the value
+    (``p.sub_(lr * p.grad)``), not a loss line before it whose lowering differs too (a graph
+    compiled in a steady step has its lines from a lowering of the pending graph, whose
+    instruction order is not the same from one process to the next)."""
     if not new.lines or not old.lines:
         return None
-    for (file, line), digest in new.lines.items():
-        if old.lines.get((file, line)) != digest:
+    order = sorted(new.lines, reverse=True) if last else list(new.lines)
+    for (file, line) in order:
+        if old.lines.get((file, line)) != new.lines[(file, line)]:
             return Frame(file, line)
     return None
 

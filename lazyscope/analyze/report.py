@@ -409,8 +409,15 @@ def build_report(run: Run, *, warmup_steps: int | None = None,
     growth_at = {(f.compiled_at.file, f.compiled_at.line): Frame(f.file, f.line, f.function)
                  for f in findings if isinstance(f.facts, RecompileFacts) and f.compiled_at
                  and f.file and any(v.growing for v in f.facts.varying)}
-    findings = sorted(findings + lost_aliasing(b, run) + growing_memory(b, run, growth_at),
-                      key=_rank)
+    # a line to change is said once: graphs that hold more each time because a recompile
+    # finding's shape grows (at its line, or at its compile site) are that finding's (its
+    # detail says the memory too)
+    recompiling = [f for f in [*findings, *notes] if isinstance(f.facts, RecompileFacts)]
+    growth = growing_memory(b, run, growth_at)
+    owner = {id(g): next((f for f in recompiling if _same_place(f, g)), None) for g in growth}
+    findings = [_with_growth(f, [g for g in growth if owner[id(g)] is f]) for f in findings]
+    findings = sorted(findings + lost_aliasing(b, run)
+                      + [g for g in growth if owner[id(g)] is None], key=_rank)
     device, device_note = device_memory(info)
     text, clean = verdict(b, summary, run.meta.capabilities, findings, notes)
     rows, total = _compilation_rows(run, MAX_COMPILE_ROWS)
@@ -429,3 +436,19 @@ def build_report(run: Run, *, warmup_steps: int | None = None,
         recompiles=sites, syncs=syncs, fallbacks=fallbacks, series=series, steps=run.steps,
         syncs_per_step=per_step_syncs, sources=info.sources,
     )
+
+
+def _same_place(recompile: Finding, growth: Finding) -> bool:
+    """A growing-memory finding is a recompile finding's when both name the same line to
+    change, or the same compile site."""
+    a, b = recompile.compiled_at, growth.compiled_at
+    return (recompile.file, recompile.line) == (growth.file, growth.line) or (
+        a is not None and b is not None and (a.file, a.line) == (b.file, b.line))
+
+
+def _with_growth(finding: Finding, growth: list[Finding]) -> Finding:
+    """A recompile finding whose graphs also hold more each time says so itself (one finding
+    for one line to change)."""
+    if not growth:
+        return finding
+    return replace(finding, detail="; ".join([finding.detail, *(g.detail for g in growth)]))

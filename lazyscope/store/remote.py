@@ -51,8 +51,16 @@ from lazyscope.store.layout import (
     WRITE_TEST,
 )
 
-#: seconds between two background uploads of a host's part
+#: seconds between two background uploads of a host's part (``LAZYSCOPE_UPLOAD_SECONDS``
+#: sets another)
 UPLOAD_SECONDS = 5.0
+
+
+def upload_seconds() -> float:
+    try:
+        return max(0.05, float(os.environ.get("LAZYSCOPE_UPLOAD_SECONDS", UPLOAD_SECONDS)))
+    except ValueError:
+        return UPLOAD_SECONDS
 #: the spool's own record of whose it is
 SPOOL_FILE = "spool.json"
 #: the host's part inside a spool directory
@@ -233,9 +241,9 @@ class Uploader:
     uploaded once it is)."""
 
     def __init__(self, spool: Spool, *, host: Callable[[], int | None] | None = None,
-                 interval: float = UPLOAD_SECONDS):
+                 interval: float | None = None):
         self.spool = spool
-        self.interval = interval
+        self.interval = upload_seconds() if interval is None else interval
         self._host = host
         self._sent: dict[str, Any] = {}
         self._stop = threading.Event()
@@ -388,9 +396,10 @@ def _tag(info: dict[str, Any]) -> str:
     return f"size:{info.get('size')}:{info.get('mtime') or info.get('LastModified')}"
 
 
-def download(url: str) -> Path:
+def download(url: str, stats: dict[str, int] | None = None) -> Path:
     """A local copy of the run at ``url`` (see the module docstring): the objects that
-    changed since the last download, fetched in parallel batches."""
+    changed since the last download, fetched in parallel batches. ``stats`` gets how many
+    objects the URL holds (``objects``) and how many were fetched (``fetched``)."""
     fs, root = open_fs(url)
     with contextlib.suppress(Exception):
         fs.invalidate_cache()
@@ -421,6 +430,8 @@ def download(url: str) -> Path:
         wanted[rel] = tag
         if index.get(rel) != tag or not (dest / rel).is_file():
             todo.append((rel, name))
+    if stats is not None:
+        stats.update(objects=len(wanted), fetched=len(todo))
     for start in range(0, len(todo), DOWNLOAD_BATCH):
         batch = todo[start:start + DOWNLOAD_BATCH]
         got = fs.cat([name for _, name in batch], on_error="return")

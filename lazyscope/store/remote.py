@@ -118,7 +118,10 @@ def open_fs(url: str) -> tuple[Any, str]:
             f"{url} needs fsspec: pip install 'lazyscope[{extra}]'") from None
     options: dict[str, Any] = {}
     if scheme in ("gs", "gcs") and os.environ.get("STORAGE_EMULATOR_HOST"):
+        # an emulator: no credentials, and no gRPC bucket-type lookup it cannot answer (gcsfs
+        # reads this when it is imported, and otherwise waits 60 s per bucket)
         options["token"] = "anon"
+        os.environ.setdefault("GCSFS_EXPERIMENTAL_ZB_HNS_SUPPORT", "false")
     try:
         fs, path = fsspec.core.url_to_fs(normalise(url), **options)
     except ImportError:

@@ -70,13 +70,13 @@ def _host_env(gcs: dict[str, str], tmp: Path, host: int, **extra: str) -> dict[s
 
 
 def _start(gcs: dict[str, str], tmp: Path, host: int, url: str, *program: str,
-           **extra: str) -> subprocess.Popen[str]:
+           options: tuple[str, ...] = (), **extra: str) -> subprocess.Popen[str]:
     path = os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH", "")) if p)
     env = {**os.environ, "PJRT_DEVICE": "CPU", "PYTHONPATH": path,
            **_host_env(gcs, tmp, host, **extra)}
     log = open(tmp / f"host{host}.log", "w")  # noqa: SIM115 - closed with the process
-    return subprocess.Popen([sys.executable, "-m", "lazyscope", "trace", "-q", "--out", url,
-                             str(PROGRAM), *program], cwd=REPO, env=env, stdout=log,
+    return subprocess.Popen([sys.executable, "-m", "lazyscope", "trace", "-q", *options,
+                             "--out", url, str(PROGRAM), *program], cwd=REPO, env=env, stdout=log,
                             stderr=subprocess.STDOUT, text=True)
 
 
@@ -196,3 +196,24 @@ def test_a_url_without_its_filesystem_says_which_extra(tmp_path: Path) -> None:
     assert "pip install 'lazyscope[gcs]'" in out.stderr, out.stderr
     assert len(out.stderr.strip().splitlines()) == 1
     assert not (REPO / "tests" / "programs" / "gs:").exists()
+
+
+def test_one_profile_session_for_the_pod(gcs: dict[str, str], tmp_path: Path) -> None:
+    """--profile on every host: every host's capture in one session directory of the run,
+    named from the URL (XProf's joint view of the hosts)."""
+    name = f"prof-{os.getpid()}"
+    url = f"gs://{BUCKET}/{name}"
+    procs = [_start(gcs, tmp_path, h, url, "--steps", "5", options=("--profile-steps", "1:3"))
+             for h in (0, 1)]
+    for h, p in enumerate(procs):
+        assert p.wait(timeout=300) == 0, (tmp_path / f"host{h}.log").read_text()
+    local = _report(gcs, tmp_path, url)
+    # the bucket's objects, as the report's download mirrors them
+    copy = next((tmp_path / "reader" / "lazyscope" / "download").iterdir())
+    profile = copy / "tensorboard" / "plugins" / "profile"
+    assert [p.name for p in profile.iterdir()] == [name]
+    assert sorted(p.name for p in (profile / name).glob("*.xplane.pb")) == [
+        "host0.xplane.pb", "host1.xplane.pb"]
+    # the hosts' parts hold no profile of their own
+    assert not (copy / "host0" / "tensorboard").exists()
+    assert local["profile"]["captured_steps"] == [1, 3]

@@ -177,6 +177,12 @@ def test_a_finished_pod_is_downloaded_once(gcs: dict[str, str], tmp_path: Path) 
     assert first["fetched"] == first["objects"] > 0 and second["fetched"] == 0
     check = lazyscope_cmd("check", url, env={**gcs, "XDG_CACHE_HOME": str(tmp_path / "r")})
     assert check.returncode == 0, check.stdout + check.stderr
+    # watch follows one host's part (ended: its verdict); a pod's URL names the parts
+    reader = {**gcs, "XDG_CACHE_HOME": str(tmp_path / "r")}
+    watched = lazyscope_cmd("watch", "-q", f"{url.rstrip('/')}/host1", env=reader)
+    assert watched.returncode == 0 and "verdict:" in watched.stdout, watched.stderr
+    pod = lazyscope_cmd("watch", "-q", "--timeout", "1", url, env=reader)
+    assert pod.returncode == 3 and "is a pod: watch one host's part" in pod.stderr, pod.stderr
     # the spools of a finished trace are gone
     for h in (0, 1):
         assert not any((tmp_path / f"disk{h}" / "lazyscope" / "spool").iterdir())

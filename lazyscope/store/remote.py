@@ -75,7 +75,7 @@ PROFILE_SUFFIXES = (".xplane.pb", ".trace.json.gz", ".memory_profile.json.gz")
 #: the extra that installs each scheme's filesystem
 EXTRAS = {"gs": "gcs", "gcs": "gcs", "s3": "s3", "s3a": "s3"}
 #: how many objects one download fetches at once
-DOWNLOAD_BATCH = 64
+DOWNLOAD_BATCH = 16
 INDEX_FILE = ".lazyscope-download.json"
 
 _SCHEME = re.compile(r"^([a-zA-Z][a-zA-Z0-9+.-]*)://")

@@ -117,7 +117,9 @@ def test_a_pod_with_a_divergent_host_and_a_killed_one(gcs: dict[str, str], tmp_p
     assert rows[1]["graphs_only_here"] == 1 and rows[0]["graphs_only_here"] == 0
     assert rows[0]["p99_step_s"] >= rows[0]["median_step_s"] > 0
     divergence = {f["diverges"]: f for f in report["findings"] if f["kind"] == "divergence"}
-    assert set(divergence) == {"graphs", "stopped"}
+    # (a straggler may be found too: three processes share this machine's cores, the steps'
+    # times are not the test's to set)
+    assert {"graphs", "stopped"} <= set(divergence)
     graphs = divergence["graphs"]
     assert graphs["host"] == 1 and graphs["steps"] == [6]
     assert (Path(graphs["file"]).name, graphs["line"]) == ("pod_step.py", BATCH_LINE)

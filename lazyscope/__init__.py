@@ -150,7 +150,7 @@ def report(run: Run | str | os.PathLike[str], fmt: str = "text", *,
     output (``display(HTML(...))``), with no global style and no ``<html>`` of its own."""
     from pathlib import Path
 
-    from lazyscope.analyze.ranks import build_any
+    from lazyscope.analyze.hosts import build_any
     from lazyscope.model import Run
     from lazyscope.model.source_files import SOURCES
     from lazyscope.render import RENDERERS

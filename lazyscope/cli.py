@@ -75,7 +75,15 @@ def cli() -> None:
     lazyscope compare [OPTIONS] NAME [ARGS]   one scenario under several padding policies
     lazyscope advise RUN_DIR [--emit]         which padding policy wins, and its code
     lazyscope scenarios                       list the built-in workloads
+
+    RUN_DIR may be a URL (gs://bucket/run, s3://..., file://...): a run that every host of a
+    pod wrote with `trace --out URL`.
     """
+    # a trace of this host killed before its last upload left its part in a spool: it goes
+    # to its bucket now (store/remote.py), said in one line
+    from lazyscope.store.remote import recover_spools
+
+    recover_spools(lambda line: streams.echo(f"lazyscope: {one_line(line)}", to_err=True))
 
 
 def _no_such_option(err: click.NoSuchOption) -> str:

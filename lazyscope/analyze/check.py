@@ -26,6 +26,9 @@ state", the assertion serving stacks run in CI):
   same program: its steady step time, compilations and host syncs per step
   (:mod:`lazyscope.analyze.baseline`). With a baseline, the default rule applies only when
   asked for.
+* a pod (a run several hosts wrote to one URL) is always checked for divergence
+  (``no-host-divergence``): a host that compiled graphs the others did not, a straggler host, a
+  host that stopped early (``analyze/hosts.py``). Evidence: each divergence finding at its line.
 * ``no_rank_divergence`` - a multi-process run whose ranks compile different graphs or whose
   step times drift apart (a straggler). Evidence: the divergence found.
 
@@ -353,6 +356,15 @@ def check_report(report: Report, rules: Rules, baseline: Report | None = None) -
             violations.append(Violation(
                 rule="no-rank-divergence", limit=0, actual=len(divergence),
                 message=f"{counted(len(divergence), 'sign')} of rank divergence", evidence=divergence))
+    if report.hosts is not None:
+        described.append(("no-host-divergence", "the pod's hosts compile the same graphs at the "
+                           "same pace and all run to the end"))
+        diverging = [f for f in report.findings if f.kind == "divergence"]
+        if diverging:
+            violations.append(Violation(
+                rule="no-host-divergence", limit=0, actual=len(diverging),
+                message=f"{counted(len(diverging), 'sign')} of host divergence",
+                evidence=[f"{f.where}: {f.detail}" for f in diverging]))
     if rules.max_step_seconds is not None:
         described.append(("max-step-seconds",
                           f"no steady step longer than {rules.max_step_seconds:g} s"))

@@ -187,8 +187,24 @@ class GrowthFacts:
     compiled_steps: list[int] = field(default_factory=list)
 
 
+@dataclass
+class DivergenceFacts:
+    """A host of a pod that is not like the others: it compiled graphs they did not
+    (``diverges`` ``graphs``: where, what changed against their closest graph), it is a
+    straggler (``straggler``: its median step against theirs) or it stopped early
+    (``stopped``: at which step)."""
+
+    host: int
+    diverges: str
+    compiled_at: Frame | None = field(default=None, metadata={"omit_none": True})
+    changes: list[Change] = field(default_factory=list, metadata={"omit_empty": True})
+    graphs: int = field(default=0, metadata={"omit_empty": True})
+    ratio: float | None = field(default=None, metadata={"omit_none": True})
+    last_step: int | None = field(default=None, metadata={"omit_none": True})
+
+
 Facts = (RecompileFacts | ReuseFacts | SyncFacts | FallbackFacts | BreakFacts | EagerFacts
-         | AliasFacts | GrowthFacts)
+         | AliasFacts | GrowthFacts | DivergenceFacts)
 
 
 @dataclass
@@ -209,6 +225,8 @@ class Finding:
     facts: Facts = field(metadata={"flatten": True})
     #: the ranks of a multi-process run it occurs on (None: a single process)
     ranks: list[int] | None = field(default=None, metadata={"omit_none": True})
+    #: the hosts of a pod it occurs on (None: not a pod)
+    hosts: list[int] | None = field(default=None, metadata={"omit_none": True})
 
     @property
     def where(self) -> str:

@@ -1019,3 +1019,23 @@ def changes_text(changes: list[Change], limit: int = 3) -> str:
     if len(merged) > limit:
         parts.append(f"... {len(merged) - limit} more")
     return "; ".join(parts)
+
+
+def closest_difference(new: Compile, others: list[Compile]) -> tuple[Frame | None, list[Change]]:
+    """What ``new`` changes against the closest of ``others`` (another process's graphs: the
+    same family first, then the fewest changes), and the user line that makes the change;
+    ``(None, [])`` with nothing to compare it with."""
+    if not others:
+        return None, []
+    g = _Graph(new)
+    best: tuple[int, Frame | None, list[Change]] | None = None
+    for data in others:
+        o = _Graph(data)
+        _cls, changes = diff_graphs(g, o)
+        rank = (0 if o.family == g.family else 1000) + len(changes)
+        if best is None or rank < best[0]:
+            line = next((c.origin for c in changes if c.origin is not None), None) \
+                or _first_changed_line(g, o)
+            best = (rank, line, changes)
+    assert best is not None
+    return best[1], best[2]

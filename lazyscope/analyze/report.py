@@ -149,6 +149,24 @@ class RankRow:
 
 
 @dataclass
+class HostRow:
+    """One host of a pod (a run several hosts wrote to one URL), beside the others."""
+
+    host: int
+    status: str
+    steps: int
+    median_step_s: float | None
+    p99_step_s: float | None
+    compiles: int | None
+    syncs: int | None
+    distinct_graphs: int
+    findings: int
+    graphs_only_here: int
+    #: how many processes (ranks) the host ran
+    ranks: int = 1
+
+
+@dataclass
 class Report:
     run_dir: str
     summary: Summary = field(metadata={"flatten": True})
@@ -172,6 +190,9 @@ class Report:
     #: a multi-process run: one row per rank, and the signs of divergence between them
     ranks: list[RankRow] | None = field(default=None, metadata=_OPTIONAL)
     divergence: list[str] | None = field(default=None, metadata=_OPTIONAL)
+    #: a pod (``trace --out URL`` on several hosts): one row per host; its divergence is in
+    #: ``findings`` (kind ``divergence``) and in ``divergence``
+    hosts: list[HostRow] | None = field(default=None, metadata=_OPTIONAL)
     #: device memory: each compiled graph's, the peak graph, the device over the run
     memory: MemorySection | None = field(default=None, metadata=_OPTIONAL)
     schema_version: int = REPORT_SCHEMA

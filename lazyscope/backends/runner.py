@@ -85,6 +85,7 @@ from lazyscope.model import (
 from lazyscope.model.ownership import make_frame, set_user_roots, source_map
 from lazyscope.store import RunWriter, check_run_dir, load_run, prepare_run_dir, rank_dir
 from lazyscope.store.layout import ERROR_FILE
+from lazyscope.store.remote import Uploader, is_remote, local_path
 from lazyscope.store.writer import UMASK
 
 SCENARIOS = lazyscope_scenarios.SCENARIOS
@@ -346,8 +347,13 @@ class Tracer:
         unique_out: bool = False,
         protect: tuple[Path, ...] = (),
         on_hard_exit: Callable[[int | None, str], int | None] | None = None,
+        remote: Uploader | None = None,
     ):
         self.options = options or TraceOptions()
+        #: a run at a URL: ``out`` is this host's spool, uploaded by ``remote``
+        self.remote = remote
+        #: why the run's last upload failed (its spool is kept), None when it did not
+        self.upload_error: str | None = None
         if str(out) in ("", "."):
             raise RunDirError("the output directory must be a new directory, not the current one")
         if self.options.max_steps is not None and self.options.max_steps < 1:
@@ -473,6 +479,8 @@ class Tracer:
                 raise OutputError.from_os(exc, self.out) from None
             raise
         self._loaders.install()
+        if self.remote is not None:
+            self.remote.start()
         set_active(ActiveTrace(self.recorder, self.collector, self.options, self.info_so_far))
         _HardExits.enter(self)
         return self
@@ -656,6 +664,8 @@ class Tracer:
             pass
         where = self.writer.where()
         self.writer.finish(self.status, self.error)
+        if self.remote is not None:
+            self.upload_error = self.remote.finish()
         # the same directory reached through a symbolic link was not moved: the user's name
         # for it stays
         if where is not None and os.path.realpath(where) != os.path.realpath(self.path):
@@ -692,10 +702,24 @@ class Tracer:
 def api_tracer(out: str | os.PathLike[str], *, options: TraceOptions, force: bool = False,
                target: str = "", target_kind: str = "api") -> Tracer:
     """The Tracer of the library API (``lazyscope.trace()``, the notebook magic, the Trainer
-    callback): it writes ``out``, or ``out/rank<N>`` under a launcher that sets ``RANK``."""
+    callback): it writes ``out``, or ``out/rank<N>`` under a launcher that sets ``RANK``; a URL
+    through this host's spool (:func:`remote_out`)."""
+    out, remote = remote_out(out, force)
     run_dir, rank, world = ranked_out(out)
     return Tracer(run_dir, options=options, force=force, target=target,
-                  target_kind=target_kind, rank=rank, world_size=world)
+                  target_kind=target_kind, rank=rank, world_size=world, remote=remote)
+
+
+def remote_out(out: str | os.PathLike[str], force: bool) -> tuple[Path, Uploader | None]:
+    """Where this process writes ``out``: a local path as given (``file://`` too), or, for a URL
+    of another filesystem, this host's spool, with the uploader that takes it to
+    ``URL/host<N>/`` (``backends.hosts``)."""
+    if isinstance(out, str) and is_remote(out):
+        from lazyscope.backends.hosts import start_part
+
+        uploader = start_part(out, force=force)
+        return uploader.spool.part, uploader
+    return local_path(out), None
 
 
 def trace_target(
@@ -741,6 +765,7 @@ def trace_target(
         target = Target(target.kind, target.name, target.path, argv, target.module)
         validate_scenario_args(target)
         options = TraceOptions(**{**options.__dict__, "max_steps": None})
+    out, remote = remote_out(out, force)
     run_dir, rank, world = ranked_out(out)
     tracer = Tracer(
         run_dir,
@@ -753,8 +778,9 @@ def trace_target(
         rank=rank,
         world_size=world,
         observers=observers,
-        unique_out=unique_out and rank is None,
+        unique_out=unique_out and rank is None and remote is None,
         protect=(target.path,) if target.kind == "script" else (),
+        remote=remote,
         on_hard_exit=(lambda code, status: on_hard_exit(tracer, code))
         if on_hard_exit is not None else None,
     )

@@ -9,7 +9,7 @@ from typing import Any
 import click
 
 from lazyscope.analyze.check import Rules, check_graph_memory_unmeasured, check_report
-from lazyscope.commands.common import report_and_views
+from lazyscope.commands.common import RUN, report_and_views
 from lazyscope.core.errors import EXIT_CHECK_FAILED, UsageError
 from lazyscope.core.units import parse_size_or_share
 from lazyscope.render.check import CHECK_RENDERERS
@@ -70,7 +70,7 @@ def _measured_for(report: Any, rules: Rules) -> None:
 
 
 @click.command("check")
-@click.argument("run_dir", type=click.Path(path_type=Path))
+@click.argument("run_dir", type=RUN)
 @click.option("--max-recompiles", "max_recompiles",
               type=click.IntRange(min=0), default=None, metavar="N",
               help="at most N recompilations in steady state (the default rule, N=0)")
@@ -92,7 +92,7 @@ def _measured_for(report: Any, rules: Rules) -> None:
 @click.option("--max-graph-memory", default=None, metavar="SIZE", callback=size_or_share_option,
               help="no compiled graph may hold more than SIZE on the device (1MB, 16GiB, or "
                    "80%% of the device where the runtime reports its memory)")
-@click.option("--baseline", type=click.Path(path_type=Path), default=None, metavar="BASE",
+@click.option("--baseline", type=RUN, default=None, metavar="BASE",
               help="fail when the steady step got slower than BASE's (beyond both runs' "
                    "spread), or compilations or host syncs per step rose")
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text",

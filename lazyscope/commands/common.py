@@ -10,9 +10,10 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from lazyscope.analyze.ranks import build_any
+from lazyscope.analyze.hosts import build_any
 from lazyscope.core import streams
 from lazyscope.core.errors import RunDirError, one_line, show_path
+from lazyscope.model import PodRun
 from lazyscope.model.source_files import SOURCES
 from lazyscope.store import load_target
 
@@ -20,6 +21,37 @@ if TYPE_CHECKING:
     from lazyscope.backends.runner import Target
 
 CONTEXT = {"help_option_names": ["-h", "--help"]}
+
+#: the URL each local copy of a run at a URL was downloaded from (its name in reports)
+URLS: dict[Path, str] = {}
+
+
+def run_path(target: str | os.PathLike[str]) -> Path:
+    """A run as the user named it: a local path, a ``file://`` URL, or a URL of another
+    filesystem, downloaded (what changed since the last time) into lazyscope's cache, whose
+    local copy is returned (``store.remote``)."""
+    from lazyscope.store.remote import download, is_remote, local_path
+
+    text = os.fspath(target)
+    if is_remote(text):
+        path = download(text)
+        URLS[path] = text.rstrip("/")
+        return path
+    return local_path(text)
+
+
+class RunArg(click.ParamType):
+    """A command's run argument: a local path or a URL (see :func:`run_path`)."""
+
+    name = "run"
+
+    def convert(self, value: Any, param: Any, ctx: Any) -> Path:
+        if isinstance(value, Path):
+            return value
+        return run_path(str(value))
+
+
+RUN = RunArg()
 
 
 #: how a command that runs a program parses its line: lazyscope's options, then the target;
@@ -54,8 +86,13 @@ def report_and_views(run_dir: Path, *, warmup_steps: int | None = None,
     warnings printed, or appended to ``warnings`` when given). A run a live trace is still
     writing gets the report so far and no views: asked for the HTML report, RunDirError."""
 
-    report = build_any(load_target(run_dir), warmup_steps=warmup_steps,
-                       sources=SOURCES)
+    target = load_target(run_dir)
+    url = URLS.get(Path(run_dir))
+    if url is not None and isinstance(target, PodRun):
+        target.name = url
+    report = build_any(target, warmup_steps=warmup_steps, sources=SOURCES)
+    if url is not None:
+        report.run_dir = url
     writer = report.summary.being_written_by
     if views and need_html and writer is not None:
         raise RunDirError(f"{show_path(run_dir)} is still being written by {writer}: its views "

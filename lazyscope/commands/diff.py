@@ -7,13 +7,13 @@ from pathlib import Path
 import click
 
 from lazyscope.analyze.diff import diff_reports
-from lazyscope.commands.common import report_and_views
+from lazyscope.commands.common import RUN, report_and_views
 from lazyscope.render.diff import DIFF_RENDERERS
 
 
 @click.command("diff")
-@click.argument("run_a", type=click.Path(path_type=Path))
-@click.argument("run_b", type=click.Path(path_type=Path))
+@click.argument("run_a", type=RUN)
+@click.argument("run_b", type=RUN)
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text",
               show_default=True)
 def diff_cmd(run_a: Path, run_b: Path, fmt: str) -> None:

@@ -7,7 +7,7 @@ from pathlib import Path
 import click
 
 from lazyscope.analyze.report import build_report
-from lazyscope.commands.common import warn
+from lazyscope.commands.common import RUN, warn
 from lazyscope.model import RankedRun, runs_by_rank
 from lazyscope.render.export import FORMATS as EXPORT_FORMATS
 from lazyscope.render.export import default_out as export_default_out
@@ -16,7 +16,7 @@ from lazyscope.store import load_target
 
 
 @click.command("export")
-@click.argument("run_dir", type=click.Path(path_type=Path))
+@click.argument("run_dir", type=RUN)
 @click.option("--format", "fmt", type=click.Choice(EXPORT_FORMATS), default="perfetto",
               show_default=True,
               help="perfetto: a Chrome trace JSON (ui.perfetto.dev, chrome://tracing, "

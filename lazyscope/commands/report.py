@@ -6,13 +6,13 @@ from pathlib import Path
 
 import click
 
-from lazyscope.commands.common import echo_as_is, report_and_views
+from lazyscope.commands.common import RUN, echo_as_is, report_and_views
 from lazyscope.render import RENDERERS, render_text
 from lazyscope.store.layout import COMPARE_JSON, META_FILE, REPORT_HTML
 
 
 @click.command("report")
-@click.argument("run_dir", type=click.Path(path_type=Path))
+@click.argument("run_dir", type=RUN)
 @click.option("--format", "fmt", type=click.Choice(["text", "json", "html"]), default="text",
               show_default=True, help="html writes RUN_DIR/report.html and prints its path")
 @click.option("--warmup-steps", type=click.IntRange(min=0), default=None, metavar="N",

@@ -19,7 +19,7 @@ from typing import Any
 import click
 
 from lazyscope.analyze.report import Report
-from lazyscope.commands.common import report_and_views
+from lazyscope.commands.common import RUN, report_and_views
 from lazyscope.core.errors import LazyscopeError
 from lazyscope.render.tensorboard import check_tensorboard, tensorboard_dir, write_scalars
 
@@ -125,7 +125,7 @@ def _profiled_on_cpu(report: Any) -> bool:
 
 
 @click.command("tensorboard")
-@click.argument("run_dir", type=click.Path(path_type=Path))
+@click.argument("run_dir", type=RUN)
 @click.option("--port", type=click.IntRange(0, 65535), default=6006, show_default=True,
               help="port to serve on (0: any free port)")
 @click.option("--host", default="127.0.0.1", show_default=True,

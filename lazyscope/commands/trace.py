@@ -46,6 +46,7 @@ from lazyscope.core.errors import (
 from lazyscope.online import LiveAlerts
 from lazyscope.render import render_text
 from lazyscope.store.layout import META_FILE
+from lazyscope.store.remote import is_remote, local_path
 
 DYNAMIC = {"auto": None, "true": True, "false": False}
 
@@ -56,8 +57,9 @@ DYNAMIC = {"auto": None, "true": True, "false": False}
 @click.option("--steps", type=click.IntRange(min=1), default=None,
               help="the run records N steps, then the program ends: a scenario is told to run N "
               "steps (its --steps), a script is stopped at its Nth step barrier")
-@click.option("--out", type=click.Path(path_type=Path), default=None,
-              help="run directory (default runs/NAME-TIMESTAMP)")
+@click.option("--out", default=None,
+              help="run directory (default runs/NAME-TIMESTAMP), or a URL (gs://bucket/run, "
+              "s3://..., file://...): each host of a pod writes its part URL/host<N>/")
 @click.option("--force", is_flag=True, help="replace an existing run directory")
 @click.option("--backend", type=click.Choice(sorted(BACKENDS)), default="xla", show_default=True,
               help="where the program runs")
@@ -85,7 +87,7 @@ DYNAMIC = {"auto": None, "true": True, "false": False}
                    "the report")
 # compare's channel for its policies' progress (render/console.py ProgressPipe)
 @click.option("--progress-fd", type=int, default=None, hidden=True)
-def trace_cmd(target: str, target_args: tuple[str, ...], steps: int | None, out: Path | None,
+def trace_cmd(target: str, target_args: tuple[str, ...], steps: int | None, out: str | None,
               force: bool, backend: str, device: str, dynamic: str, warmup_steps: int | None,
               profile: bool, profile_steps: str | None, graph_shapes: bool, views: bool,
               quiet: bool, progress_fd: int | None) -> None:
@@ -104,8 +106,9 @@ def trace_cmd(target: str, target_args: tuple[str, ...], steps: int | None, out:
     args = program_args(target_args)
     resolved = resolve_target(target, args)
     unique = out is None and launcher_rank() is None
-    out = out if out is not None else default_out(target)
-    window = _profile_window(profile, profile_steps, steps, out)
+    out = out if out is not None else str(default_out(target))
+    window = _profile_window(profile, profile_steps, steps,
+                             Path(".") if is_remote(out) else local_path(out))
     options = TraceOptions(backend=backend, device=device, dynamic=DYNAMIC[dynamic],
                            graph_shapes=graph_shapes, max_steps=steps,
                            warmup_steps=warmup_steps)
@@ -145,15 +148,26 @@ def trace_cmd(target: str, target_args: tuple[str, ...], steps: int | None, out:
     finally:
         if pipe is not None:
             pipe.close()
-    _show_run(tracer, views, quiet)
+    _show_run(tracer, views, quiet, url=out if is_remote(out) else None)
 
 
-def _show_run(tracer: Any, views: bool, quiet: bool) -> None:
-    """The report of a finished trace, and where its run is."""
+def _show_run(tracer: Any, views: bool, quiet: bool, url: str | None = None) -> None:
+    """The report of a finished trace, and where its run is (a URL's part: this host's, read
+    from its spool, which goes once it reached the bucket)."""
     run_dir = tracer.path
-    report = report_and_views(run_dir, views=views)
+    report = report_and_views(run_dir, views=views and url is None)
     print_report(render_text(report) + "\n", clean=report.clean, colour=colour_wanted(quiet),
                  echo=echo_as_is)
+    if url is not None and tracer.remote is not None:
+        spool = tracer.remote.spool
+        part = f"{url.rstrip('/')}/host{spool.host}"
+        if tracer.upload_error is None:
+            spool.remove()
+            streams.echo(f"run saved in {part} (`lazyscope report {url}` reads every host)")
+        else:
+            warn([f"could not upload to {part}: {tracer.upload_error}; the part is kept in "
+                  f"{spool.path}, and the next lazyscope command on this host uploads it"])
+        return
     if tracer.moved_to is not None:
         warn([f"{show_path(tracer.out)} was moved to {show_path(tracer.moved_to)} while the "
                "program ran; the run is kept there"])

@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import Any
 
 import lazyscope.render  # noqa: F401 - registers how a Report shows itself in a notebook
-from lazyscope.analyze.ranks import build_any
+from lazyscope.analyze.hosts import build_any
 from lazyscope.analyze.report import Report
 from lazyscope.backends import BACKENDS
 from lazyscope.backends.base import TraceOptions

@@ -75,7 +75,7 @@ from lazyscope.model.payloads import (
     Sync,
     Update,
 )
-from lazyscope.model.run import RankedRun, Run, runs_by_rank
+from lazyscope.model.run import PodRun, RankedRun, Run, runs_by_rank
 from lazyscope.model.steps import STEP_FIELDS, Step, StepTable
 
 __all__ = [
@@ -84,6 +84,6 @@ __all__ = [
     "STATUSES", "STATUS_FAILED", "STATUS_INTERRUPTED", "STATUS_NO_SPACE", "STATUS_OK",
     "STATUS_RUNNING", "STEP_FIELDS", "Capabilities", "Change", "Compile", "EagerFallback", "Event",
     "EventTable", "Execute", "Fallback", "FallbackExec", "Frame", "GraphBreak", "GraphInput", "GraphMemory", "Update", "Interned",
-    "Lookup", "Meta", "Payload", "RankedRun", "Run", "Stack", "Step", "StepTable", "Sync",
+    "Lookup", "Meta", "Payload", "PodRun", "RankedRun", "Run", "Stack", "Step", "StepTable", "Sync",
     "now_iso", "runs_by_rank", "table_from_events", "user_frames", "user_site", "validate",
 ]

@@ -89,9 +89,27 @@ class RankedRun:
         return out
 
 
-def runs_by_rank(target: Run | RankedRun) -> dict[int, Run]:
+@dataclass
+class PodRun:
+    """A run that several hosts wrote to one URL (``trace --out gs://...``): each host's part
+    (``host<N>/``), a run or a multi-process run of its own."""
+
+    path: Path
+    hosts: dict[int, Run | RankedRun] = field(default_factory=dict)
+    #: the name the user gave it (the URL)
+    name: str = ""
+
+
+def runs_by_rank(target: Run | RankedRun | PodRun) -> dict[int, Run]:
     """``{rank: run}``: each rank of a multi-process run, or a single run under its own rank
-    (0 when it was not one of several)."""
+    (0 when it was not one of several); a pod's hosts by host index (a host of several ranks:
+    its lowest rank's run)."""
+    if isinstance(target, PodRun):
+        out: dict[int, Run] = {}
+        for host, part in sorted(target.hosts.items()):
+            runs = runs_by_rank(part)
+            out[host] = runs[min(runs)]
+        return out
     if isinstance(target, RankedRun):
         return dict(sorted(target.ranks.items()))
     return {target.meta.rank if target.meta.rank is not None else 0: target}

@@ -5,7 +5,8 @@ backend does not measure reads "not measured", never 0."""
 from __future__ import annotations
 
 from lazyscope.analyze.findings import Finding
-from lazyscope.analyze.report import RankRow, Report
+from lazyscope.analyze.report import HostRow, RankRow, Report
+from lazyscope.analyze.wording import plural
 from lazyscope.core.units import NOT_MEASURED, counted, nbytes
 from lazyscope.core.units import seconds as fmt_seconds
 from lazyscope.model import Frame, SourceMap, Step, location
@@ -131,7 +132,9 @@ def _finding_lines(i: int, f: Finding, sources: SourceMap) -> list[str]:
     if callers:
         lines.append("     called from " + " <- ".join(location(fr, sources) for fr in callers))
     lines.append(f"     {f.detail}" + (f" (on ranks {', '.join(map(str, f.ranks))})"
-                                        if f.ranks and f.ranks != [0] else ""))
+                                        if f.ranks and f.ranks != [0] else "")
+                 + (f" (on host{plural(len(f.hosts))} {', '.join(map(str, f.hosts))})"
+                    if f.hosts is not None and f.kind != "divergence" else ""))
     lines.append(f"     fix: {f.fix}")
     return lines
 
@@ -229,8 +232,25 @@ def render_text(report: Report) -> str:
     lines += _advice_lines(report)
     if report.ranks:
         lines += ["", *_rank_lines(report.ranks, report.divergence or [])]
+    if report.hosts:
+        lines += ["", *_host_lines(report.hosts)]
     lines += ["", f"verdict: {report.verdict}"]
     return "\n".join(lines) + "\n"
+
+
+def _host_lines(rows: list[HostRow]) -> list[str]:
+    """The pod's hosts side by side (their divergence is among the findings)."""
+    lines = [f"hosts ({len(rows)}):",
+             f"  {'host':>4} {'status':<10} {'steps':>6} {'median step':>11} {'p99 step':>9} "
+             f"{'compiles':>8} {'syncs':>6} {'findings':>8} {'own graphs':>10}"]
+    for r in rows:
+        median = "-" if r.median_step_s is None else fmt_seconds(r.median_step_s)
+        p99 = "-" if r.p99_step_s is None else fmt_seconds(r.p99_step_s)
+        lines.append(f"  {r.host:>4} {r.status:<10} {r.steps:>6} {median:>11} {p99:>9} "
+                     f"{r.compiles if r.compiles is not None else '-':>8} "
+                     f"{r.syncs if r.syncs is not None else '-':>6} {r.findings:>8} "
+                     f"{r.graphs_only_here:>10}")
+    return lines
 
 
 def _rank_lines(rows: list[RankRow], divergence: list[str]) -> list[str]:

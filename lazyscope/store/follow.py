@@ -1,9 +1,9 @@
 """A run read while another process writes it (``lazyscope watch``): where it is, whether it
 exists yet, who writes it, and its records so far.
 
-:func:`follow` is the one place that turns what the user named into something to read: today a
-local run directory (:class:`LocalRun`); an fsspec URL (issue 33) is another class with the same
-four methods. Reading a run while it is written is safe: records are copied into memory maps
+:func:`follow` is the one place that turns what the user named into something to read: a
+local run directory (:class:`LocalRun`), or a URL (:class:`RemoteRun`: one host's part of a run
+written to a bucket, ``gs://bucket/run/host<N>``, downloaded as it changes). Reading a run while it is written is safe: records are copied into memory maps
 padded with zeros (the reader stops at the padding and drops a half-written last record),
 ``meta.json`` is replaced atomically, and the writer's lock (:mod:`lazyscope.store.lock`) says
 whether it still writes.
@@ -12,15 +12,17 @@ whether it still writes.
 from __future__ import annotations
 
 import os
+import time
 from pathlib import Path
 from typing import Any
 
-from lazyscope.core.errors import show_path
+from lazyscope.core.errors import RunDirError, show_path
 from lazyscope.model import Run
 from lazyscope.store.layout import META_FILE, RUN_DIRS, RUN_FILES
 from lazyscope.store.lock import writer_of
 from lazyscope.store.reader import load_run
-from lazyscope.store.rundir import is_run_dir, rank_dirs
+from lazyscope.store.remote import download, host_dir_name, is_remote, local_path, upload_seconds
+from lazyscope.store.rundir import host_dirs, is_run_dir, rank_dirs
 
 #: what :meth:`LocalRun.state` says
 MISSING = "missing"  # nothing there yet, or a directory a trace is just creating
@@ -74,6 +76,75 @@ class LocalRun:
         return load_run(self.path)
 
 
-def follow(target: str | os.PathLike[str]) -> LocalRun:
+class RemoteRun:
+    """One host's part of a run at a URL, read through a local copy refreshed at most once a
+    second (only what changed is fetched). Its writer is on another machine: it counts as
+    writing while ``meta.json`` says running and its uploads keep changing the part (within
+    four upload intervals, 30 s at least)."""
+
+    REFRESH_S = 1.0
+
+    def __init__(self, url: str):
+        self.url = url.rstrip("/")
+        self.name = self.url
+        self.why = ""
+        self._local: LocalRun | None = None
+        self._fetched_at = -1e9
+        self._changed_at = -1e9
+
+    def _refresh(self) -> LocalRun | None:
+        now = time.monotonic()
+        if self._local is not None and now - self._fetched_at < self.REFRESH_S:
+            return self._local
+        stats: dict[str, int] = {}
+        try:
+            path = download(self.url, stats)
+        except RunDirError:
+            return self._local
+        self._fetched_at = now
+        if stats.get("fetched"):
+            self._changed_at = now
+        self._local = LocalRun(path)
+        return self._local
+
+    def state(self) -> str:
+        local = self._refresh()
+        if local is None:
+            return MISSING
+        state = local.state()
+        if state == NOT_A_RUN:
+            hosts = host_dirs(local.path)
+            if hosts:
+                self.why = (f"{self.name} is a pod: watch one host's part ({self.name}/"
+                            f"{host_dir_name(next(iter(hosts)))}); `lazyscope report "
+                            f"{self.name}` reads every host")
+            else:
+                self.why = local.why.replace(str(local.path), self.name)
+        return state
+
+    def writer(self) -> dict[str, Any] | None:
+        local = self._refresh()
+        if local is None:
+            return None
+        try:
+            meta = load_run(local.path).meta
+        except RunDirError:
+            return None
+        if meta.status != "running":
+            return None
+        if time.monotonic() - self._changed_at > max(30.0, 4 * upload_seconds()):
+            return None  # no upload for a long time: its writer is gone
+        return {"command": f"a trace uploading to {self.name}"}
+
+    def load(self) -> Run:
+        local = self._refresh()
+        if local is None:
+            raise RunDirError(f"{self.name} holds nothing yet")
+        return local.load()
+
+
+def follow(target: str | os.PathLike[str]) -> LocalRun | RemoteRun:
     """What ``lazyscope watch TARGET`` reads (see the module docstring)."""
-    return LocalRun(target)
+    if isinstance(target, str) and is_remote(target):
+        return RemoteRun(target)
+    return LocalRun(local_path(target))

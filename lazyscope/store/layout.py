@@ -15,6 +15,7 @@ A run directory (``lazyscope trace --out RUN``)::
     xla_debug.txt        PT_XLA_DEBUG's text (XLA; .old: the previous one)
     graphs/              each compiled graph's HLO (XLA)
     rank<N>/             the run of rank N of a multi-process run
+    host<N>/             host N's part of a run at a URL (``--out gs://...``; store.remote)
     report.html          the HTML report                    (render.views)
     timeline.png, time_split.png, cumulative.png   the plots
     tensorboard/         TensorBoard scalars and the XProf profile (plugins/profile/...)
@@ -43,6 +44,8 @@ WRITE_TEST = ".lazyscope-write-test"
 GRAPHS_DIR = "graphs"
 #: the run directory of rank N of a multi-process run, inside the run's own directory
 RANK_DIR = "rank{rank}"
+#: host N's part of a run written to a URL by several hosts (a pod), inside the run
+HOST_DIR = "host{host}"
 REPORT_HTML = "report.html"
 TIMELINE_PNG = "timeline.png"
 TIME_SPLIT_PNG = "time_split.png"

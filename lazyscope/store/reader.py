@@ -35,6 +35,7 @@ from lazyscope.model import (
     EventTable,
     Frame,
     Meta,
+    PodRun,
     RankedRun,
     Run,
     Stack,
@@ -44,7 +45,7 @@ from lazyscope.model.codec import decode
 from lazyscope.store.layout import ANNOTATIONS_FILE, EVENTS_FILE, INTERN_FILE, META_FILE, STEPS_FILE
 from lazyscope.store.lock import short_holder, writer_of
 from lazyscope.store.records import EVENT_DTYPE, KIND_STEP, KIND_TAIL, STEP_DTYPE, lost_steps
-from lazyscope.store.rundir import is_run_dir, rank_dirs
+from lazyscope.store.rundir import host_dirs, is_run_dir, rank_dirs
 from lazyscope.store.schema1 import load_v1
 
 
@@ -437,10 +438,19 @@ class _LazyRef:
 
 
 
-def load_target(path: str | os.PathLike[str]) -> Run | RankedRun:
-    """A run, or a multi-process run (:class:`~lazyscope.model.RankedRun`) when
-    ``path`` holds ``rank<N>/`` runs."""
+def load_target(path: str | os.PathLike[str]) -> Run | RankedRun | PodRun:
+    """A run, a multi-process run (:class:`~lazyscope.model.RankedRun`) when ``path`` holds
+    ``rank<N>/`` runs, or a pod (:class:`~lazyscope.model.PodRun`) when it holds ``host<N>/``
+    parts (a run written to a URL, downloaded)."""
     path = Path(path)
+    hosts = host_dirs(path) if _is_dir(path) else {}
+    if hosts:
+        parts: dict[int, Run | RankedRun] = {}
+        for host, part in hosts.items():
+            loaded = load_target(part)
+            assert not isinstance(loaded, PodRun)
+            parts[host] = loaded
+        return PodRun(path=path, hosts=parts)
     ranks = rank_dirs(path) if _is_dir(path) else {}
     if not ranks:
         return load_run(path)

@@ -74,6 +74,20 @@ def rank_dirs(path: Path) -> dict[int, Path]:
     return dict(sorted(out.items()))
 
 
+def host_dirs(path: Path) -> dict[int, Path]:
+    """``{host: RUN/host<N>}`` for the hosts' parts of a run written to a URL (each a run, or
+    the ``rank<N>/`` runs of a multi-process host)."""
+    out = {}
+    try:
+        for p in Path(path).iterdir():
+            name = p.name
+            if name.startswith("host") and name[4:].isdigit() and (is_run_dir(p) or rank_dirs(p)):
+                out[int(name[4:])] = p
+    except OSError:
+        return {}
+    return dict(sorted(out.items()))
+
+
 def is_run_dir(path: Path) -> bool:
     """True when ``path`` holds a lazyscope run: its ``meta.json`` is a JSON object written by
     lazyscope (a ``schema_version`` and a ``backend``), or it holds ``rank<N>/`` runs only

@@ -1,0 +1,178 @@
+"""A pod: one report for the hosts that wrote one run at a URL (``RUN/host<N>/``).
+
+Each host's part is reported as a run of its own (a multi-process host through
+:mod:`lazyscope.analyze.ranks`), once; the pod's report is the lowest host's, with
+
+* ``Report.hosts``: a row per host side by side (steps, median and p99 step, compilations,
+  host syncs, status; :class:`~lazyscope.analyze.report.HostRow`);
+* the hosts' findings merged by (kind, line), each with the hosts it occurs on
+  (``Finding.hosts``);
+* divergence as findings (kind ``divergence``, first): a host that compiled graphs the others
+  did not (by graph content), with what its graph changes against the closest graph of the
+  others and the user line that makes it; a straggler (its median step far from the others');
+  a host that stopped early (fewer steps than the others, its run not ended ``ok``). On a pod
+  any of them stalls every collective, or hangs it.
+
+Pure: no I/O beyond what the caller loaded.
+"""
+
+from __future__ import annotations
+
+import statistics
+from dataclasses import replace
+from typing import Any
+
+import numpy as np
+
+from lazyscope.analyze.findings import DivergenceFacts, Finding, SourceLookup
+from lazyscope.analyze.ranks import STRAGGLER_MARGIN_S, STRAGGLER_RATIO
+from lazyscope.analyze.ranks import build_any as build_ranked_any
+from lazyscope.analyze.recompiles import changes_text, closest_difference
+from lazyscope.analyze.report import HostRow, Report
+from lazyscope.analyze.summary import timed_steps
+from lazyscope.analyze.wording import plural
+from lazyscope.core.units import seconds as fmt_seconds
+from lazyscope.model import Compile, Frame, PodRun, RankedRun, Run, runs_by_rank, user_site
+
+
+def _compiles(run: Run) -> dict[str, tuple[Compile, int, Frame | None]]:
+    """``{digest: (graph, first step, where it was cut)}`` of a run's own graphs."""
+    ev = run.events
+    out: dict[str, tuple[Compile, int, Frame | None]] = {}
+    for i in ev.indices("compile"):
+        data: Compile | None = ev.payload_of(int(ev.payload[i]))
+        if data is None or not data.digest or data.owner != "user" or data.digest in out:
+            continue
+        out[data.digest] = (data, int(ev.step[i]), user_site(ev.stack_of(int(ev.stack[i]))))
+    return out
+
+
+def _p99(run: Run) -> float | None:
+    timed, _basis = timed_steps(run.steps, run.meta.warmup_steps)
+    walls = run.steps.values("wall_s")[timed]
+    walls = walls[np.isfinite(walls)]
+    return float(np.percentile(walls, 99)) if len(walls) else None
+
+
+def _finding(host: int, what: str, detail: str, fix: str, *, line: Frame | None = None,
+             steps: list[int] | None = None, seconds: float = 0.0, **facts: Any) -> Finding:
+    steps = steps or []
+    return Finding("divergence", line.file if line else "", line.line if line else 0,
+                   line.function if line else "", [line] if line else [], 1, steps[:1000],
+                   len(steps), seconds, detail, fix,
+                   DivergenceFacts(host=host, diverges=what, **facts), hosts=[host])
+
+
+def _merge(by_host: dict[int, list[Finding]]) -> list[Finding]:
+    merged: dict[tuple[Any, ...], Finding] = {}
+    for host in sorted(by_host):
+        for f in by_host[host]:
+            key = (f.kind, f.file, f.line, getattr(f.facts, "op", None))
+            if key not in merged:
+                merged[key] = replace(f, hosts=[host])
+                continue
+            m = merged[key]
+            assert m.hosts is not None
+            m.hosts.append(host)
+            m.count += f.count
+            m.seconds += f.seconds
+    out = list(merged.values())
+    out.sort(key=lambda f: (-f.seconds, -f.count))
+    return out
+
+
+def build_pod_report(pod: PodRun, *, warmup_steps: int | None = None,
+                     sources: SourceLookup | None = None) -> Report:
+    """One report for all hosts of a pod (see the module docstring)."""
+    reports = {h: build_ranked_any(part, warmup_steps=warmup_steps, sources=sources)
+               for h, part in sorted(pod.hosts.items())}
+    leads = runs_by_rank(pod)  # each host's lowest rank
+    graphs: dict[int, dict[str, tuple[Compile, int, Frame | None]]] = {}
+    for h, part in pod.hosts.items():
+        graphs[h] = {}
+        for run in runs_by_rank(part).values():
+            for digest, found in _compiles(run).items():
+                graphs[h].setdefault(digest, found)
+    lead_host = min(reports)
+    lead = reports[lead_host]
+    rows: list[HostRow] = []
+    divergence: list[Finding] = []
+    many = len(reports) > 1
+    most_steps = max(rep.summary.steps for rep in reports.values())
+    for h, rep in reports.items():
+        s = rep.summary
+        others = {d: g for q, gs in graphs.items() if q != h for d, g in gs.items()}
+        own = {d: g for d, g in graphs[h].items() if d not in others} if many else {}
+        rows.append(HostRow(
+            host=h, status=s.status, steps=s.steps,
+            median_step_s=s.median_step_seconds, p99_step_s=_p99(leads[h]),
+            compiles=s.compiles, syncs=s.syncs, distinct_graphs=s.distinct_graphs,
+            findings=len(rep.findings), graphs_only_here=len(own),
+            ranks=len(rep.ranks) if rep.ranks else 1))
+        if own:
+            first = min(own.values(), key=lambda g: g[1])
+            data, step, site = first
+            line, changes = closest_difference(data, [g[0] for g in others.values()])
+            what = changes_text(changes) if changes else "a graph of other content"
+            n = len(own)
+            divergence.append(_finding(
+                h, "graphs",
+                f"host {h} compiled {n} graph{plural(n)} the other hosts did not, first at step "
+                f"{step}: {what}; hosts that trace different graphs wait for each other at "
+                "every collective (or hang)",
+                "make every host feed the same shapes at every step (pad to the same length on "
+                "every host: the same bucket or max length everywhere)",
+                line=line or site, steps=sorted({g[1] for g in own.values()}),
+                compiled_at=site, changes=changes, graphs=n))
+        if many and s.steps < most_steps and (s.status != "ok" or not s.complete):
+            divergence.append(_finding(
+                h, "stopped",
+                f"host {h} stopped at step {s.steps} of the others' {most_steps} (status "
+                f"{s.status}{': ' + s.error if s.error else ''}): its steps so far are kept; "
+                "the other hosts' next collective waits for it",
+                "see why the host stopped (its error, or what killed it: the host's own log, "
+                "out of memory, preemption)",
+                steps=[s.steps], last_step=s.steps))
+    medians = {h: r.median_step_s for h, r in ((r.host, r) for r in rows) if r.median_step_s}
+    for h, m in medians.items():
+        peers = [v for q, v in medians.items() if q != h]
+        if not peers:
+            continue
+        mid = statistics.median(peers)
+        if mid and m / mid >= STRAGGLER_RATIO and m - mid >= STRAGGLER_MARGIN_S:
+            divergence.append(_finding(
+                h, "straggler",
+                f"host {h}'s median step is {fmt_seconds(m)}, {m / mid:.2f}x the other hosts' "
+                f"({fmt_seconds(mid)}): a straggler slows every collective of the pod",
+                "see what this host does that the others do not (its input pipeline, its "
+                "host syncs, a slower chip or disk)",
+                seconds=(m - mid) * reports[h].summary.steps, ratio=m / mid))
+    findings = divergence + _merge({h: rep.findings for h, rep in reports.items()})
+    notes = _merge({h: rep.notes for h, rep in reports.items()})
+    statuses = {rep.summary.status for rep in reports.values()}
+    summary = lead.summary
+    if statuses != {"ok"}:
+        worst = next((s for s in ("running", "incomplete", "no_space", "failed",
+                                  "interrupted", "ok") if s in statuses), sorted(statuses)[0])
+        summary = replace(summary, status=worst,
+                          complete=worst not in ("incomplete", "running"))
+    name = pod.name or str(pod.path)
+    verdict = f"{len(reports)} host{plural(len(reports))}; host {lead_host}: {lead.verdict}"
+    if divergence:
+        verdict += "; " + "; ".join(f.detail.split(";")[0] for f in divergence)
+    run_notes = list(lead.run_notes) + [
+        f"{len(reports)} hosts in {name}: the summary, steps and plots are host {lead_host}'s; "
+        "see the hosts table"]
+    return replace(
+        lead, run_dir=name, summary=summary, verdict=verdict,
+        clean=not divergence and all(rep.clean for rep in reports.values()),
+        findings=findings, notes=notes, run_notes=run_notes, hosts=rows,
+        divergence=[f.detail for f in divergence] or None, ranks=None)
+
+
+def build_any(target: Run | RankedRun | PodRun, *, warmup_steps: int | None = None,
+              sources: SourceLookup | None = None) -> Report:
+    """The report of a run, a multi-process run or a pod (``store.load_target``)."""
+    if isinstance(target, PodRun):
+        return build_pod_report(target, warmup_steps=warmup_steps, sources=sources)
+    return build_ranked_any(target, warmup_steps=warmup_steps, sources=sources)

@@ -1,0 +1,455 @@
+"""A run at a URL (``lazyscope trace --out gs://bucket/run``): every host writes its own part,
+``URL/host<N>/``, without coordinating with the others; the URL is the run.
+
+Writing. The step loop never waits for the bucket: a host's part is written to a local *spool*
+directory exactly as a local run is (``$XDG_CACHE_HOME/lazyscope/spool/<id>/part/``, its ranks
+under it as ``rank<N>/``), and an :class:`Uploader` copies what changed to ``URL/host<N>/``
+from one background thread every :data:`UPLOAD_SECONDS`, and once more when the trace ends.
+The spool's ``spool.json`` says whose it is (URL, host, pid) and whether it reached the bucket;
+a trace killed before its last upload leaves it behind, and the next ``lazyscope`` command on
+that host uploads what is left (:func:`recover_spools`), or says it is lost.
+
+The profile (``--profile``) is not kept in the part: XProf opens a joint view of the hosts of
+one session, so each host's ``tensorboard/plugins/profile/<its time>/<hostname>.xplane.pb``
+is uploaded as ``URL/tensorboard/plugins/profile/<session>/host<N>.xplane.pb`` with one session
+name for every host, made from the URL (:func:`session_name`), never from a host's clock.
+
+Reading. :func:`download` copies a URL's objects into a local cache directory
+(``$XDG_CACHE_HOME/lazyscope/download/<id>/``), only those whose generation (GCS), ETag or size
+and time changed since the last download, fetched concurrently; every reader then reads the
+local copy as it reads a local run (a pod: ``host<N>/`` parts, see ``reader.load_target``).
+
+The filesystems come from fsspec (``gs://`` through gcsfs, ``s3://`` through s3fs: the
+``lazyscope[gcs]`` and ``lazyscope[s3]`` extras). ``file://`` URLs are local paths. With
+``STORAGE_EMULATOR_HOST`` set (a GCS emulator) gcsfs connects anonymously.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import re
+import shutil
+import threading
+import time
+import zlib
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from lazyscope.core.errors import MissingDependencyError, RunDirError, UsageError, one_line
+from lazyscope.store.layout import (
+    ANNOTATIONS_FILE,
+    EVENTS_FILE,
+    HOST_DIR,
+    INTERN_FILE,
+    LOCK_FILE,
+    STEPS_FILE,
+    TENSORBOARD_DIR,
+    WRITE_TEST,
+)
+
+#: seconds between two background uploads of a host's part (``LAZYSCOPE_UPLOAD_SECONDS``
+#: sets another)
+UPLOAD_SECONDS = 5.0
+
+
+def upload_seconds() -> float:
+    try:
+        return max(0.05, float(os.environ.get("LAZYSCOPE_UPLOAD_SECONDS", UPLOAD_SECONDS)))
+    except ValueError:
+        return UPLOAD_SECONDS
+#: the spool's own record of whose it is
+SPOOL_FILE = "spool.json"
+#: the host's part inside a spool directory
+PART_DIR = "part"
+#: files rewritten in place through a memory map: their size and time do not say they changed
+MAPPED = frozenset({STEPS_FILE, EVENTS_FILE, INTERN_FILE, ANNOTATIONS_FILE})
+#: files of a local run never uploaded (the lock means something on this machine only)
+LOCAL_ONLY = frozenset({LOCK_FILE, WRITE_TEST})
+#: where XProf writes a capture, and the suffixes of its files
+PROFILE_DIR = "plugins/profile"
+PROFILE_SUFFIXES = (".xplane.pb", ".trace.json.gz", ".memory_profile.json.gz")
+#: the extra that installs each scheme's filesystem
+EXTRAS = {"gs": "gcs", "gcs": "gcs", "s3": "s3", "s3a": "s3"}
+#: how many objects one download fetches at once
+DOWNLOAD_BATCH = 16
+INDEX_FILE = ".lazyscope-download.json"
+
+_SCHEME = re.compile(r"^([a-zA-Z][a-zA-Z0-9+.-]*)://")
+
+
+def url_scheme(target: Any) -> str | None:
+    """The scheme of a URL (``gs``), None for a local path. A ``pathlib.Path`` made of a URL
+    (``gs:/b/r``: one slash lost) is no URL; commands take their run as text."""
+    match = _SCHEME.match(str(target)) if isinstance(target, str) else None
+    return match.group(1).lower() if match else None
+
+
+def is_remote(target: Any) -> bool:
+    """True for a URL that is not a local path (not ``file://``)."""
+    scheme = url_scheme(target)
+    return scheme is not None and scheme not in ("file", "local")
+
+
+def local_path(target: str | os.PathLike[str]) -> Path:
+    """A local path as given, or a ``file://`` URL's path."""
+    text = os.fspath(target)
+    if url_scheme(text) in ("file", "local"):
+        return Path(text.split("://", 1)[1])
+    return Path(text)
+
+
+def normalise(url: str) -> str:
+    return url.rstrip("/")
+
+
+def open_fs(url: str) -> tuple[Any, str]:
+    """``(filesystem, path)`` of ``url`` (fsspec); one line naming the extra to install when
+    the scheme's filesystem is missing."""
+    scheme = url_scheme(url) or ""
+    try:
+        import fsspec
+    except ImportError:
+        extra = EXTRAS.get(scheme, "gcs")
+        raise MissingDependencyError(
+            f"{url} needs fsspec: pip install 'lazyscope[{extra}]'") from None
+    options: dict[str, Any] = {}
+    if scheme in ("gs", "gcs") and os.environ.get("STORAGE_EMULATOR_HOST"):
+        # an emulator: no credentials, and no gRPC bucket-type lookup it cannot answer (gcsfs
+        # reads this when it is imported, and otherwise waits 60 s per bucket)
+        options["token"] = "anon"
+        os.environ.setdefault("GCSFS_EXPERIMENTAL_ZB_HNS_SUPPORT", "false")
+    try:
+        fs, path = fsspec.core.url_to_fs(normalise(url), **options)
+    except ImportError:
+        extra = EXTRAS.get(scheme)
+        if extra is None:
+            raise MissingDependencyError(
+                f"{url}: fsspec has no installed filesystem for {scheme}://") from None
+        package = "gcsfs" if extra == "gcs" else "s3fs"
+        raise MissingDependencyError(
+            f"{url} needs {package}: pip install 'lazyscope[{extra}]'") from None
+    except ValueError as err:
+        raise UsageError(f"{url}: {one_line(str(err))}") from None
+    return fs, path.rstrip("/")
+
+
+def session_name(url: str) -> str:
+    """The one XProf session name of every host of the run at ``url``: its last path component
+    (the run's name), from the URL alone."""
+    tail = normalise(url).rsplit("/", 1)[-1].split("://")[-1]
+    name = re.sub(r"[^A-Za-z0-9_.-]+", "_", tail).strip("._") or "pod"
+    return name
+
+
+def host_dir_name(host: int) -> str:
+    return HOST_DIR.format(host=host)
+
+
+def remote_name(rel: str, host: int, session: str) -> str:
+    """Where a file of host ``host``'s part (``rel``, relative to the part) goes under the
+    run's URL: ``host<N>/rel``; a profile file of XProf goes to the run's one session
+    (``tensorboard/plugins/profile/<session>/host<N>[-rank<R>].xplane.pb``)."""
+    parts = rel.split("/")
+    if TENSORBOARD_DIR in parts:
+        i = parts.index(TENSORBOARD_DIR)
+        below = "/".join(parts[i + 1:])
+        if below.startswith(PROFILE_DIR + "/") and len(parts) == i + 5:
+            suffix = next((s for s in PROFILE_SUFFIXES if parts[-1].endswith(s)), None)
+            if suffix is not None:
+                who = host_dir_name(host) + "".join(f"-{p}" for p in parts[:i])
+                return f"{TENSORBOARD_DIR}/{PROFILE_DIR}/{session}/{who}{suffix}"
+    return f"{host_dir_name(host)}/{rel}"
+
+
+# --------------------------------------------------------------------------- the spool
+
+
+def cache_root() -> Path:
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "lazyscope"
+
+
+def spool_root() -> Path:
+    return Path(os.environ.get("LAZYSCOPE_SPOOL") or cache_root() / "spool")
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:
+        return True
+    return True
+
+
+class Spool:
+    """The local directory a host's part is written to before it reaches the bucket."""
+
+    def __init__(self, path: Path, url: str, host: int | None):
+        self.path = path
+        self.url = normalise(url)
+        self.host = host
+
+    @property
+    def part(self) -> Path:
+        return self.path / PART_DIR
+
+    @classmethod
+    def create(cls, url: str, host: int | None) -> Spool:
+        key = hashlib.sha1(normalise(url).encode()).hexdigest()[:12]
+        root = spool_root()
+        root.mkdir(parents=True, exist_ok=True)
+        path = root / f"{key}-{host if host is not None else 'x'}-{os.getpid()}-{time.time_ns()}"
+        path.mkdir()
+        spool = cls(path, url, host)
+        spool.record("writing")
+        return spool
+
+    def record(self, state: str, **extra: Any) -> None:
+        data = {"url": self.url, "host": self.host, "pid": os.getpid(), "state": state,
+                "since": time.strftime("%Y-%m-%dT%H:%M:%S"), **extra}
+        tmp = self.path / (SPOOL_FILE + ".tmp")
+        tmp.write_text(json.dumps(data))
+        os.replace(tmp, self.path / SPOOL_FILE)
+
+    @staticmethod
+    def read(path: Path) -> dict[str, Any] | None:
+        try:
+            data = json.loads((path / SPOOL_FILE).read_text())
+        except (OSError, ValueError):
+            return None
+        return data if isinstance(data, dict) else None
+
+    def remove(self) -> None:
+        shutil.rmtree(self.path, ignore_errors=True)
+
+
+def _crc(path: Path) -> tuple[int, bytes]:
+    data = path.read_bytes()
+    return zlib.crc32(data), data
+
+
+class Uploader:
+    """Copies a spool's part to ``URL/host<N>/`` in the background and at the end.
+
+    One daemon thread, every ``interval`` seconds: the files that changed since the last
+    upload (record files by checksum: they are rewritten in place), nothing else, so a tick is
+    bounded by what the steps since the last one wrote. The traced program never waits for it.
+    ``host``: called for the host index when it is not known yet (None: not yet; the part is
+    uploaded once it is)."""
+
+    def __init__(self, spool: Spool, *, host: Callable[[], int | None] | None = None,
+                 interval: float | None = None):
+        self.spool = spool
+        self.interval = upload_seconds() if interval is None else interval
+        self._host = host
+        self._sent: dict[str, Any] = {}
+        self._stop = threading.Event()
+        self._lock = threading.Lock()
+        self._thread: threading.Thread | None = None
+        self._fs: tuple[Any, str] | None = None
+        #: the last upload's error (the next tick tries again)
+        self.error: str | None = None
+        self.uploads = 0
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._loop, name="lazyscope-upload", daemon=True)
+        self._thread.start()
+
+    def _loop(self) -> None:
+        while not self._stop.wait(self.interval):
+            with contextlib.suppress(Exception):
+                self.sync()
+
+    def host(self) -> int | None:
+        if self.spool.host is None and self._host is not None:
+            with contextlib.suppress(Exception):
+                found = self._host()
+                if found is not None:
+                    self.spool.host = found
+                    self.spool.record("writing")
+        return self.spool.host
+
+    def sync(self, *, final: bool = False) -> int:
+        """Upload what changed; the number of files uploaded. Raises what the filesystem
+        raised (kept in :attr:`error` too)."""
+        with self._lock:
+            host = self.host()
+            if host is None:
+                if not final:
+                    return 0
+                host = self.spool.host = 0
+            try:
+                if self._fs is None:
+                    self._fs = open_fs(self.spool.url)
+                fs, root = self._fs
+                session = session_name(self.spool.url)
+                n = 0
+                for path in sorted(self.spool.part.rglob("*")):
+                    if not path.is_file() or path.name in LOCAL_ONLY or path.suffix == ".tmp":
+                        continue
+                    rel = path.relative_to(self.spool.part).as_posix()
+                    data: bytes | None = None
+                    try:
+                        if path.name in MAPPED:
+                            key, data = _crc(path)
+                        else:
+                            st = path.stat()
+                            key = (st.st_size, st.st_mtime_ns)
+                    except OSError:
+                        continue  # replaced while we looked: the next tick takes it
+                    if self._sent.get(rel) == key:
+                        continue
+                    target = f"{root}/{remote_name(rel, host, session)}"
+                    if data is None:
+                        fs.put_file(str(path), target)
+                    else:
+                        fs.pipe_file(target, data)
+                    self._sent[rel] = key
+                    n += 1
+                self.uploads += 1
+                self.error = None
+                return n
+            except Exception as err:
+                self.error = f"{type(err).__name__}: {one_line(str(err), 300)}"
+                raise
+
+    def finish(self) -> str | None:
+        """Stop the thread, upload the rest; None when the part reached the bucket, else why
+        not (the spool is kept: the next lazyscope command on this host uploads it)."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=60)
+        try:
+            self.sync(final=True)
+        except Exception:  # noqa: BLE001 - said, the spool is kept
+            self.spool.record("writing", error=self.error)
+            return self.error
+        self.spool.record("uploaded")
+        return None
+
+
+LazyscopeErrors = (MissingDependencyError, UsageError)
+
+
+def recover_spools(say: Callable[[str], None]) -> None:
+    """Upload the parts that traces on this host left in their spools (killed before their
+    last upload); remove the spools that reached the bucket. Said, one line each."""
+    root = spool_root()
+    try:
+        entries = sorted(root.iterdir())
+    except OSError:
+        return
+    for path in entries:
+        if not path.is_dir():
+            continue
+        info = Spool.read(path)
+        if info is None:
+            # no record at all: a spool being created this instant, or debris; old debris goes
+            with contextlib.suppress(OSError):
+                if time.time() - path.stat().st_mtime > 3600:
+                    shutil.rmtree(path, ignore_errors=True)
+            continue
+        if info.get("state") == "uploaded":
+            shutil.rmtree(path, ignore_errors=True)
+            continue
+        pid = info.get("pid")
+        if isinstance(pid, int) and _alive(pid):
+            continue  # a live trace uploads its own part
+        url = str(info.get("url", ""))
+        host = info.get("host") if isinstance(info.get("host"), int) else 0
+        where = f"{url}/{host_dir_name(host)}"
+        spool = Spool(path, url, host)
+        if not spool.part.is_dir() or not any(spool.part.iterdir()):
+            shutil.rmtree(path, ignore_errors=True)  # a trace that never started: nothing lost
+            continue
+        uploader = Uploader(spool)
+        try:
+            n = uploader.sync(final=True)
+        except LazyscopeErrors as err:
+            say(f"could not upload the part of {where} left by pid {pid}: {err}; it is kept in "
+                f"{path}")
+            continue
+        except Exception:  # noqa: BLE001 - said
+            say(f"could not upload the part of {where} left by pid {pid} ({uploader.error}); "
+                f"it is kept in {path}")
+            continue
+        say(f"uploaded what pid {pid} left of {where} ({n} file{'s' if n != 1 else ''}: its "
+            "trace ended before its last upload)")
+        spool.remove()
+
+
+# --------------------------------------------------------------------------- reading
+
+
+def download_dir(url: str) -> Path:
+    key = hashlib.sha1(normalise(url).encode()).hexdigest()[:16]
+    return cache_root() / "download" / f"{session_name(url)}-{key}"
+
+
+def _tag(info: dict[str, Any]) -> str:
+    for key in ("generation", "etag", "ETag", "md5Hash"):
+        if info.get(key):
+            return f"{key}:{info[key]}"
+    return f"size:{info.get('size')}:{info.get('mtime') or info.get('LastModified')}"
+
+
+def download(url: str, stats: dict[str, int] | None = None) -> Path:
+    """A local copy of the run at ``url`` (see the module docstring): the objects that
+    changed since the last download, fetched in parallel batches. ``stats`` gets how many
+    objects the URL holds (``objects``) and how many were fetched (``fetched``)."""
+    fs, root = open_fs(url)
+    with contextlib.suppress(Exception):
+        fs.invalidate_cache()
+    try:
+        listing = fs.find(root, detail=True)
+    except FileNotFoundError:
+        listing = {}
+    except Exception as err:  # noqa: BLE001 - the filesystem's own errors, said in one line
+        raise RunDirError(f"cannot list {url}: {type(err).__name__}: "
+                          f"{one_line(str(err), 300)}") from None
+    if not listing:
+        raise RunDirError(f"{url} holds nothing: no lazyscope run there")
+    dest = download_dir(url)
+    dest.mkdir(parents=True, exist_ok=True)
+    try:
+        index: dict[str, str] = json.loads((dest / INDEX_FILE).read_text())
+    except (OSError, ValueError):
+        index = {}
+    wanted: dict[str, str] = {}
+    todo: list[tuple[str, str]] = []
+    for name, info in listing.items():
+        if info.get("type") == "directory":
+            continue
+        rel = name[len(root):].lstrip("/")
+        if not rel or rel.startswith("..") or "/../" in f"/{rel}/":
+            continue
+        tag = _tag(info)
+        wanted[rel] = tag
+        if index.get(rel) != tag or not (dest / rel).is_file():
+            todo.append((rel, name))
+    if stats is not None:
+        stats.update(objects=len(wanted), fetched=len(todo))
+    for start in range(0, len(todo), DOWNLOAD_BATCH):
+        batch = todo[start:start + DOWNLOAD_BATCH]
+        got = fs.cat([name for _, name in batch], on_error="return")
+        for rel, name in batch:
+            data = got.get(name) if isinstance(got, dict) else None
+            if not isinstance(data, bytes):
+                wanted.pop(rel, None)  # gone since the listing (a replaced file): next time
+                continue
+            out = dest / rel
+            out.parent.mkdir(parents=True, exist_ok=True)
+            tmp = out.with_name(out.name + ".dl")
+            tmp.write_bytes(data)
+            os.replace(tmp, out)
+    for rel in set(index) - set(wanted):
+        with contextlib.suppress(OSError):
+            (dest / rel).unlink()
+    (dest / INDEX_FILE).write_text(json.dumps(wanted))
+    return dest

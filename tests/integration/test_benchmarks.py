@@ -26,6 +26,7 @@ SMOKE = {
     "barrier_cost.py": (["--steps", "20", "--calls", "20"], "lazyscope's work in the loop"),
     "hlo_dump_cost.py": (["--reps", "1", "--steps", "3"], "compile time per graph"),
     "scale.py": (["--sizes", "1000", "--repeats", "1"], "generation"),
+    "pod_scale.py": (["--hosts", "3", "--steps", "200"], "cached by generation"),
     "compare_policies.py": (["--steps", "3", "--policies", "max,longest", "--out", "{tmp}/c"],
                             "verdict:"),
     "pitfall_table.py": (["--only", "adaptive_pool", "--jobs", "1", "--out", "{tmp}/p"],

@@ -37,6 +37,11 @@ MIN_LOST_BYTES = 1 << 20
 ALIAS_SHARE = 0.5
 #: a site whose graphs grew this many times in a row (inputs or intermediates) is growing
 MIN_GROWTH_GRAPHS = 3
+#: ... and by this share of what its first graph held, and at least the resolution of XLA's own
+#: figures (GiB to 6 decimals, about 1 KiB): a vector one element longer a step is not memory
+#: that grows
+MIN_GROWTH_SHARE = 0.10
+MIN_GROWTH_BYTES = 1 << 10
 #: graphs listed per site in the JSON report (the largest first)
 MAX_GRAPH_ROWS = 200
 _OPTIONAL = {"omit_none": True}
@@ -333,6 +338,9 @@ def growing_memory(backend: str, run: Run, growth_at: dict[tuple[str, int], Fram
             else:
                 break
         if rises < MIN_GROWTH_GRAPHS:
+            continue
+        grown = held[-1] - held[-rises - 1]
+        if grown < max(MIN_GROWTH_BYTES, MIN_GROWTH_SHARE * held[-rises - 1]):
             continue
         first, last = group[-rises - 1], group[-1]
         site = _site(last.stack)

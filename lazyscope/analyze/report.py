@@ -26,6 +26,7 @@ from lazyscope.analyze.events import EventGroup, event_groups, id_counts
 from lazyscope.analyze.fallbacks import FallbackOp, fallback_ops
 from lazyscope.analyze.findings import (
     Finding,
+    GrowthFacts,
     RecompileFacts,
     SourceLookup,
     _rank,
@@ -44,7 +45,7 @@ from lazyscope.analyze.recompiles import SiteCompiles, explain_recompiles, libra
 from lazyscope.analyze.summary import Summary, summarize
 from lazyscope.analyze.syncs import SyncSite, sync_sites, syncs_per_step
 from lazyscope.analyze.wording import plural, say
-from lazyscope.core.units import counted
+from lazyscope.core.units import counted, nbytes
 from lazyscope.model import (
     OWNER_LIBRARY,
     Capabilities,
@@ -436,7 +437,7 @@ def build_report(run: Run, *, warmup_steps: int | None = None,
     recompiling = [f for f in [*findings, *notes] if isinstance(f.facts, RecompileFacts)]
     growth = growing_memory(b, run, growth_at)
     owner = {id(g): next((f for f in recompiling if _same_place(f, g)), None) for g in growth}
-    findings = [_with_growth(f, [g for g in growth if owner[id(g)] is f]) for f in findings]
+    findings = [_with_growth(f, [g for g in growth if owner[id(g)] is f], b) for f in findings]
     findings = sorted(findings + lost_aliasing(b, run)
                       + [g for g in growth if owner[id(g)] is None], key=_rank)
     device, device_note = device_memory(info)
@@ -467,9 +468,12 @@ def _same_place(recompile: Finding, growth: Finding) -> bool:
         a is not None and b is not None and (a.file, a.line) == (b.file, b.line))
 
 
-def _with_growth(finding: Finding, growth: list[Finding]) -> Finding:
+def _with_growth(finding: Finding, growth: list[Finding], backend: str) -> Finding:
     """A recompile finding whose graphs also hold more each time says so itself (one finding
     for one line to change)."""
     if not growth:
         return finding
-    return replace(finding, detail="; ".join([finding.detail, *(g.detail for g in growth)]))
+    said = [say(backend, "growth_of_shape", first=nbytes(g.facts.first_bytes),
+                last=nbytes(g.facts.last_bytes), per=nbytes(g.facts.per_graph_bytes))
+            for g in growth if isinstance(g.facts, GrowthFacts)]
+    return replace(finding, detail="; ".join([finding.detail, *said]))

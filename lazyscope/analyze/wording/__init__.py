@@ -192,6 +192,9 @@ BASE: dict[str, str] = {
     "growth_detail": "the {n} graphs compiled at {site} from step {a} to step {b} each hold "
                      "more (inputs + intermediates: {first} -> {last}, {per} more per graph): "
                      "tensors are kept on the device across steps and fed back into the graph",
+    # the same growth, said in a recompile finding whose growing shape explains it
+    "growth_of_shape": "its graphs hold more as the shape grows (inputs + intermediates: "
+                       "{first} -> {last}, {per} more per graph)",
     "growth_fix": "do not keep device tensors across steps in a growing list or torch.cat: "
                   "keep a fixed-size window or a running value (`total += loss.detach()`), or "
                   "move what must be kept to the host at the barrier",

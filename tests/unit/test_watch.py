@@ -51,9 +51,18 @@ def _writer(out: Path, steps: int, sleep: float) -> subprocess.Popen[str]:
 
 
 def _watch(*args: str) -> subprocess.Popen[str]:
+    # Ctrl-C as a terminal's user has it: the test process may ignore or block SIGINT (what
+    # ran in it before: a runtime's threads, a worker of pytest-xdist), and a child inherits
+    # both (Python leaves an ignored SIGINT ignored)
     return subprocess.Popen([sys.executable, "-m", "lazyscope", "watch", *args],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            env={**os.environ, "PYTHONPATH": str(REPO)})
+                            env={**os.environ, "PYTHONPATH": str(REPO)},
+                            preexec_fn=_interruptible)
+
+
+def _interruptible() -> None:
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 def test_a_finished_run_gives_its_verdict_and_is_not_touched(data_run, capsys) -> None:

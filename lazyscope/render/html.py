@@ -69,7 +69,9 @@ CSS = """
 .lazyscope-report th,.lazyscope-report td{border-bottom:1px solid #e6e8ee;padding:5px 8px;
  text-align:left;vertical-align:top}
 .lazyscope-report th{background:#eef0f4;font-weight:600}
-.lazyscope-report td.n{text-align:right;font-variant-numeric:tabular-nums}
+.lazyscope-report td{overflow-wrap:anywhere}
+.lazyscope-report td.n{text-align:right;font-variant-numeric:tabular-nums;white-space:nowrap;
+ overflow-wrap:normal}
 .lazyscope-report code{font:12px ui-monospace,Menlo,Consolas,monospace;background:#eef0f4;
  padding:1px 4px}
 .lazyscope-report figure{margin:12px 0;background:#fff;padding:8px;

@@ -154,24 +154,30 @@ def _array(text: str) -> tuple[str, list[int]] | None:
     return m["dtype"], dims
 
 
-def parse_entry_layout(header: str) -> tuple[int, list[tuple[str, list[int]]]] | None:
-    """``(top-level parameter count, flattened (dtype, dims) inputs)`` from a module header."""
+def _entry_layout(header: str) -> tuple[str, str] | None:
+    """The entry computation layout of a module header, split at its parameters' closing
+    parenthesis: ``(the parameters, what follows: "->" and the result)``; None without one."""
     start = header.find(_LAYOUT)
     if start < 0:
         return None
     text = _COMMENT_RE.sub("", header[start + len(_LAYOUT):])
     if not text.startswith("("):
         return None
-    depth, end = 0, -1
+    depth = 0
     for i, ch in enumerate(text):
         depth += ch == "("
         depth -= ch == ")"
         if depth == 0:
-            end = i
-            break
-    if end < 0:
+            return text[1:i], text[i + 1:]
+    return None
+
+
+def parse_entry_layout(header: str) -> tuple[int, list[tuple[str, list[int]]]] | None:
+    """``(top-level parameter count, flattened (dtype, dims) inputs)`` from a module header."""
+    layout = _entry_layout(header)
+    if layout is None:
         return None
-    params = _split_top(text[1:end])
+    params = _split_top(layout[0])
     inputs: list[tuple[str, list[int]]] = []
     for param in params:
         if param.startswith("("):  # a wrapped (tuple) parameter: its elements are the inputs
@@ -256,21 +262,11 @@ def _layout_bytes(text: str) -> int:
 
 def layout_bytes(header: str, donated: set[int]) -> tuple[int, int, int]:
     """``(input bytes, output bytes, donated input bytes)`` of a module's entry layout."""
-    start = header.find(_LAYOUT)
-    if start < 0:
+    layout = _entry_layout(header)
+    if layout is None or not layout[1].startswith("->"):
         return 0, 0, 0
-    text = _COMMENT_RE.sub("", header[start + len(_LAYOUT):])
-    depth, end = 0, -1
-    for i, ch in enumerate(text):
-        depth += ch == "("
-        depth -= ch == ")"
-        if depth == 0:
-            end = i
-            break
-    if end < 0 or not text[end + 1:].startswith("->"):
-        return 0, 0, 0
-    params = _split_top(text[1:end])
-    rest = text[end + 3:]
+    params = _split_top(layout[0])
+    rest = layout[1][2:]
     # the result: up to the layout's closing brace
     depth, stop = 0, len(rest)
     for i, ch in enumerate(rest):

@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 
 from lazyscope.analyze.findings import DivergenceFacts, Finding, SourceLookup
-from lazyscope.analyze.ranks import STRAGGLER_MARGIN_S, STRAGGLER_RATIO
+from lazyscope.analyze.ranks import STRAGGLER_MARGIN_S, STRAGGLER_RATIO, merge_findings
 from lazyscope.analyze.ranks import build_any as build_ranked_any
 from lazyscope.analyze.recompiles import changes_text, closest_difference
 from lazyscope.analyze.report import HostRow, Report
@@ -61,24 +61,6 @@ def _finding(host: int, what: str, detail: str, fix: str, *, line: Frame | None 
                    line.function if line else "", [line] if line else [], 1, steps[:1000],
                    len(steps), seconds, detail, fix,
                    DivergenceFacts(host=host, diverges=what, **facts), hosts=[host])
-
-
-def _merge(by_host: dict[int, list[Finding]]) -> list[Finding]:
-    merged: dict[tuple[Any, ...], Finding] = {}
-    for host in sorted(by_host):
-        for f in by_host[host]:
-            key = (f.kind, f.file, f.line, getattr(f.facts, "op", None))
-            if key not in merged:
-                merged[key] = replace(f, hosts=[host])
-                continue
-            m = merged[key]
-            assert m.hosts is not None
-            m.hosts.append(host)
-            m.count += f.count
-            m.seconds += f.seconds
-    out = list(merged.values())
-    out.sort(key=lambda f: (-f.seconds, -f.count))
-    return out
 
 
 def build_pod_report(pod: PodRun, *, warmup_steps: int | None = None,
@@ -147,8 +129,9 @@ def build_pod_report(pod: PodRun, *, warmup_steps: int | None = None,
                 "see what this host does that the others do not (its input pipeline, its "
                 "host syncs, a slower chip or disk)",
                 seconds=(m - mid) * reports[h].summary.steps, ratio=m / mid))
-    findings = divergence + _merge({h: rep.findings for h, rep in reports.items()})
-    notes = _merge({h: rep.notes for h, rep in reports.items()})
+    findings = divergence + merge_findings({h: rep.findings for h, rep in reports.items()},
+                                          "hosts")
+    notes = merge_findings({h: rep.notes for h, rep in reports.items()}, "hosts")
     statuses = {rep.summary.status for rep in reports.values()}
     summary = lead.summary
     if statuses != {"ok"}:

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import statistics
 from dataclasses import replace
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 
@@ -48,21 +48,29 @@ def graph_digests(run: Run) -> set[str]:
     return out
 
 
-def _merge(by_rank: dict[int, list[Finding]]) -> list[Finding]:
+def merge_findings(by_owner: dict[int, list[Finding]], owners: Literal["ranks", "hosts"], *,
+                   anchor_recompiles: bool = False) -> list[Finding]:
+    """The findings of several processes (``owners``: ``ranks`` or ``hosts``, the field that
+    lists them), one per kind and line, with counts and seconds summed, most expensive first.
+    ``anchor_recompiles``: a recompile finding with no line joins the first owner's recompile
+    finding when it has exactly one."""
     merged: dict[tuple[Any, ...], Finding] = {}
-    first = min(by_rank) if by_rank else 0
-    lead_recompiles = [f for f in by_rank.get(first, []) if f.kind == "recompile"]
-    for rank in sorted(by_rank):
-        for f in by_rank[rank]:
+    first = min(by_owner) if by_owner else 0
+    lead_recompiles = [f for f in by_owner.get(first, []) if f.kind == "recompile"] \
+        if anchor_recompiles else []
+    for owner in sorted(by_owner):
+        for f in by_owner[owner]:
             key = (f.kind, f.file, f.line, getattr(f.facts, "op", None))
             if f.kind == "recompile" and not f.file and len(lead_recompiles) == 1:
                 key = (f.kind, lead_recompiles[0].file, lead_recompiles[0].line, None)
             if key not in merged:
-                merged[key] = replace(f, ranks=[rank])
+                merged[key] = (replace(f, ranks=[owner]) if owners == "ranks"
+                               else replace(f, hosts=[owner]))
                 continue
             m = merged[key]
-            assert m.ranks is not None
-            m.ranks.append(rank)
+            listed = getattr(m, owners)
+            assert listed is not None
+            listed.append(owner)
             m.count += f.count
             m.seconds += f.seconds
     out = list(merged.values())
@@ -102,8 +110,10 @@ def build_ranked_report(ranked: RankedRun, *, warmup_steps: int | None = None,
         mid = statistics.median(peers)
         if mid and m / mid >= STRAGGLER_RATIO and m - mid >= STRAGGLER_MARGIN_S:
             divergence.append(say(backend, "rank_diverges_time", rank=r, ratio=m / mid))
-    findings = _merge({r: rep.findings for r, rep in reports.items()})
-    notes = _merge({r: rep.notes for r, rep in reports.items()})
+    findings = merge_findings({r: rep.findings for r, rep in reports.items()}, "ranks",
+                              anchor_recompiles=True)
+    notes = merge_findings({r: rep.notes for r, rep in reports.items()}, "ranks",
+                           anchor_recompiles=True)
     statuses = {rep.summary.status for rep in reports.values()}
     summary = lead.summary
     if ranked.parent is not None:

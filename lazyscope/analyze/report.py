@@ -371,18 +371,12 @@ def verdict(backend: str, summary: Summary, capabilities: Capabilities, findings
     if syncing:
         n = sum(f.count for f in syncing)
         extras.append(say(b, "extra_syncs", n=n))
-    breaks = [f for f in findings if f.kind == "graph_break"]
-    if breaks:
-        extras.append(say(b, "extra_breaks", n=len(breaks), s=plural(len(breaks))))
-    eager = [f for f in findings if f.kind == "eager_fallback"]
-    if eager:
-        extras.append(say(b, "extra_eager", n=len(eager), s=plural(len(eager))))
-    aliasing = [f for f in findings if f.kind == "lost_aliasing"]
-    if aliasing:
-        extras.append(say(b, "extra_aliasing", n=len(aliasing), s=plural(len(aliasing))))
-    growing = [f for f in findings if f.kind == "growing_memory"]
-    if growing:
-        extras.append(say(b, "extra_growing", n=len(growing), s=plural(len(growing))))
+    # the kinds said by how many findings there are, in this order
+    for kind, key in (("graph_break", "extra_breaks"), ("eager_fallback", "extra_eager"),
+                      ("lost_aliasing", "extra_aliasing"), ("growing_memory", "extra_growing")):
+        n = sum(1 for f in findings if f.kind == kind)
+        if n:
+            extras.append(say(b, key, n=n, s=plural(n)))
     clean = (not findings and summary.status == "ok" and summary.complete and not unexplained
              and not summary.idle)
     return prefix + main + (f"; {'; '.join(extras)}" if extras else ""), clean

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections import Counter
 from pathlib import Path
 
@@ -118,3 +119,87 @@ def test_take_rotates_a_long_file_without_losing_a_block(tmp_path: Path) -> None
     path.write_bytes(text)  # the next blocks, in a new file at the same path
     _, second = reader.take()
     assert first == second and sum(first.values()) == 4
+
+
+def _block(graph: str) -> bytes:
+    return EXECUTION_BLOCK.replace("0123456789abcdef0123456789abcdef", graph).encode()
+
+
+def test_marked_barriers_get_the_blocks_complete_when_they_were_marked(tmp_path: Path) -> None:
+    """A barrier only marks the file's size; read later, the text is cut at the marks: each
+    barrier gets the blocks complete at its mark, a block cut by a mark goes to the barrier
+    that saw it whole, and the read itself (the barrier now) gets what came after the last
+    mark. The same counts as reading at every barrier."""
+    path = tmp_path / "debug.txt"
+    path.write_bytes(b"")
+    reader = DebugFileReader(str(path))
+    # per barrier: the graphs of the blocks written before it, and a part of the next block
+    steps = [["a" * 32], ["b" * 32, "a" * 32], [], ["c" * 32]]
+    expect: list[Counter[str]] = []
+    carry = b""
+    for k, graphs in enumerate(steps):
+        text = carry + b"".join(_block(g) for g in graphs)
+        nxt = _block("d" * 32) if k == len(steps) - 1 else b""
+        carry = b""
+        with path.open("ab") as fh:
+            fh.write(text + nxt[:100])  # the next block's first 100 bytes, mid-line
+        carry = nxt[100:]
+        expect.append(Counter(graphs))
+        reader.mark()
+    assert reader.marked == len(steps)
+    with path.open("ab") as fh:
+        fh.write(carry)
+    parts = reader.take_steps()
+    assert [counts for _, counts in parts] == [*expect, Counter({"d" * 32: 1})]
+    assert reader.marked == 0 and reader.take_steps() == [([], Counter())]
+
+
+def test_due_after_enough_bytes_or_marks(tmp_path: Path) -> None:
+    path = tmp_path / "debug.txt"
+    path.write_bytes(b"")
+    reader = DebugFileReader(str(path))
+    reader.due_bytes, reader.due_marks = 3 * len(_block("a" * 32)), 5
+    assert not reader.due()
+    for n in range(1, 6):
+        with path.open("ab") as fh:
+            fh.write(_block("a" * 32) if n <= 2 else b"")
+        reader.mark()
+        assert reader.due() == (n == 5), n
+    with path.open("ab") as fh:
+        fh.write(_block("a" * 32))
+    reader.mark()
+    assert reader.due()  # 3 blocks waiting
+    assert sum(c["a" * 32] for _, c in reader.take_steps()) == 3 and not reader.due()
+
+
+def test_marks_survive_a_rotation_and_a_program_that_reuses_the_descriptor(
+        tmp_path: Path) -> None:
+    """The size is read from a descriptor kept open: after the file is rotated the marks are
+    of the new file; if the program closes the descriptor and opens a file of its own under
+    the same number, that file is neither read nor moved and the marks stay right."""
+    path = tmp_path / "debug.txt"
+    path.write_bytes(_block("a" * 32))
+    reader = DebugFileReader(str(path))
+    reader.rotate_bytes = 10
+    reader.mark()
+    assert [c for _, c in reader.take_steps()] == [Counter({"a" * 32: 1}), Counter()]
+    assert not path.exists()  # rotated: torch_xla starts a new file at its next block
+    reader.mark()  # no file yet
+    path.write_bytes(_block("b" * 32))
+    reader.mark()
+    held = reader._fd
+    os.close(held)  # the program closes every descriptor, then opens its own file
+    mine = tmp_path / "mine.txt"
+    mine.write_bytes(b"the program's data")
+    fd = os.open(mine, os.O_RDONLY)
+    try:
+        assert fd == held  # the lowest free number: the one lazyscope held
+        with path.open("ab") as fh:
+            fh.write(_block("c" * 32))
+        reader.mark()
+        assert os.lseek(fd, 0, os.SEEK_CUR) == 0
+        reader.rotate_bytes = 1 << 20
+        parts = [c for _, c in reader.take_steps()]
+        assert parts == [Counter(), Counter({"b" * 32: 1}), Counter({"c" * 32: 1}), Counter()]
+    finally:
+        os.close(fd)

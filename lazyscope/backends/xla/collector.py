@@ -18,8 +18,10 @@ Collection, and why it does not change what it measures:
 * Compilation causes, graph hashes and Python frames come from ``PT_XLA_DEBUG_LEVEL=2`` with
   ``PT_XLA_DEBUG_FILE`` in the run directory; each graph's inputs and op counts from XLA's HLO
   dump (``hlo.py``), written at compile time only. At level 2 torch_xla also writes a block per
-  execution with the graph's hash: read at each barrier (a steady step's blocks are counted,
-  not parsed), they become ``execute`` events (graph, step, executions), which tell a graph
+  execution with the graph's hash: a barrier marks how far the file has grown, and the text is
+  read every few dozen barriers (or at once when something compiled) and cut at the marks (a
+  steady step's blocks are counted, not parsed); they become ``execute`` events (graph, step,
+  executions) at the step whose barrier saw them written, which tell a graph
   compiled once and reused from graphs made and thrown away. torch_xla writes these blocks on
   local rank 0 only and not in eager mode: there, executions per graph are unknown.
 * Value reads by Python (``.item()``, ``if tensor:`` ...) are ``sync`` events from wrappers on
@@ -76,6 +78,8 @@ INSTALL_HINT = (
     "torch_xla is not installed: pip install 'lazyscope[xla]' "
     "(torch==2.9.0 torch_xla==2.9.0), or use --backend eager"
 )
+#: the longest the execution blocks of marked barriers wait to be read (seconds)
+DEBUG_READ_S = 2.0
 #: warm-up steps in which the watch window is open
 WATCH_WARMUP_STEPS = 2
 #: times the window reopens for device-to-host transfers nobody explained (bounded: some
@@ -159,6 +163,9 @@ class XlaCollector(Collector):
         self._lines = SourceLines()
         self._session: XlaSession | None = None
         self._debug_kept = 0
+        #: the steps whose barriers marked the debug file since it was last read, and when
+        self._debug_steps: list[int] = []
+        self._debug_read = 0.0
         #: the device's memory at each barrier (TPU: xm.get_memory_info), read only once the
         #: program has started the runtime; None until known whether the runtime reports it
         self._memory_device: str | None = None
@@ -444,24 +451,13 @@ class XlaCollector(Collector):
         wall = now - self._t_last
         self._t_last = now
         compiles = values["compile_count"]
-        records, executed = self._debug.take() if self._debug is not None else ([], {})
-        if self._debug is not None and self._debug.consumed:
-            # the run keeps what torch_xla wrote during it, up to DEBUG_KEEP_BYTES; past that
-            # only its compilation analyses (execution blocks are 1-4 KB per execution)
-            if self._debug_kept < DEBUG_KEEP_BYTES:
-                self._debug_kept += len(self._debug.consumed)
-                self._recorder.keep_text(DEBUG_FILE, self._debug.consumed.decode(
-                    "utf-8", "replace"))
-            elif self._debug.analysis:
-                self._recorder.keep_text(DEBUG_FILE, self._debug.analysis)
+        records = self._debug_records(now, compiles, everything)
         if compiles:
             self._compile_events(compiles, samples, records)
             if self._session is not None:
                 # torch_xla has read its debug settings and XLA its flags: a child process
                 # the program starts from now on does not inherit them
                 self._session.restore_env()
-        for graph, n in executed.items():
-            self._recorder.event("execute", key=graph, value=n)
         fallbacks.pop(SCALAR_READ_OP, None)
         for op, n in fallbacks.items():
             self._recorder.event("fallback_exec", payload=FallbackExec(op), value=n)
@@ -479,6 +475,34 @@ class XlaCollector(Collector):
         active = bool(compiles or values["execute_count"] or values["to_device_count"] or
                       transfers or fallbacks)
         return values, active
+
+    def _debug_records(self, now: float, compiles: int, everything: bool) -> list[DebugRecord]:
+        """This step's compilation records from the debug file, read when due (see
+        :class:`DebugFileReader`); the executions of each step it read become its ``execute``
+        events."""
+        debug, recorder = self._debug, self._recorder
+        if debug is None or recorder is None:
+            return []
+        if not (compiles or everything or debug.due() or now - self._debug_read >= DEBUG_READ_S):
+            debug.mark()
+            self._debug_steps.append(recorder.steps)
+            return []
+        self._debug_read = now
+        parts = debug.take_steps()
+        steps, self._debug_steps = self._debug_steps, []
+        for step, (_, executed) in zip([*steps, None], parts, strict=True):
+            for graph, n in executed.items():
+                recorder.event("execute", key=graph, value=n, step=step)
+        if debug.consumed:
+            # the run keeps what torch_xla wrote during it, up to DEBUG_KEEP_BYTES; past that
+            # only its compilation analyses (execution blocks are 1-4 KB per execution)
+            if self._debug_kept < DEBUG_KEEP_BYTES:
+                self._debug_kept += len(debug.consumed)
+                recorder.keep_text(DEBUG_FILE, debug.consumed.decode("utf-8", "replace"))
+            elif debug.analysis:
+                recorder.keep_text(DEBUG_FILE, debug.analysis)
+        # a marked barrier had compiled nothing (or it would have been read then)
+        return parts[-1][0]
 
     def _compile_events(self, count: int, samples: list[tuple[float, float]],
                         records: list[DebugRecord]) -> None:

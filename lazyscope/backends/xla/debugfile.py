@@ -174,28 +174,49 @@ _EXEC_HASH = re.compile(rb"^Execution Analysis:   Graph Hash: (\S+)$", re.M)
 _EXEC_RULE = re.compile(rb"^Execution Analysis: =+\n", re.M)
 
 
+def _ident(st: os.stat_result) -> tuple[int, int]:
+    return st.st_dev, st.st_ino
+
+
 class DebugFileReader:
-    """Reads a growing PT_XLA_DEBUG_FILE incrementally.
+    """Reads a growing PT_XLA_DEBUG_FILE incrementally, a step's part at a time.
 
-    :meth:`take` runs at every step barrier: it returns the new compilation records (parsed in
-    full) and how many times each graph was executed since the last call. A chunk with no
-    compilation block in it (a steady step) is not parsed line by line: its execution blocks are
-    counted by graph hash with one regular expression.
+    A steady step writes one execution block per execution (``PT_XLA_DEBUG_LEVEL=2``, 1-4 KB
+    each); reading and counting them at every step barrier was most of lazyscope's work in the
+    step loop (an open, a read and two regular expressions on the thread that feeds the device).
+    So a barrier only *marks* how far the file has grown (:meth:`mark`: one ``fstat`` of a
+    descriptor kept open for it, ~1 us, where an ``open`` + ``read`` was ~20 us); the new
+    text is read when :meth:`due` says so (enough bytes or barriers waiting, or a compilation
+    to explain now) and :meth:`take_steps` cuts it at the marks: each barrier gets exactly the
+    blocks complete by the time it was marked, as if it had been read then.
 
-    The file grows by a block per execution at ``PT_XLA_DEBUG_LEVEL=2`` (1-4 KB): once more than
-    :attr:`rotate_bytes` were read, the file is renamed, read to its end and removed, and
-    torch_xla starts a new one at the same path (it opens the file for each block it appends).
-    The file is the process's own (see ``session.py``); a run keeps the analyses of its
-    compilations (:attr:`analysis`) as its ``xla_debug.txt``."""
+    Each part's compilation records are parsed in full; a part with no compilation block in it
+    is not parsed line by line: its execution blocks are counted by graph hash with one regular
+    expression.
+
+    Once more than :attr:`rotate_bytes` were read, the file is renamed, read to its end and
+    removed, and torch_xla starts a new one at the same path (it opens the file for each block
+    it appends). The file is the process's own (see ``session.py``); a run keeps the analyses of
+    its compilations (:attr:`analysis`) as its ``xla_debug.txt``."""
 
     rotate_bytes = 4 << 20
+    #: read once this much text is waiting ...
+    due_bytes = 32 << 10
+    #: ... or this many barriers
+    due_marks = 64
 
     def __init__(self, path: str):
         self.path = path
         self._offset = 0
         self._pending = b""
-        #: the text the last :meth:`take` parsed when it held a compilation analysis ("" for a
-        #: steady step), and every complete block it consumed: what a run keeps as its
+        #: the file's size at each barrier marked since the last read
+        self._marks: list[int] = []
+        #: a descriptor of the file, for its size only (the text is read by name), and the
+        #: file's (device, inode) when it was opened
+        self._fd = -1
+        self._ident = (0, 0)
+        #: the text the last take parsed when it held a compilation analysis ("" for steady
+        #: steps), and every complete block it consumed: what a run keeps as its
         #: ``xla_debug.txt``
         self.analysis = ""
         self.consumed = b""
@@ -220,32 +241,113 @@ class DebugFileReader:
             rest, _ = self._read(old, self._offset)  # what was appended before the rename
             chunk += rest
             self._offset = 0
+            self._close()  # torch_xla makes a new file at the path for its next block
             with contextlib.suppress(OSError):
                 os.unlink(old)
         return chunk
 
+    def _close(self) -> None:
+        if self._fd >= 0:
+            with contextlib.suppress(OSError):
+                os.close(self._fd)
+            self._fd = -1
+
+    def _size(self, reopen: bool = False) -> int:
+        """The file's size now, -1 when there is no file (nothing was executed yet). The
+        descriptor is never trusted blindly: a program may close it and reuse its number for
+        a file of its own (only ``fstat``, which changes nothing, is used on it), and the file
+        at the path is replaced at each rotation; ``reopen``: check it is still the file at the
+        path."""
+        try:
+            if self._fd >= 0:
+                st = os.fstat(self._fd)
+                if (st.st_dev, st.st_ino) == self._ident and not (
+                        reopen and self._ident != _ident(os.stat(self.path))):
+                    return st.st_size
+                if (st.st_dev, st.st_ino) == self._ident:
+                    self._close()
+                self._fd = -1  # else the number is not ours to close any more
+            fd = os.open(self.path, os.O_RDONLY | os.O_CLOEXEC)
+            st = os.fstat(fd)
+            self._fd, self._ident = fd, _ident(st)
+            return st.st_size
+        except OSError:
+            return -1
+
+    def mark(self) -> None:
+        """A step barrier: note how far the file has grown (its blocks complete by now are
+        that step's)."""
+        size = self._size()
+        if size < 0:
+            size = self._marks[-1] if self._marks else self._offset
+        self._marks.append(size)
+
+    def due(self) -> bool:
+        """Whether the text waiting since the last read should be read now."""
+        marks = self._marks
+        return bool(marks) and (len(marks) >= self.due_marks or
+                                marks[-1] - self._offset >= self.due_bytes)
+
+    @property
+    def marked(self) -> int:
+        """Barriers marked since the last read."""
+        return len(self._marks)
+
     def take(self) -> tuple[list[DebugRecord], Counter[str]]:
-        """(new compilation records, {graph hash: executions}) since the last call."""
+        """(new compilation records, {graph hash: executions}) since the last read, the
+        barriers marked since then included."""
+        parts = self.take_steps()
+        records = [r for part, _ in parts for r in part]
+        executions: Counter[str] = Counter()
+        for _, counts in parts:
+            executions.update(counts)
+        return records, executions
+
+    def take_steps(self) -> list[tuple[list[DebugRecord], Counter[str]]]:
+        """Everything new, cut at the marks: one ``(compilation records, {graph hash:
+        executions})`` per marked barrier, then one for what came after the last mark (the
+        barrier now)."""
+        marks, self._marks = self._marks, []
+        self._size(reopen=True)  # once per read: the marks to come are of the file at the path
         self.analysis, self.consumed = "", b""
+        start = self._offset - len(self._pending)  # the file position of the text's first byte
         data = self._pending + self._chunk()
+        cuts = [min(max(m - start, 0), len(data)) for m in marks] + [len(data)]
+        out = []
+        rest, prev = b"", 0
+        analysis, consumed = [], []
+        for cut in cuts:
+            cut = max(cut, prev)
+            records, executions, rest, text = self._part(rest + data[prev:cut])
+            prev = cut
+            out.append((records, executions))
+            consumed.append(text)
+            if records or b"Compilation Analysis" in text:
+                analysis.append(text.decode("utf-8", "replace"))
+        self._pending = rest
+        self.consumed = b"".join(consumed)
+        self.analysis = "".join(analysis)
+        return out
+
+    @staticmethod
+    def _part(data: bytes) -> tuple[list[DebugRecord], Counter[str], bytes, bytes]:
+        """(compilation records, executions, the incomplete rest, the complete text)."""
         if not data:
-            return [], Counter()
+            return [], Counter(), b"", b""
         if b"Compilation Analysis" not in data and b"Unexpected" not in data:
             ends = [m.end() for m in _EXEC_RULE.finditer(data)]
             if len(ends) % 2:  # the last block is still being written
                 ends.pop()
             complete = data[: ends[-1]] if ends else b""
-            self._pending = data[len(complete):]
-            self.consumed = complete
             return [], Counter(h.decode("ascii", "replace")
-                               for h in _EXEC_HASH.findall(complete))
+                               for h in _EXEC_HASH.findall(complete)), \
+                data[len(complete):], complete
         text = data.decode("utf-8", errors="replace")
         records, consumed = parse_debug_text(text)
-        self._pending = text[consumed:].encode("utf-8")
-        self.analysis = text[:consumed]
-        self.consumed = self.analysis.encode("utf-8")
         executions = Counter(r.graph_hash for r in records if r.kind == "execute" and r.graph_hash)
-        return [r for r in records if r.kind != "execute"], executions
+        complete = text[:consumed].encode("utf-8")
+        return [r for r in records if r.kind != "execute"], executions, \
+            text[consumed:].encode("utf-8"), complete
 
     @property
     def offset(self) -> int:

@@ -88,6 +88,11 @@ def main(argv: list[str] | None = None) -> int:
         timed(collector, name, name)
     timed(collector._recorder, "step", "recorder.step")
     timed(collector._lines, "after_step", "source lines")
+    # the debug file: a mark per barrier, a read every few dozen (their events and kept text)
+    timed(collector._debug, "mark", "debug file: mark")
+    timed(collector._debug, "take_steps", "debug file: read")
+    timed(collector._recorder, "event", "recorder.event")
+    timed(collector._recorder, "keep_text", "recorder.keep_text")
     # torch_xla's own sync, as lazyscope's wrapper calls it: the original it is handed, timed
     wrapped_sync = collector._sync
 

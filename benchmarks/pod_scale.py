@@ -34,7 +34,9 @@ USER_FILE = "/home/user/project/train.py"
 BUCKET = "lazyscope-bench"
 
 
-def _emulator() -> tuple[dict[str, str], subprocess.Popen[bytes] | None]:
+def start_emulator() -> tuple[dict[str, str], subprocess.Popen[bytes] | None]:
+    """A gcp-storage-emulator on a free port (unless STORAGE_EMULATOR_HOST names one): the
+    environment that points gcsfs at it, and its process."""
     if os.environ.get("STORAGE_EMULATOR_HOST"):
         return {}, None
     with socket.socket() as s:
@@ -129,7 +131,7 @@ def main() -> None:
     args = ap.parse_args()
     if str(REPO) not in sys.path:
         sys.path.insert(0, str(REPO))
-    env, server = _emulator()
+    env, server = start_emulator()
     os.environ.update(env)
     base = Path(tempfile.mkdtemp(prefix="lazyscope-pod-scale-"))
     os.environ["XDG_CACHE_HOME"] = str(base / "writers")

@@ -149,14 +149,27 @@ class _Graph:
 
 
 def _graphs(run: Run) -> list[_Graph]:
+    """The compilations whose payload has XLA's memory analysis; each distinct payload is
+    decoded once (a long run compiles the same few graphs again and again)."""
     ev = run.events
-    out = []
-    for i in ev.indices("compile"):
-        e = ev.event(int(i))
-        data = e.data
+    sel = ev.indices("compile")
+    if not len(sel):
+        return []
+    pids = ev.payload[sel]
+    known: dict[int, Compile] = {}
+    for pid in np.unique(pids).tolist():
+        data = ev.payload_of(pid)
         if isinstance(data, Compile) and data.memory is not None:
-            out.append(_Graph(int(i), e.step, int(ev.key[i]), e.key, e.stack, data,
-                              data.memory))
+            known[pid] = data
+    if not known:
+        return []
+    out = []
+    for i, pid in zip(sel.tolist(), pids.tolist(), strict=True):
+        data = known.get(pid)
+        if data is not None and data.memory is not None:
+            kid = int(ev.key[i])
+            out.append(_Graph(i, int(ev.step[i]), kid, ev.key_of(kid),
+                              ev.stack_of(int(ev.stack[i])), data, data.memory))
     return out
 
 

@@ -700,9 +700,12 @@ def _explain_site(ctx: _Context, site: Frame | None, stack: Stack, phase: str, f
     graphs: dict[int, _Graph] = {}
     fams: dict[tuple[Any, ...], tuple[SiteCompiles, _SiteIndex, list[int]]] = {}
     family_of_key: dict[int, SiteCompiles] = {}
-    for pos in np.flatnonzero(is_first):
-        i = int(sel[pos])
-        pid = int(ev.payload[i])
+    # plain lists for the loop: a numpy scalar per read costs more than the work here
+    firsts = np.flatnonzero(is_first)
+    pids, key_l = ev.payload[sel[firsts]].tolist(), keys[firsts].tolist()
+    step_l, second_l = steps[firsts].tolist(), seconds[firsts].tolist()
+    for pos, pid, key, step, secs in zip(firsts.tolist(), pids, key_l, step_l, second_l,
+                                         strict=True):
         data: Compile = ev.payload_of(pid)
         g = graphs.get(pid)
         if g is None:
@@ -710,23 +713,23 @@ def _explain_site(ctx: _Context, site: Frame | None, stack: Stack, phase: str, f
         entry = fams.get(g.family)
         if entry is None:
             fam = SiteCompiles(site=site, stack=stack, phase=phase, function=function,
-                               compiles=0, graphs=0, first_step=int(steps[pos]), seconds=0.0)
+                               compiles=0, graphs=0, first_step=step, seconds=0.0)
             entry = fams[g.family] = (fam, _SiteIndex(), [])
         fam, index, members = entry
-        members.append(int(pos))
-        family_of_key[int(keys[pos])] = fam
-        graph = ev.key_of(int(ev.key[i]))
+        members.append(pos)
+        family_of_key[key] = fam
+        graph = ev.key_of(key)
         if data.phase == "forward" and graph:
             forward_family[graph] = fam
         for d in data.dynamic or []:
             if d not in fam.dynamic:
                 fam.dynamic.append(d)
-        runs = _runs(ctx, int(keys[pos]))
-        last = ctx.executions[1].get(int(keys[pos])) if ctx.executions is not None else None
-        fam.uses.append(GraphUse(graph, int(steps[pos]), float(seconds[pos]), runs, last))
+        runs = _runs(ctx, key)
+        last = ctx.executions[1].get(key) if ctx.executions is not None else None
+        fam.uses.append(GraphUse(graph, step, secs, runs, last))
         fam.graphs += 1
         fam.compiles += 1
-        fam.seconds += float(seconds[pos])
+        fam.seconds += secs
         near = index.closest(g)
         index.add(graph, g)
         if near is None:
@@ -742,7 +745,7 @@ def _explain_site(ctx: _Context, site: Frame | None, stack: Stack, phase: str, f
         else:
             cls, changes = diff_graphs(g, near[1])
         fam.classes[cls] = fam.classes.get(cls, 0) + 1
-        fam.recompiles.append(Recompile(int(steps[pos]), float(seconds[pos]), graph, near[0],
+        fam.recompiles.append(Recompile(step, secs, graph, near[0],
                                         cls, changes, executions=runs))
     # graph ids compiled again (the compile cache dropped them), counted per graph id at once:
     # a long run can hold hundreds of thousands of them

@@ -333,10 +333,12 @@ def load_run(path: str | os.PathLike[str]) -> Run:
     if len(kinds) and not np.isin(kinds, (KIND_STEP, KIND_TAIL)).all():
         raise RunDirError(f"{path / STEPS_FILE} has a record of unknown kind: the run file is "
                           "corrupt")
-    if len(kinds) and kinds[-1] == KIND_TAIL and not (kinds[:-1] == KIND_TAIL).any():
-        # the usual shape: views, no copy
-        columns = {f: steps_cols[f][:-1] for f in STEP_FIELDS}
-        tail_rows = {f: steps_cols[f][-1:] for f in STEP_FIELDS}
+    tails = np.flatnonzero(kinds == KIND_TAIL)
+    if len(tails) == 0 or (len(tails) == 1 and tails[0] == len(kinds) - 1):
+        # the usual shapes (no tail, or one at the end): views, no copy
+        n = int(tails[0]) if len(tails) else len(kinds)
+        columns = {f: steps_cols[f][:n] for f in STEP_FIELDS}
+        tail_rows = {f: steps_cols[f][n:] for f in STEP_FIELDS}
     else:
         is_step = kinds == KIND_STEP
         columns = {f: steps_cols[f][is_step] for f in STEP_FIELDS}

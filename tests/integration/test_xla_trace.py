@@ -312,3 +312,36 @@ def test_trace_keeps_few_metric_samples_unless_the_user_chose(tmp_path: Path) ->
         assert proc.returncode == 0, proc.stderr
         assert int(kept.read_text()) == expected
         assert report_json(out)["executions"] == 40
+
+
+ALTERNATING_SCRIPT = """
+import torch, torch_xla
+d = torch_xla.device()
+w = torch.randn(64, 64, device=d)
+for i in range(150):
+    x = torch.randn(8 if i % 2 else 16, 64).to(d)
+    y = (x @ w).relu().sum()
+    torch_xla.sync()
+"""
+
+
+def test_each_step_gets_the_graph_it_ran_when_the_debug_file_is_read_in_batches(
+        tmp_path: Path) -> None:
+    """A barrier only marks torch_xla's debug file; its execution blocks are read every few
+    dozen steps and cut at the marks. Two graphs run in turn, 150 steps (two reads and more):
+    every step has one execute event, of the graph the other steps of its parity ran."""
+    script = tmp_path / "alternating.py"
+    script.write_text(ALTERNATING_SCRIPT)
+    out = tmp_path / "run"
+    proc = lazyscope_cmd("trace", "--out", str(out), str(script))
+    assert proc.returncode == 0, proc.stderr
+    run = load_run(out)
+    ev = run.events
+    sel = ev.indices("execute")
+    steps = ev.step[sel].tolist()
+    graphs = [ev.key_of(int(k)) for k in ev.key[sel]]
+    assert steps == list(range(150)) and ev.value[sel].tolist() == [1.0] * 150
+    # step 0 also runs the set-up (w); from step 1 on, odd and even steps run one graph each
+    odd, even = {g for s, g in zip(steps, graphs) if s % 2}, \
+        {g for s, g in zip(steps, graphs) if s and not s % 2}
+    assert len(odd) == 1 and len(even) == 1 and odd != even

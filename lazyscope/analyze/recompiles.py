@@ -753,9 +753,10 @@ def _explain_site(ctx: _Context, site: Frame | None, stack: Stack, phase: str, f
     warmup = ctx.run.meta.warmup_steps
     rep_keys, inverse = np.unique(keys[repeats], return_inverse=True)
     by_key = repeats[np.argsort(inverse, kind="stable")]  # each key's repeats, in step order
-    ends = np.cumsum(np.bincount(inverse, minlength=len(rep_keys)))
-    for k, key in enumerate(rep_keys):
-        fam = family_of_key[int(key)]
+    ends = np.cumsum(np.bincount(inverse, minlength=len(rep_keys))).tolist()
+    evicted_steps: dict[int, list[np.ndarray]] = {}
+    for k, key in enumerate(rep_keys.tolist()):
+        fam = family_of_key[key]
         at = by_key[(ends[k - 1] if k else 0):ends[k]]
         counted_at = at if warmup is None else at[steps[at] >= warmup]
         fam.compiles += len(at)
@@ -763,12 +764,14 @@ def _explain_site(ctx: _Context, site: Frame | None, stack: Stack, phase: str, f
         fam.evicted.total += len(at)
         fam.evicted.count += len(counted_at)
         fam.evicted.seconds += float(seconds[counted_at].sum())
-        fam.evicted.steps = np.concatenate((fam.evicted.steps,
-                                            steps[counted_at].astype(np.int64)))
+        evicted_steps.setdefault(id(fam), []).append(steps[counted_at])
     out = []
     for fam, _, _ in fams.values():
         if fam.evicted.total:
             fam.classes[EVICTED] = fam.evicted.total
+        mine = evicted_steps.get(id(fam))
+        if mine:  # one concatenation per family (per graph id, a long run copied quadratically)
+            fam.evicted.steps = np.concatenate([fam.evicted.steps, *mine]).astype(np.int64)
         fam.evicted.steps = distinct(fam.evicted.steps)
         makers = [shape_maker([x for x in v.values if isinstance(x, int)],
                               ctx.loaders)

@@ -33,6 +33,8 @@ import socket
 import time
 from pathlib import Path
 
+import numpy as np
+
 from lazyscope.analyze.memory import MAX_DEVICE_POINTS
 from lazyscope.analyze.report import Report
 from lazyscope.core.errors import MissingDependencyError
@@ -53,8 +55,6 @@ def check_tensorboard() -> None:
 def tensorboard_dir(run_dir: str | os.PathLike[str]) -> Path:
     """``RUN/tensorboard``: the run's TensorBoard log directory."""
     return Path(run_dir) / TENSORBOARD_DIR
-
-
 
 
 def scalar_series(report: Report) -> dict[str, list[tuple[int, float]]]:
@@ -133,7 +133,11 @@ def count_table(report: Report) -> str:
     note = ""
     if n > MAX_COUNT_ROWS:
         worth = {"compilations", "from device", "host syncs", "CPU fallbacks"}
-        rows = [i for i in rows if any(col[i] for t, col in columns if t in worth)]
+        listed = np.zeros(n, dtype=bool)
+        for title, col in columns:
+            if title in worth:  # not 0 (NaN, not measured in that step, is listed too)
+                listed |= np.asarray(col, dtype=float) != 0
+        rows = np.flatnonzero(listed).tolist()
         note = (f"{n} steps; listed: the {min(len(rows), MAX_COUNT_ROWS)} first steps that "
                 "compiled, read from the device, synced or fell back to the CPU "
                 f"(`lazyscope report {report.run_dir}` has every step)\n\n")
@@ -141,8 +145,6 @@ def count_table(report: Report) -> str:
     body = "\n".join("| " + " | ".join([str(i), *[_count(col[i]) for _, col in columns]])
                      + " |" for i in rows)
     return note + head + ("\n" + body if body else "")
-
-
 
 
 def write_scalars(report: Report, logdir: Path) -> Path:
@@ -180,11 +182,5 @@ def write_scalars(report: Report, logdir: Path) -> Path:
         records.write(event_pb2.Event(wall_time=t0, step=0, summary=counts).SerializeToString())
         f.flush()
     return path
-
-
-
-
-
-
 
 

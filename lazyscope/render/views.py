@@ -70,11 +70,9 @@ def write_views(report: Report, run_dir: Path | str, *, need_html: bool = False)
         write_html(report, run_dir, images)
     except OSError as err:
         if need_html:
-
             raise OutputError.from_os(err, run_dir / REPORT_HTML) from None
         warnings.append(f"could not write {run_dir / REPORT_HTML}: {_why(err)}")
     if importlib.util.find_spec("tensorboard") is not None and len(report.steps):
-
         try:
             write_scalars(report, run_dir / TENSORBOARD_DIR)
         except OSError as err:

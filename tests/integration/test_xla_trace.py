@@ -342,6 +342,6 @@ def test_each_step_gets_the_graph_it_ran_when_the_debug_file_is_read_in_batches(
     graphs = [ev.key_of(int(k)) for k in ev.key[sel]]
     assert steps == list(range(150)) and ev.value[sel].tolist() == [1.0] * 150
     # step 0 also runs the set-up (w); from step 1 on, odd and even steps run one graph each
-    odd, even = {g for s, g in zip(steps, graphs) if s % 2}, \
-        {g for s, g in zip(steps, graphs) if s and not s % 2}
+    odd, even = {g for s, g in zip(steps, graphs, strict=True) if s % 2}, \
+        {g for s, g in zip(steps, graphs, strict=True) if s and not s % 2}
     assert len(odd) == 1 and len(even) == 1 and odd != even

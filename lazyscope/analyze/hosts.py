@@ -32,7 +32,19 @@ from lazyscope.analyze.report import HostRow, Report
 from lazyscope.analyze.summary import timed_steps
 from lazyscope.analyze.wording import plural
 from lazyscope.core.units import seconds as fmt_seconds
-from lazyscope.model import Compile, Frame, PodRun, RankedRun, Run, runs_by_rank, user_site
+from lazyscope.model import (
+    STATUS_INTERRUPTED,
+    STATUS_NO_SPACE,
+    STATUS_OK,
+    Compile,
+    Frame,
+    PodRun,
+    RankedRun,
+    Run,
+    runs_by_rank,
+    user_site,
+)
+from lazyscope.store.layout import ERROR_FILE
 
 
 def _compiles(run: Run) -> dict[str, tuple[Compile, int, Frame | None]]:
@@ -61,6 +73,57 @@ def _finding(host: int, what: str, detail: str, fix: str, *, line: Frame | None 
                    line.function if line else "", [line] if line else [], 1, steps[:1000],
                    len(steps), seconds, detail, fix,
                    DivergenceFacts(host=host, diverges=what, **facts), hosts=[host])
+
+
+def error_line(part: Run | RankedRun) -> Frame | None:
+    """The program's line the exception that ended a host's part raised at (its first rank
+    that recorded one), None when none did."""
+    for run in runs_by_rank(part).values():
+        if run.meta.status != STATUS_OK:
+            found = run.meta.run_info.error_frame
+            if found is not None:
+                return found
+    return None
+
+
+def _no_line(host: int, status: str) -> tuple[str, str]:
+    """Why a host that stopped without an error at a line of its program has no line, and
+    where to look instead: ``(why, fix)``."""
+    log = f"host {host}'s own log (the trace's output on that host)"
+    if status == "incomplete":
+        return (f"host {host} was killed without a trace of where: its run recorded no error "
+                "(SIGKILL, a preemption, the kernel's out-of-memory killer, the machine "
+                "going down)",
+                f"look at {log}, the kernel's log of that machine for the out-of-memory killer "
+                "(`sudo dmesg`, `journalctl -k`) and the VM's preemption and maintenance "
+                "events")
+    if status == STATUS_INTERRUPTED:
+        return (f"host {host} was stopped from outside, not by a line of its program",
+                f"see what stopped it: {log}, the VM's preemption and maintenance events, "
+                "whoever sent the signal")
+    if status == STATUS_NO_SPACE:
+        return (f"host {host}'s disk filled while its run was written",
+                f"free space on host {host} (or trace to a disk with room)")
+    return (f"no line of the program raised the error that ended host {host}'s run",
+            f"see the error above and {log}")
+
+
+def stopped_finding(host: int, steps: int, most_steps: int, status: str, error: str | None,
+                    line: Frame | None) -> Finding:
+    """A host that stopped at step ``steps`` of the others' ``most_steps``: at ``line`` when
+    its program raised there, else with the reason no line can be named
+    (``DivergenceFacts.no_line``) and where to look instead."""
+    said = f"status {status}{': ' + error if error else ''}"
+    head = f"host {host} stopped at step {steps} of the others' {most_steps} ({said})"
+    tail = "its steps so far are kept; the other hosts' next collective waits for it"
+    if line is not None:
+        return _finding(
+            host, "stopped", f"{head}; its program raised the error at this line; {tail}",
+            f"fix the error raised at this line (host {host}'s whole traceback: the run's "
+            f"host{host}/{ERROR_FILE})", line=line, steps=[steps], last_step=steps)
+    why, fix = _no_line(host, status)
+    return _finding(host, "stopped", f"{head}; no line can be named: {why}; {tail}", fix,
+                    steps=[steps], last_step=steps, no_line=why)
 
 
 def build_pod_report(pod: PodRun, *, warmup_steps: int | None = None,
@@ -106,15 +169,10 @@ def build_pod_report(pod: PodRun, *, warmup_steps: int | None = None,
                 "every host: the same bucket or max length everywhere)",
                 line=line or site, steps=sorted({g[1] for g in own.values()}),
                 compiled_at=site, changes=changes, graphs=n))
-        if many and s.steps < most_steps and (s.status != "ok" or not s.complete):
-            divergence.append(_finding(
-                h, "stopped",
-                f"host {h} stopped at step {s.steps} of the others' {most_steps} (status "
-                f"{s.status}{': ' + s.error if s.error else ''}): its steps so far are kept; "
-                "the other hosts' next collective waits for it",
-                "see why the host stopped (its error, or what killed it: the host's own log, "
-                "out of memory, preemption)",
-                steps=[s.steps], last_step=s.steps))
+        if many and s.steps < most_steps and s.being_written_by is None \
+                and (s.status != "ok" or not s.complete):
+            divergence.append(stopped_finding(h, s.steps, most_steps, s.status, s.error,
+                                              error_line(pod.hosts[h])))
     medians = {h: r.median_step_s for h, r in ((r.host, r) for r in rows) if r.median_step_s}
     for h, m in medians.items():
         peers = [v for q, v in medians.items() if q != h]

@@ -10,8 +10,13 @@ Each host's part is reported as a run of its own (a multi-process host through
 * divergence as findings (kind ``divergence``, first): a host that compiled graphs the others
   did not (by graph content), with what its graph changes against the closest graph of the
   others and the user line that makes it; a straggler (its median step far from the others');
-  a host that stopped early (fewer steps than the others, its run not ended ``ok``). On a pod
-  any of them stalls every collective, or hangs it.
+  a host that stopped early (fewer steps than the others, its run not ended ``ok``: at the
+  line its program raised at, else why no line can be named). On a pod any of them stalls
+  every collective, or hangs it.
+
+A host still tracing (its heartbeat fresh: :func:`lazyscope.store.remote.heard_from`) is
+``running`` with its steps so far, never stopped; the pod then reads as a run still being
+written (``Summary.being_written_by`` names the hosts), as a local run a live trace holds.
 
 Pure: no I/O beyond what the caller loaded.
 """
@@ -153,7 +158,7 @@ def build_pod_report(pod: PodRun, *, warmup_steps: int | None = None,
             median_step_s=s.median_step_seconds, p99_step_s=_p99(leads[h]),
             compiles=s.compiles, syncs=s.syncs, distinct_graphs=s.distinct_graphs,
             findings=len(rep.findings), graphs_only_here=len(own),
-            ranks=len(rep.ranks) if rep.ranks else 1))
+            ranks=len(rep.ranks) if rep.ranks else 1, written_by=s.being_written_by))
         if own:
             first = min(own.values(), key=lambda g: g[1])
             data, step, site = first
@@ -192,13 +197,20 @@ def build_pod_report(pod: PodRun, *, warmup_steps: int | None = None,
     notes = merge_findings({h: rep.notes for h, rep in reports.items()}, "hosts")
     statuses = {rep.summary.status for rep in reports.values()}
     summary = lead.summary
+    live = [r for r in rows if r.written_by is not None]
     if statuses != {"ok"}:
         worst = next((s for s in ("running", "incomplete", "no_space", "failed",
                                   "interrupted", "ok") if s in statuses), sorted(statuses)[0])
         summary = replace(summary, status=worst,
-                          complete=worst not in ("incomplete", "running"))
+                          complete=worst not in ("incomplete", "running"),
+                          being_written_by="; ".join(
+                              f"host {r.host} ({r.steps} steps so far; {r.written_by})"
+                              for r in live) or None)
     name = pod.name or str(pod.path)
     verdict = f"{len(reports)} host{plural(len(reports))}; host {lead_host}: {lead.verdict}"
+    if live:
+        verdict = (f"run still being written (host{plural(len(live))} "
+                   f"{', '.join(str(r.host) for r in live)} running): {verdict}")
     if divergence:
         verdict += "; " + "; ".join(f.detail.split(";")[0] for f in divergence)
     run_notes = list(lead.run_notes) + [

@@ -1,14 +1,22 @@
 """A pod's hosts side by side (analyze/hosts.py) on runs built in memory: the "stopped"
-finding names the program's line a host raised at, or says why no line can be named."""
+finding names the program's line a host raised at, or says why no line can be named; a host
+whose heartbeat is fresh is still running, never stopped (store/remote.py's heartbeat)."""
 
 from __future__ import annotations
 
+import datetime as dt
+import json
+import time
 from pathlib import Path
 
 from lazyscope.analyze.check import Rules, check_report
 from lazyscope.analyze.hosts import build_pod_report
 from lazyscope.model import PodRun, Run
 from lazyscope.model.info import ERROR_SITE
+from lazyscope.render.text import render_text
+from lazyscope.store import load_run
+from lazyscope.store.layout import UPLOAD_FILE
+from lazyscope.store.remote import _stored_at, beat_seconds, heard_recently, stale_after
 from tests.builders import build_run
 
 TRAIN = "/work/train.py"
@@ -78,3 +86,75 @@ def test_a_recorded_site_that_is_no_place_reads_as_none(tmp_path: Path) -> None:
         run = _host(tmp_path / str(abs(hash(str(site)))), 2, 1, status="failed",
                     info={ERROR_SITE: site})
         assert run.meta.run_info.error_frame is None
+
+
+# --------------------------------------------------------------------------- a host still tracing
+
+BEAT = {"state": "writing", "host": 2, "pid": 4321, "machine": "vm-2", "every": 5.0}
+
+
+def test_a_fresh_heartbeat_is_a_live_writer_and_a_stale_one_is_not() -> None:
+    now = 1_000_000.0
+    assert heard_recently({**BEAT, "stored_at": now - 2}, now) == \
+        "pid 4321 (vm-2), its last upload 2 s ago"
+    limit = stale_after(5.0)
+    assert limit == 3 * 5.0 + 3.0
+    assert heard_recently({**BEAT, "stored_at": now - limit + 0.5}, now) is not None
+    assert heard_recently({**BEAT, "stored_at": now - limit - 0.5}, now) is None  # killed
+    assert heard_recently({**BEAT, "stored_at": now + 30}, now) is not None  # clock behind
+    assert heard_recently({**BEAT, "state": "ended", "stored_at": now}, now) is None
+    for bad in ({**BEAT}, {**BEAT, "stored_at": "x"}, {**BEAT, "stored_at": now, "every": 0},
+                {**BEAT, "stored_at": now, "every": True}):
+        assert heard_recently(bad, now) is None
+    assert beat_seconds(0.3) == 1.0 and beat_seconds(5.0) == 5.0
+
+
+def test_when_the_bucket_stored_an_object() -> None:
+    at = dt.datetime(2026, 1, 2, 3, 4, 5, tzinfo=dt.timezone.utc)
+    assert _stored_at({"mtime": at}) == at.timestamp()  # gcsfs
+    assert _stored_at({"LastModified": at}) == at.timestamp()  # s3fs
+    assert _stored_at({"updated": "2026-01-02T03:04:05.000Z"}) == at.timestamp()
+    assert _stored_at({"mtime": 12.5}) == 12.5  # a local file
+    assert _stored_at({"size": 3}) is None
+
+
+def _downloaded_part(tmp: Path, host: int, steps: int, stored_at: float) -> Run:
+    """A host's part as a report's download has it: meta.json still ``running`` (its trace
+    never finalised it) and its heartbeat stamped with when the bucket stored it."""
+    path = tmp / f"host{host}"
+    build_run(path, steps=[{"wall_s": 0.1}] * steps)
+    meta = json.loads((path / "meta.json").read_text())
+    (path / "meta.json").write_text(json.dumps({**meta, "status": "running", "ended_at": None}))
+    (path / UPLOAD_FILE).write_text(json.dumps({**BEAT, "host": host, "stored_at": stored_at}))
+    return load_run(path)
+
+
+def test_a_host_still_tracing_is_running_not_stopped(tmp_path: Path) -> None:
+    live = _downloaded_part(tmp_path, 2, 5, time.time() - 1)
+    assert live.written_by is not None and live.written_by.startswith("pid 4321 (vm-2)")
+    assert live.status == "running"
+    report = build_pod_report(_pod(tmp_path, live))
+    assert not [f for f in report.findings if f.kind == "divergence"]
+    rows = {r.host: r for r in report.hosts or []}
+    assert rows[2].status == "running" and rows[2].steps == 5
+    assert rows[2].written_by == live.written_by and rows[0].written_by is None
+    s = report.summary
+    assert s.status == "running" and not s.complete
+    assert s.being_written_by == f"host 2 (5 steps so far; {live.written_by})"
+    assert report.verdict.startswith("run still being written (host 2 running): 3 hosts;")
+    text = render_text(report)
+    assert text.startswith(f"run still being written by host 2 (5 steps so far; "
+                           f"{live.written_by}): the report so far\n")
+    assert "running, 5 steps so far" in text
+    # check: no host divergence; the gate of a run still being written, as for a local one
+    result = check_report(report, Rules())
+    assert [v.rule for v in result.violations] == ["run-status"]
+    assert "still being written by host 2" in result.violations[0].message
+    assert check_report(report, Rules(allow_incomplete=True)).passed
+
+
+def test_a_host_whose_heartbeat_stopped_is_stopped(tmp_path: Path) -> None:
+    dead = _downloaded_part(tmp_path, 2, 5, time.time() - stale_after(BEAT["every"]) - 1)
+    assert dead.written_by is None and dead.status == "incomplete"
+    f = _stopped(build_pod_report(_pod(tmp_path, dead)))
+    assert f.facts.host == 2 and "killed without a trace of where" in (f.facts.no_line or "")

@@ -16,7 +16,8 @@ A run directory (``lazyscope trace --out RUN``)::
     graphs/              each compiled graph's HLO (XLA)
     rank<N>/             the run of rank N of a multi-process run
     host<N>/             host N's part of a run at a URL (``--out gs://...``; store.remote)
-    host<N>/upload.json  its uploader's heartbeat: rewritten while the trace runs
+    host<N>/upload.json  its uploader's heartbeat: rewritten while the trace runs (a launcher's
+                         ranks each upload their own: host<N>/rank<R>/upload.json)
     report.html          the HTML report                    (render.views)
     timeline.png, time_split.png, cumulative.png   the plots
     tensorboard/         TensorBoard scalars and the XProf profile (plugins/profile/...)

@@ -55,11 +55,13 @@ from lazyscope.store.layout import (
     HOST_DIR,
     INTERN_FILE,
     LOCK_FILE,
+    META_FILE,
     STEPS_FILE,
     TENSORBOARD_DIR,
     UPLOAD_FILE,
     WRITE_TEST,
 )
+from lazyscope.store.rundir import rank_of
 
 #: seconds between two background uploads of a host's part (``LAZYSCOPE_UPLOAD_SECONDS``
 #: sets another)
@@ -363,8 +365,20 @@ class Uploader:
             return
         beat = {"state": "ended" if ended else "writing", "host": host, "pid": os.getpid(),
                 "machine": socket.gethostname(), "every": self.beat_every}
-        fs.pipe_file(f"{root}/{host_dir_name(host)}/{UPLOAD_FILE}", json.dumps(beat).encode())
+        fs.pipe_file(f"{root}/{host_dir_name(host)}/{self._beat_dir()}{UPLOAD_FILE}",
+                     json.dumps(beat).encode())
         self._beat_at = now
+
+    def _beat_dir(self) -> str:
+        """Where in the host's part the heartbeat goes: beside what this uploader uploads, the
+        part itself, or (``rank<R>/``) the one rank's run it holds when this process is one
+        rank of a launcher's several, each uploading and beating on its own."""
+        part = self.spool.part
+        try:
+            ranks = [p.name for p in part.iterdir() if rank_of(p) is not None and p.is_dir()]
+        except OSError:
+            return ""
+        return f"{ranks[0]}/" if len(ranks) == 1 and not (part / META_FILE).exists() else ""
 
     def finish(self) -> str | None:
         """Stop the thread, upload the rest; None when the part reached the bucket, else why
@@ -556,7 +570,8 @@ def heard_recently(beat: dict[str, Any], now: float) -> str | None:
 
 def heard_from(part: Path) -> str | None:
     """:func:`heard_recently` of the heartbeat downloaded with a host's part (``part``: the
-    part, or one rank's run in it), None where there is none (a run that is no download)."""
+    part, or one rank's run in it: its own heartbeat, else the part's), None where there is
+    none (a run that is no download)."""
     for where in (part, part.parent):
         try:
             beat = json.loads((where / UPLOAD_FILE).read_text())

@@ -16,7 +16,15 @@ from lazyscope.model.info import ERROR_SITE
 from lazyscope.render.text import render_text
 from lazyscope.store import load_run
 from lazyscope.store.layout import UPLOAD_FILE
-from lazyscope.store.remote import _stored_at, beat_seconds, heard_recently, stale_after
+from lazyscope.store.remote import (
+    Spool,
+    Uploader,
+    _stored_at,
+    beat_seconds,
+    heard_from,
+    heard_recently,
+    stale_after,
+)
 from tests.builders import build_run
 
 TRAIN = "/work/train.py"
@@ -159,3 +167,26 @@ def test_a_host_whose_heartbeat_stopped_is_stopped(tmp_path: Path) -> None:
     assert dead.written_by is None and dead.status == "incomplete"
     f = _stopped(build_pod_report(_pod(tmp_path, dead)))
     assert f.facts.host == 2 and "killed without a trace of where" in (f.facts.no_line or "")
+
+
+def test_a_launchers_ranks_each_beat_beside_their_own_run(tmp_path: Path) -> None:
+    """Under a launcher each rank of a host uploads its own rank<R>/ and beats there; one
+    process that writes the whole part (a spawning parent) beats at the part."""
+    spool = Spool(tmp_path / "spool", "gs://b/run", 2)
+    uploader = Uploader(spool)
+    spool.part.mkdir(parents=True)
+    assert uploader._beat_dir() == ""  # nothing written yet
+    (spool.part / "rank3").mkdir()
+    assert uploader._beat_dir() == "rank3/"
+    (spool.part / "rank4").mkdir()
+    (spool.part / "meta.json").write_text("{}")
+    assert uploader._beat_dir() == ""
+    # a reader takes a rank's own heartbeat, else its host part's
+    now = time.time()
+    part, rank = tmp_path / "host2", tmp_path / "host2" / "rank0"
+    rank.mkdir(parents=True)
+    assert heard_from(rank) is None
+    (part / UPLOAD_FILE).write_text(json.dumps({**BEAT, "pid": 1, "stored_at": now}))
+    assert (heard_from(rank) or "").startswith("pid 1 ")
+    (rank / UPLOAD_FILE).write_text(json.dumps({**BEAT, "pid": 2, "stored_at": now}))
+    assert (heard_from(rank) or "").startswith("pid 2 ")

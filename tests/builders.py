@@ -24,7 +24,7 @@ def build_run(path: Path, *, backend: str = "xla", steps: list[dict[str, Any]] |
               events: list[dict[str, Any]] | None = None, info: dict[str, Any] | None = None,
               warmup_steps: int | None = None, status: str = "ok", target: str = "train.py",
               annotations: dict[int, dict[str, Any]] | None = None,
-              measured: list[str] | None = None) -> Run:
+              measured: list[str] | None = None, error: str | None = None) -> Run:
     """Write and load a run. ``steps``: dicts of step fields (missing fields are NaN); each
     event: ``kind``, ``step`` and optional ``seconds``, ``stack``, ``payload``, ``key``,
     ``value``."""
@@ -39,5 +39,5 @@ def build_run(path: Path, *, backend: str = "xla", steps: list[dict[str, Any]] |
                            value=e.get("value", 0.0))
     for i, values in enumerate(steps or []):
         writer.write_step(i, values, annotations=(annotations or {}).get(i))
-    writer.finish(status)
+    writer.finish(status, error)
     return load_run(path)

@@ -192,7 +192,8 @@ class DivergenceFacts:
     """A host of a pod that is not like the others: it compiled graphs they did not
     (``diverges`` ``graphs``: where, what changed against their closest graph), it is a
     straggler (``straggler``: its median step against theirs) or it stopped early
-    (``stopped``: at which step)."""
+    (``stopped``: at which step; at the line its program raised at, else ``no_line`` says
+    why none can be named)."""
 
     host: int
     diverges: str
@@ -201,6 +202,8 @@ class DivergenceFacts:
     graphs: int = field(default=0, metadata={"omit_empty": True})
     ratio: float | None = field(default=None, metadata={"omit_none": True})
     last_step: int | None = field(default=None, metadata={"omit_none": True})
+    #: why the finding names no line (a host killed without a trace of where)
+    no_line: str | None = field(default=None, metadata={"omit_none": True})
 
 
 Facts = (RecompileFacts | ReuseFacts | SyncFacts | FallbackFacts | BreakFacts | EagerFacts
@@ -230,7 +233,9 @@ class Finding:
 
     @property
     def where(self) -> str:
-        return f"{self.file}:{self.line}" if self.file else "unknown line"
+        if self.file:
+            return f"{self.file}:{self.line}"
+        return "no line" if getattr(self.facts, "no_line", None) else "unknown line"
 
     @property
     def compiled_at(self) -> Frame | None:

@@ -10,8 +10,13 @@ Each host's part is reported as a run of its own (a multi-process host through
 * divergence as findings (kind ``divergence``, first): a host that compiled graphs the others
   did not (by graph content), with what its graph changes against the closest graph of the
   others and the user line that makes it; a straggler (its median step far from the others');
-  a host that stopped early (fewer steps than the others, its run not ended ``ok``). On a pod
-  any of them stalls every collective, or hangs it.
+  a host that stopped early (fewer steps than the others, its run not ended ``ok``: at the
+  line its program raised at, else why no line can be named). On a pod any of them stalls
+  every collective, or hangs it.
+
+A host still tracing (its heartbeat fresh: :func:`lazyscope.store.remote.heard_from`) is
+``running`` with its steps so far, never stopped; the pod then reads as a run still being
+written (``Summary.being_written_by`` names the hosts), as a local run a live trace holds.
 
 Pure: no I/O beyond what the caller loaded.
 """
@@ -32,7 +37,19 @@ from lazyscope.analyze.report import HostRow, Report
 from lazyscope.analyze.summary import timed_steps
 from lazyscope.analyze.wording import plural
 from lazyscope.core.units import seconds as fmt_seconds
-from lazyscope.model import Compile, Frame, PodRun, RankedRun, Run, runs_by_rank, user_site
+from lazyscope.model import (
+    STATUS_INTERRUPTED,
+    STATUS_NO_SPACE,
+    STATUS_OK,
+    Compile,
+    Frame,
+    PodRun,
+    RankedRun,
+    Run,
+    runs_by_rank,
+    user_site,
+)
+from lazyscope.store.layout import ERROR_FILE
 
 
 def _compiles(run: Run) -> dict[str, tuple[Compile, int, Frame | None]]:
@@ -63,6 +80,57 @@ def _finding(host: int, what: str, detail: str, fix: str, *, line: Frame | None 
                    DivergenceFacts(host=host, diverges=what, **facts), hosts=[host])
 
 
+def error_line(part: Run | RankedRun) -> Frame | None:
+    """The program's line the exception that ended a host's part raised at (its first rank
+    that recorded one), None when none did."""
+    for run in runs_by_rank(part).values():
+        if run.meta.status != STATUS_OK:
+            found = run.meta.run_info.error_frame
+            if found is not None:
+                return found
+    return None
+
+
+def _no_line(host: int, status: str) -> tuple[str, str]:
+    """Why a host that stopped without an error at a line of its program has no line, and
+    where to look instead: ``(why, fix)``."""
+    log = f"host {host}'s own log (the trace's output on that host)"
+    if status == "incomplete":
+        return (f"host {host} was killed without a trace of where: its run recorded no error "
+                "(SIGKILL, a preemption, the kernel's out-of-memory killer, the machine "
+                "going down)",
+                f"look at {log}, the kernel's log of that machine for the out-of-memory killer "
+                "(`sudo dmesg`, `journalctl -k`) and the VM's preemption and maintenance "
+                "events")
+    if status == STATUS_INTERRUPTED:
+        return (f"host {host} was stopped from outside, not by a line of its program",
+                f"see what stopped it: {log}, the VM's preemption and maintenance events, "
+                "whoever sent the signal")
+    if status == STATUS_NO_SPACE:
+        return (f"host {host}'s disk filled while its run was written",
+                f"free space on host {host} (or trace to a disk with room)")
+    return (f"no line of the program raised the error that ended host {host}'s run",
+            f"see the error above and {log}")
+
+
+def stopped_finding(host: int, steps: int, most_steps: int, status: str, error: str | None,
+                    line: Frame | None) -> Finding:
+    """A host that stopped at step ``steps`` of the others' ``most_steps``: at ``line`` when
+    its program raised there, else with the reason no line can be named
+    (``DivergenceFacts.no_line``) and where to look instead."""
+    said = f"status {status}{': ' + error if error else ''}"
+    head = f"host {host} stopped at step {steps} of the others' {most_steps} ({said})"
+    tail = "its steps so far are kept; the other hosts' next collective waits for it"
+    if line is not None:
+        return _finding(
+            host, "stopped", f"{head}; its program raised the error at this line; {tail}",
+            f"fix the error raised at this line (host {host}'s whole traceback: the run's "
+            f"host{host}/{ERROR_FILE})", line=line, steps=[steps], last_step=steps)
+    why, fix = _no_line(host, status)
+    return _finding(host, "stopped", f"{head}; no line can be named: {why}; {tail}", fix,
+                    steps=[steps], last_step=steps, no_line=why)
+
+
 def build_pod_report(pod: PodRun, *, warmup_steps: int | None = None,
                      sources: SourceLookup | None = None) -> Report:
     """One report for all hosts of a pod (see the module docstring)."""
@@ -90,7 +158,7 @@ def build_pod_report(pod: PodRun, *, warmup_steps: int | None = None,
             median_step_s=s.median_step_seconds, p99_step_s=_p99(leads[h]),
             compiles=s.compiles, syncs=s.syncs, distinct_graphs=s.distinct_graphs,
             findings=len(rep.findings), graphs_only_here=len(own),
-            ranks=len(rep.ranks) if rep.ranks else 1))
+            ranks=len(rep.ranks) if rep.ranks else 1, written_by=s.being_written_by))
         if own:
             first = min(own.values(), key=lambda g: g[1])
             data, step, site = first
@@ -106,15 +174,10 @@ def build_pod_report(pod: PodRun, *, warmup_steps: int | None = None,
                 "every host: the same bucket or max length everywhere)",
                 line=line or site, steps=sorted({g[1] for g in own.values()}),
                 compiled_at=site, changes=changes, graphs=n))
-        if many and s.steps < most_steps and (s.status != "ok" or not s.complete):
-            divergence.append(_finding(
-                h, "stopped",
-                f"host {h} stopped at step {s.steps} of the others' {most_steps} (status "
-                f"{s.status}{': ' + s.error if s.error else ''}): its steps so far are kept; "
-                "the other hosts' next collective waits for it",
-                "see why the host stopped (its error, or what killed it: the host's own log, "
-                "out of memory, preemption)",
-                steps=[s.steps], last_step=s.steps))
+        if many and s.steps < most_steps and s.being_written_by is None \
+                and (s.status != "ok" or not s.complete):
+            divergence.append(stopped_finding(h, s.steps, most_steps, s.status, s.error,
+                                              error_line(pod.hosts[h])))
     medians = {h: r.median_step_s for h, r in ((r.host, r) for r in rows) if r.median_step_s}
     for h, m in medians.items():
         peers = [v for q, v in medians.items() if q != h]
@@ -134,13 +197,20 @@ def build_pod_report(pod: PodRun, *, warmup_steps: int | None = None,
     notes = merge_findings({h: rep.notes for h, rep in reports.items()}, "hosts")
     statuses = {rep.summary.status for rep in reports.values()}
     summary = lead.summary
+    live = [r for r in rows if r.written_by is not None]
     if statuses != {"ok"}:
         worst = next((s for s in ("running", "incomplete", "no_space", "failed",
                                   "interrupted", "ok") if s in statuses), sorted(statuses)[0])
         summary = replace(summary, status=worst,
-                          complete=worst not in ("incomplete", "running"))
+                          complete=worst not in ("incomplete", "running"),
+                          being_written_by="; ".join(
+                              f"host {r.host} ({r.steps} steps so far; {r.written_by})"
+                              for r in live) or None)
     name = pod.name or str(pod.path)
     verdict = f"{len(reports)} host{plural(len(reports))}; host {lead_host}: {lead.verdict}"
+    if live:
+        verdict = (f"run still being written (host{plural(len(live))} "
+                   f"{', '.join(str(r.host) for r in live)} running): {verdict}")
     if divergence:
         verdict += "; " + "; ".join(f.detail.split(";")[0] for f in divergence)
     run_notes = list(lead.run_notes) + [

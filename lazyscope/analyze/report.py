@@ -165,6 +165,9 @@ class HostRow:
     graphs_only_here: int
     #: how many processes (ranks) the host ran
     ranks: int = 1
+    #: who still writes the host's part (its trace, running: ``pid 12 (vm-2), its last upload
+    #: 2 s ago``); None once it ended or stopped
+    written_by: str | None = field(default=None, metadata={"omit_none": True})
 
 
 @dataclass

@@ -78,11 +78,13 @@ from lazyscope.model import (
     STATUS_INTERRUPTED,
     STATUS_NO_SPACE,
     STATUS_OK,
+    Frame,
     Meta,
     Run,
     user_site,
 )
-from lazyscope.model.ownership import make_frame, set_user_roots, source_map
+from lazyscope.model.info import ERROR_SITE
+from lazyscope.model.ownership import is_library_file, make_frame, set_user_roots, source_map
 from lazyscope.store import RunWriter, check_run_dir, load_run, prepare_run_dir, rank_dir
 from lazyscope.store.layout import ERROR_FILE
 from lazyscope.store.remote import Uploader, is_remote, local_path
@@ -223,13 +225,19 @@ def ranked_out(out: str | os.PathLike[str]) -> tuple[Path, int | None, int | Non
 MAX_MESSAGE = 400
 
 
+def raised_at(exc: BaseException) -> Frame | None:
+    """The innermost user frame of an exception's traceback: the program's line it raised
+    at (None when every frame is library code: lazyscope, torch, site-packages ...)."""
+    frames = [make_frame(f.filename, f.lineno or 0, f.name)
+              for f in traceback.extract_tb(exc.__traceback__)]
+    return user_site(tuple(reversed(frames)))
+
+
 def describe_exception(exc: BaseException) -> str:
     """``Type: first line of the message (+N more lines) (at file:line)`` with the innermost
     user frame, as one printable line; a message longer than :data:`MAX_MESSAGE` is cut
     (``error.txt`` keeps the whole traceback)."""
-    frames = [make_frame(f.filename, f.lineno or 0, f.name)
-              for f in traceback.extract_tb(exc.__traceback__)]
-    site = user_site(tuple(reversed(frames)))
+    site = raised_at(exc)
     name = type(exc).__qualname__
     module = type(exc).__module__
     if module not in ("builtins", "__main__", None):
@@ -578,6 +586,9 @@ class Tracer:
             else:
                 self.exception = exc
                 self.error = describe_exception(exc)
+                site = raised_at(exc)
+                if site is not None:  # the line a report of the run names for its error
+                    self.writer.meta.info[ERROR_SITE] = site.to_json()
                 self._note_out_of_memory(exc)
                 try:
                     self.writer.write_text(ERROR_FILE, "".join(
@@ -596,6 +607,9 @@ class Tracer:
             self.status = STATUS_FAILED
             self.error = (f"an exception ended the program's thread {first['thread']}: "
                           f"{first['error']}{where}")
+            at = first.get("at")
+            if at and not is_library_file(at[0]):
+                self.writer.meta.info[ERROR_SITE] = make_frame(*at).to_json()
         try:
             self._finish()
         except LazyscopeError as err:  # the run cannot be finalised (its directory is gone)
@@ -620,9 +634,7 @@ class Tracer:
         oom = parse_out_of_memory("\n".join(texts))
         if oom is None or self.recorder is None:
             return
-        frames = [make_frame(f.filename, f.lineno or 0, f.name)
-                  for f in traceback.extract_tb(exc.__traceback__)]
-        site = user_site(tuple(reversed(frames)))
+        site = raised_at(exc)
         where = f"{site.file}:{site.line}" if site is not None else ""
         graph_site, step, sizes = "", None, None
         last = self.recorder.last_graph

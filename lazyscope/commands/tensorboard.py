@@ -7,19 +7,21 @@ links the command prints, which open the scalars with smoothing 0 (see
 
 from __future__ import annotations
 
+import re
 import shutil
 import socket
 import subprocess
 import sys
 import tempfile
 import time
+import urllib.parse
 from pathlib import Path
 from typing import Any
 
 import click
 
 from lazyscope.analyze.report import Report
-from lazyscope.commands.common import RUN, report_and_views
+from lazyscope.commands.common import RUN, URLS, report_and_views
 from lazyscope.core.errors import LazyscopeError
 from lazyscope.render.tensorboard import check_tensorboard, tensorboard_dir, write_scalars
 
@@ -35,6 +37,37 @@ def urls(host: str, port: int) -> dict[str, str]:
     return {"scalars": f"{base}/?smoothing=0#timeseries",
             "scalars (legacy)": f"{base}/#scalars&_smoothingWeight=0",
             "counts": f"{base}/#text", "profile": f"{base}/#profile"}
+
+
+#: XProf's streaming trace viewer, and how many hosts it loads at once
+TRACE_TOOL = "trace_viewer@"
+MAX_JOINT_HOSTS = 10
+XPLANE = ".xplane.pb"
+
+
+def joint_view(logdir: Path) -> tuple[str, list[str]] | None:
+    """The XProf session that holds several hosts' captures (a pod's ``--profile``:
+    ``plugins/profile/<session>/host<N>.xplane.pb``) and those hosts, as XProf names them
+    (the file names); None when no session holds more than one."""
+    try:
+        sessions = sorted(p for p in (logdir / "plugins" / "profile").iterdir() if p.is_dir())
+    except OSError:
+        return None
+    for session in sessions:
+        hosts = sorted((p.name[:-len(XPLANE)] for p in session.glob("*" + XPLANE)),
+                       key=lambda h: [int(t) if t.isdigit() else t
+                                      for t in re.split(r"(\d+)", h)])
+        if len(hosts) > 1:
+            return session.name, hosts
+    return None
+
+
+def joint_view_url(host: str, port: int, session: str, hosts: list[str]) -> str:
+    """XProf's trace viewer of ``session`` with ``hosts`` selected: their timelines one above
+    the other (the first :data:`MAX_JOINT_HOSTS`: XProf loads no more at once)."""
+    query = urllib.parse.urlencode({"run": session, "tool": TRACE_TOOL,
+                                    "hosts": ",".join(hosts[:MAX_JOINT_HOSTS])})
+    return f"http://{host}:{port}/?{query}#profile"
 
 
 def serving_dir(report: Report, run_dir: Path) -> tuple[Path, Any]:
@@ -154,12 +187,21 @@ def tensorboard_cmd(run_dir: Path, port: int, host: str) -> None:
         proc = start_tensorboard(logdir, port, host=host)
         shown = "127.0.0.1" if host in ("0.0.0.0", "::", "") else host
         links = urls(shown, port)
-        click.echo(f"TensorBoard for {run_dir}: http://{shown}:{port}/ (Ctrl-C to stop)")
+        name = URLS.get(run_dir, run_dir)  # a run at a URL: the URL, not its local copy
+        click.echo(f"TensorBoard for {name}: http://{shown}:{port}/ (Ctrl-C to stop)")
         click.echo(f"  scalars, unsmoothed: {links['scalars']}  (legacy dashboard: "
                    f"{links['scalars (legacy)']})")
         click.echo(f"  counts per step:     {links['counts']}")
         click.echo(f"  profile:             {links['profile']}"
                    + (f"  ({PROFILE_ON_CPU})" if _profiled_on_cpu(report) else ""))
+        joint = joint_view(logdir)
+        if joint is not None:
+            session, hosts = joint
+            more = (f" (the first {MAX_JOINT_HOSTS} of {len(hosts)}: XProf loads "
+                    f"{MAX_JOINT_HOSTS} at most; pick others in its Hosts list)"
+                    if len(hosts) > MAX_JOINT_HOSTS else "")
+            click.echo(f"  every host, one timeline: "
+                       f"{joint_view_url(shown, port, session, hosts)}{more}")
         try:
             proc.wait()
         finally:

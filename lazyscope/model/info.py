@@ -14,10 +14,13 @@ from dataclasses import dataclass, field, fields
 from typing import Any
 
 from lazyscope.model.codec import lenient
-from lazyscope.model.frames import SOURCES_KEY, SourceMap
+from lazyscope.model.frames import SOURCES_KEY, Frame, SourceMap
 
 #: the info key :class:`lazyscope.data.PadToBuckets` declares its bucket lengths under
 DECLARED_BUCKETS = "declared_buckets"
+#: the info key the runner records the program's line an exception ended the run at under
+#: (``{"file", "line", "function"}``: the innermost user frame of its traceback)
+ERROR_SITE = "error_site"
 #: info keys that give the longest length a batch may hold, the first one set wins
 LARGEST_KEYS = ("max_len", "max_length", "model_max_length")
 
@@ -81,10 +84,22 @@ class RunInfo:
     device_memory: dict[str, Any] | None = None
     #: the out-of-memory error the program stopped on, parsed (kind, sizes, its site)
     out_of_memory: dict[str, Any] | None = None
+    #: the program's line the exception that ended the run raised at (:data:`ERROR_SITE`)
+    error_site: dict[str, Any] | None = None
     sources: SourceMap = field(default_factory=SourceMap)
     workload: Workload = field(default_factory=Workload)
     #: every key that is neither lazyscope's nor the workload's, as the program set it
     user: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def error_frame(self) -> Frame | None:
+        """:attr:`error_site` as a user frame; None when not recorded or not a place."""
+        site = self.error_site or {}
+        file, line, function = site.get("file"), site.get("line"), site.get("function", "")
+        if not isinstance(file, str) or not file or isinstance(line, bool) \
+                or not isinstance(line, int) or line <= 0:
+            return None
+        return Frame(file, line, function if isinstance(function, str) else "")
 
 
 _OWN = frozenset(f.name for f in fields(RunInfo)) - {"sources", "workload", "user",

@@ -240,13 +240,16 @@ def render_text(report: Report) -> str:
 
 def _host_lines(rows: list[HostRow]) -> list[str]:
     """The pod's hosts side by side (their divergence is among the findings)."""
+    status = {r.host: f"running, {r.steps} steps so far" if r.written_by is not None
+              else r.status for r in rows}
+    w = max(10, *(len(v) for v in status.values()))
     lines = [f"hosts ({len(rows)}):",
-             f"  {'host':>4} {'status':<10} {'steps':>6} {'median step':>11} {'p99 step':>9} "
+             f"  {'host':>4} {'status':<{w}} {'steps':>6} {'median step':>11} {'p99 step':>9} "
              f"{'compiles':>8} {'syncs':>6} {'findings':>8} {'own graphs':>10}"]
     for r in rows:
         median = "-" if r.median_step_s is None else fmt_seconds(r.median_step_s)
         p99 = "-" if r.p99_step_s is None else fmt_seconds(r.p99_step_s)
-        lines.append(f"  {r.host:>4} {r.status:<10} {r.steps:>6} {median:>11} {p99:>9} "
+        lines.append(f"  {r.host:>4} {status[r.host]:<{w}} {r.steps:>6} {median:>11} {p99:>9} "
                      f"{r.compiles if r.compiles is not None else '-':>8} "
                      f"{r.syncs if r.syncs is not None else '-':>6} {r.findings:>8} "
                      f"{r.graphs_only_here:>10}")

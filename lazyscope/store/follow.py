@@ -21,7 +21,7 @@ from lazyscope.model import Run
 from lazyscope.store.layout import META_FILE, RUN_DIRS, RUN_FILES
 from lazyscope.store.lock import writer_of
 from lazyscope.store.reader import load_run
-from lazyscope.store.remote import download, host_dir_name, is_remote, local_path, upload_seconds
+from lazyscope.store.remote import download, host_dir_name, is_remote, local_path
 from lazyscope.store.rundir import host_dirs, is_run_dir, rank_dirs
 
 #: what :meth:`LocalRun.state` says
@@ -79,8 +79,8 @@ class LocalRun:
 class RemoteRun:
     """One host's part of a run at a URL, read through a local copy refreshed at most once a
     second (only what changed is fetched). Its writer is on another machine: it counts as
-    writing while ``meta.json`` says running and its uploads keep changing the part (within
-    four upload intervals, 30 s at least)."""
+    writing while ``meta.json`` says running and its heartbeat is fresh
+    (:func:`~lazyscope.store.remote.heard_from`)."""
 
     REFRESH_S = 1.0
 
@@ -90,20 +90,16 @@ class RemoteRun:
         self.why = ""
         self._local: LocalRun | None = None
         self._fetched_at = -1e9
-        self._changed_at = -1e9
 
     def _refresh(self) -> LocalRun | None:
         now = time.monotonic()
         if self._local is not None and now - self._fetched_at < self.REFRESH_S:
             return self._local
-        stats: dict[str, int] = {}
         try:
-            path = download(self.url, stats)
+            path = download(self.url)
         except RunDirError:
             return self._local
         self._fetched_at = now
-        if stats.get("fetched"):
-            self._changed_at = now
         self._local = LocalRun(path)
         return self._local
 
@@ -127,14 +123,10 @@ class RemoteRun:
         if local is None:
             return None
         try:
-            meta = load_run(local.path).meta
+            heard = load_run(local.path).written_by  # running, and its heartbeat is fresh
         except RunDirError:
             return None
-        if meta.status != "running":
-            return None
-        if time.monotonic() - self._changed_at > max(30.0, 4 * upload_seconds()):
-            return None  # no upload for a long time: its writer is gone
-        return {"command": f"a trace uploading to {self.name}"}
+        return {"command": f"a trace uploading to {self.name}: {heard}"} if heard else None
 
     def load(self) -> Run:
         local = self._refresh()

@@ -16,6 +16,8 @@ A run directory (``lazyscope trace --out RUN``)::
     graphs/              each compiled graph's HLO (XLA)
     rank<N>/             the run of rank N of a multi-process run
     host<N>/             host N's part of a run at a URL (``--out gs://...``; store.remote)
+    host<N>/upload.json  its uploader's heartbeat: rewritten while the trace runs (a launcher's
+                         ranks each upload their own: host<N>/rank<R>/upload.json)
     report.html          the HTML report                    (render.views)
     timeline.png, time_split.png, cumulative.png   the plots
     tensorboard/         TensorBoard scalars and the XProf profile (plugins/profile/...)
@@ -46,6 +48,8 @@ GRAPHS_DIR = "graphs"
 RANK_DIR = "rank{rank}"
 #: host N's part of a run written to a URL by several hosts (a pod), inside the run
 HOST_DIR = "host{host}"
+#: in a host's part at a URL: its uploader's heartbeat (who uploads, how often, still or no more)
+UPLOAD_FILE = "upload.json"
 REPORT_HTML = "report.html"
 TIMELINE_PNG = "timeline.png"
 TIME_SPLIT_PNG = "time_split.png"

@@ -45,6 +45,7 @@ from lazyscope.model.codec import decode
 from lazyscope.store.layout import ANNOTATIONS_FILE, EVENTS_FILE, INTERN_FILE, META_FILE, STEPS_FILE
 from lazyscope.store.lock import short_holder, writer_of
 from lazyscope.store.records import EVENT_DTYPE, KIND_STEP, KIND_TAIL, STEP_DTYPE, lost_steps
+from lazyscope.store.remote import heard_from
 from lazyscope.store.rundir import host_dirs, is_run_dir, rank_dirs
 from lazyscope.store.schema1 import load_v1
 
@@ -380,11 +381,14 @@ def load_run(path: str | os.PathLike[str]) -> Run:
     code_of[cols["payload"]] = cols["kind"]
     kind_of = {int(pid): EVENT_KINDS[int(code_of[pid]) - 1]
                for pid in np.flatnonzero(code_of) if pid}
-    writer = writer_of(path) if meta.status == "running" else None
+    written_by = None
+    if meta.status == "running":  # who writes it: a lock here, or a host's heartbeat (a URL)
+        writer = writer_of(path)
+        written_by = short_holder(writer) if writer is not None else heard_from(path)
     events = EventTable(cols, _LazyRef(intern.stack),
                         _LazyRef(lambda i: intern.payload(i, kind_of)), _LazyRef(intern.string))
     return Run(path=path, meta=meta, steps=steps, events=events, warnings=warnings,
-               written_by=short_holder(writer) if writer is not None else None)
+               written_by=written_by)
 
 
 def _check_events(cols: dict[str, np.ndarray], n_steps: int,

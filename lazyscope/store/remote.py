@@ -9,6 +9,14 @@ The spool's ``spool.json`` says whose it is (URL, host, pid) and whether it reac
 a trace killed before its last upload leaves it behind, and the next ``lazyscope`` command on
 that host uploads what is left (:func:`recover_spools`), or says it is lost.
 
+While the trace runs its uploader also rewrites ``URL/host<N>/upload.json`` (its heartbeat:
+pid, machine, how often it beats), at most every :func:`beat_seconds`, whether or not a step
+changed anything (a loop that waits, or a long upload of one file, still beats); a final upload
+writes it ``ended``. A reader tells a host still tracing from one that stopped by it without
+talking to the host: the part's ``meta.json`` says running and the bucket stored the heartbeat
+less than :func:`stale_after` ago (:func:`heard_from`); a host killed mid-run stops beating, and
+after that long reads as stopped (``incomplete``).
+
 The profile (``--profile``) is not kept in the part: XProf opens a joint view of the hosts of
 one session, so each host's ``tensorboard/plugins/profile/<its time>/<hostname>.xplane.pb``
 is uploaded as ``URL/tensorboard/plugins/profile/<session>/host<N>.xplane.pb`` with one session
@@ -32,6 +40,7 @@ import json
 import os
 import re
 import shutil
+import socket
 import threading
 import time
 import zlib
@@ -46,10 +55,13 @@ from lazyscope.store.layout import (
     HOST_DIR,
     INTERN_FILE,
     LOCK_FILE,
+    META_FILE,
     STEPS_FILE,
     TENSORBOARD_DIR,
+    UPLOAD_FILE,
     WRITE_TEST,
 )
+from lazyscope.store.rundir import rank_of
 
 #: seconds between two background uploads of a host's part (``LAZYSCOPE_UPLOAD_SECONDS``
 #: sets another)
@@ -61,6 +73,26 @@ def upload_seconds() -> float:
         return max(0.05, float(os.environ.get("LAZYSCOPE_UPLOAD_SECONDS", UPLOAD_SECONDS)))
     except ValueError:
         return UPLOAD_SECONDS
+
+
+#: the shortest time between two heartbeats (GCS takes one write a second to an object)
+MIN_BEAT_SECONDS = 1.0
+#: heartbeats a reader waits for before it reads a host as stopped, and the seconds it allows
+#: for its clock against the bucket's
+STALE_BEATS = 3
+CLOCK_SLACK_SECONDS = 3.0
+
+
+def beat_seconds(interval: float) -> float:
+    """How often an uploader ticking every ``interval`` seconds rewrites its heartbeat."""
+    return max(MIN_BEAT_SECONDS, interval)
+
+
+def stale_after(every: float) -> float:
+    """How old a heartbeat written every ``every`` seconds is when its writer is gone."""
+    return STALE_BEATS * every + CLOCK_SLACK_SECONDS
+
+
 #: the spool's own record of whose it is
 SPOOL_FILE = "spool.json"
 #: the host's part inside a spool directory
@@ -256,6 +288,8 @@ class Uploader:
         #: the last upload's error (the next tick tries again)
         self.error: str | None = None
         self.uploads = 0
+        self.beat_every = beat_seconds(self.interval)
+        self._beat_at = -1e18
 
     def start(self) -> None:
         self._thread = threading.Thread(target=self._loop, name="lazyscope-upload", daemon=True)
@@ -290,6 +324,7 @@ class Uploader:
                 fs, root = self._fs
                 session = session_name(self.spool.url)
                 n = 0
+                self._beat(fs, root, host)
                 for path in sorted(self.spool.part.rglob("*")):
                     if not path.is_file() or path.name in LOCAL_ONLY or path.suffix == ".tmp":
                         continue
@@ -306,18 +341,44 @@ class Uploader:
                     if self._sent.get(rel) == key:
                         continue
                     target = f"{root}/{remote_name(rel, host, session)}"
+                    self._beat(fs, root, host)  # between the files of a long upload too
                     if data is None:
                         fs.put_file(str(path), target)
                     else:
                         fs.pipe_file(target, data)
                     self._sent[rel] = key
                     n += 1
+                if final:
+                    self._beat(fs, root, host, ended=True)
                 self.uploads += 1
                 self.error = None
                 return n
             except Exception as err:
                 self.error = f"{type(err).__name__}: {one_line(str(err), 300)}"
                 raise
+
+    def _beat(self, fs: Any, root: str, host: int, *, ended: bool = False) -> None:
+        """Rewrite the part's heartbeat (``upload.json``) when the last one is
+        :attr:`beat_every` old (or, ``ended``, to say no more uploads follow)."""
+        now = time.monotonic()
+        if not ended and now - self._beat_at < self.beat_every:
+            return
+        beat = {"state": "ended" if ended else "writing", "host": host, "pid": os.getpid(),
+                "machine": socket.gethostname(), "every": self.beat_every}
+        fs.pipe_file(f"{root}/{host_dir_name(host)}/{self._beat_dir()}{UPLOAD_FILE}",
+                     json.dumps(beat).encode())
+        self._beat_at = now
+
+    def _beat_dir(self) -> str:
+        """Where in the host's part the heartbeat goes: beside what this uploader uploads, the
+        part itself, or (``rank<R>/``) the one rank's run it holds when this process is one
+        rank of a launcher's several, each uploading and beating on its own."""
+        part = self.spool.part
+        try:
+            ranks = [p.name for p in part.iterdir() if rank_of(p) is not None and p.is_dir()]
+        except OSError:
+            return ""
+        return f"{ranks[0]}/" if len(ranks) == 1 and not (part / META_FILE).exists() else ""
 
     def finish(self) -> str | None:
         """Stop the thread, upload the rest; None when the part reached the bucket, else why
@@ -445,6 +506,8 @@ def download(url: str, stats: dict[str, int] | None = None) -> Path:
                 continue
             out = dest / rel
             out.parent.mkdir(parents=True, exist_ok=True)
+            if out.name == UPLOAD_FILE:
+                data = _stamped(data, listing[name])
             tmp = out.with_name(out.name + ".dl")
             tmp.write_bytes(data)
             os.replace(tmp, out)
@@ -453,3 +516,66 @@ def download(url: str, stats: dict[str, int] | None = None) -> Path:
             (dest / rel).unlink()
     (dest / INDEX_FILE).write_text(json.dumps(wanted))
     return dest
+
+
+def _stored_at(info: dict[str, Any]) -> float | None:
+    """When the bucket stored an object (the server's time, seconds since the epoch) from its
+    listing: gcsfs ``mtime``/``updated``, s3fs ``LastModified``, a local file's ``mtime``."""
+    import datetime as dt
+
+    for key in ("mtime", "updated", "LastModified", "last_modified"):
+        value = info.get(key)
+        if isinstance(value, dt.datetime):
+            if value.tzinfo is None:
+                value = value.replace(tzinfo=dt.timezone.utc)
+            return value.timestamp()
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            return float(value)
+        if isinstance(value, str):
+            with contextlib.suppress(ValueError):
+                return dt.datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
+    return None
+
+
+def _stamped(data: bytes, info: dict[str, Any]) -> bytes:
+    """A heartbeat's downloaded copy, with when the bucket stored it (``stored_at``)."""
+    try:
+        beat = json.loads(data)
+    except ValueError:
+        return data
+    if not isinstance(beat, dict):
+        return data
+    beat["stored_at"] = _stored_at(info)
+    return json.dumps(beat).encode()
+
+
+def heard_recently(beat: dict[str, Any], now: float) -> str | None:
+    """Who still uploads a host's part (``pid 1234 (machine), its last upload 2 s ago``), from
+    its downloaded heartbeat, or None: it said it ended, or its last beat is older than
+    :func:`stale_after` its period (its trace is gone: killed, or its machine), or the
+    heartbeat says nothing usable. Pure."""
+    stored, every = beat.get("stored_at"), beat.get("every")
+    if beat.get("state") != "writing" or not isinstance(stored, (int, float)) \
+            or not isinstance(every, (int, float)) or isinstance(every, bool) or every <= 0:
+        return None
+    age = max(0.0, now - float(stored))  # a reader's clock behind the bucket's: just now
+    if age > stale_after(float(every)):
+        return None
+    pid, machine = beat.get("pid"), beat.get("machine")
+    who = f"pid {pid}" if isinstance(pid, int) else "a trace"
+    if isinstance(machine, str) and machine:
+        who += f" ({machine})"
+    return f"{who}, its last upload {age:.0f} s ago"
+
+
+def heard_from(part: Path) -> str | None:
+    """:func:`heard_recently` of the heartbeat downloaded with a host's part (``part``: the
+    part, or one rank's run in it: its own heartbeat, else the part's), None where there is
+    none (a run that is no download)."""
+    for where in (part, part.parent):
+        try:
+            beat = json.loads((where / UPLOAD_FILE).read_text())
+        except (OSError, ValueError):
+            continue
+        return heard_recently(beat, time.time()) if isinstance(beat, dict) else None
+    return None

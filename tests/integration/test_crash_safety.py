@@ -122,6 +122,9 @@ def test_script_that_raises_is_failed_exit_5(tmp_path) -> None:
     )
     meta = json.loads((out / "meta.json").read_text())
     assert meta["status"] == "failed" and "ValueError: bad batch at step 1" in meta["error"]
+    # the line it raised at, recorded for a report to name (a pod's "stopped" finding)
+    assert meta["info"]["error_site"] == {"file": str(script), "line": raise_line,
+                                          "function": "<module>"}
     assert "Traceback" in (out / "error.txt").read_text()  # the full traceback is kept on disk
     report = report_json(out)
     assert report["steps"] == k and report["status"] == "failed"

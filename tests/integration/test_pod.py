@@ -2,7 +2,8 @@
 (``CLOUD_TPU_TASK_ID``), each with its own disk (its own cache and spool), tracing
 ``tests/programs/pod_step.py`` to ``gs://BUCKET/RUN`` on a real GCS API server
 (gcp-storage-emulator, started once for the session on a free port). One host takes another
-batch length from step 6, one is killed mid-run. Nothing is mocked.
+batch length from step 6, one is read while it still runs (paused), then killed. Nothing is
+mocked.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from pathlib import Path
 
 import pytest
 
+from lazyscope.store.remote import beat_seconds, stale_after
 from tests.conftest import REPO, lazyscope_cmd
 
 pytest.importorskip("gcsfs", reason="the gcs extra (pip install 'lazyscope[gcs]')")
@@ -102,12 +104,30 @@ def test_a_pod_with_a_divergent_host_and_a_killed_one(gcs: dict[str, str], tmp_p
     procs = {h: _start(gcs, tmp_path, h, url, *program, LAZYSCOPE_UPLOAD_SECONDS="0.3")
              for h in range(3)}
     _wait_for(marker)
-    time.sleep(2.0)  # a few background uploads of host 2's steps 0..4
-    procs[2].send_signal(signal.SIGKILL)
+    time.sleep(1.0)  # a few background uploads of host 2's steps 0..4
     for h in (0, 1):
         assert procs[h].wait(timeout=300) == 0, (tmp_path / f"host{h}.log").read_text()
+    # host 2 still runs (paused at step 5): its heartbeat is fresh, it is no stopped host
+    reader = {**gcs, "XDG_CACHE_HOME": str(tmp_path / "reader")}
+    live = _report(gcs, tmp_path, url)
+    row = live["hosts"][2]
+    assert (row["host"], row["status"], row["steps"]) == (2, "running", 5)
+    assert row["written_by"].startswith(f"pid {procs[2].pid} ")
+    assert live["status"] == "running"
+    assert live["being_written_by"].startswith("host 2 (5 steps so far; ")
+    assert live["verdict"].startswith("run still being written (host 2 running): 3 hosts;")
+    assert "stopped" not in {f["diverges"] for f in live["findings"] if f["kind"] == "divergence"}
+    text = lazyscope_cmd("report", url, env=reader)
+    assert text.stdout.startswith("run still being written by host 2 (5 steps so far; ")
+    assert "running, 5 steps so far" in text.stdout
+    check = lazyscope_cmd("check", url, env=reader)
+    assert "still being written by host 2" in check.stdout and "stopped" not in check.stdout
+    killed_at = time.monotonic()
+    procs[2].send_signal(signal.SIGKILL)
     procs[2].wait(timeout=30)
-    # what host 2's background uploads took to the bucket before it was killed
+    # what host 2's background uploads took to the bucket before it was killed; its heartbeat,
+    # no longer rewritten, says it stopped once it is stale_after(1 s) old
+    time.sleep(max(0.0, stale_after(beat_seconds(0.3)) + 0.5 - (time.monotonic() - killed_at)))
     report = _report(gcs, tmp_path, url)
     rows = {r["host"]: r for r in report["hosts"]}
     assert sorted(rows) == [0, 1, 2]
@@ -126,11 +146,12 @@ def test_a_pod_with_a_divergent_host_and_a_killed_one(gcs: dict[str, str], tmp_p
     assert [(c["what"], c["before"], c["after"]) for c in graphs["changes"]] == [("dim", 8, 12)]
     assert divergence["stopped"]["host"] == 2 and divergence["stopped"]["last_step"] == 5
     assert report["run_dir"] == url and report["status"] == "incomplete"
+    assert divergence["stopped"]["no_line"].startswith("host 2 was killed without a trace")
     # the text report: a row per host, the finding at the line
-    text = lazyscope_cmd("report", url, env={**gcs, "XDG_CACHE_HOME": str(tmp_path / "reader")})
+    text = lazyscope_cmd("report", url, env=reader)
     assert "hosts (3):" in text.stdout and f"pod_step.py:{BATCH_LINE}" in text.stdout
     # check fails the divergent pod, with the evidence
-    check = lazyscope_cmd("check", url, env={**gcs, "XDG_CACHE_HOME": str(tmp_path / "reader")})
+    check = lazyscope_cmd("check", url, env=reader)
     assert check.returncode == 1, check.stdout + check.stderr
     assert "FAIL no-host-divergence" in check.stdout and "host 1 compiled 1 graph" in check.stdout
     # the next lazyscope command on host 2 uploads what its spool kept, and removes it

@@ -278,6 +278,29 @@ def test_tensorboard_count_table_and_links(data_run) -> None:
     assert MAX_COUNT_ROWS < 1000
 
 
+def test_the_joint_view_of_a_pods_profile(tmp_path) -> None:
+    """A session holding several hosts' captures (a pod's --profile): the link to XProf's
+    trace viewer with every host selected (10 at most: XProf loads no more at once)."""
+    from lazyscope.commands.tensorboard import joint_view, joint_view_url
+
+    profile = tmp_path / "plugins" / "profile"
+    assert joint_view(tmp_path) is None
+    (profile / "2026_01_01_00_00_00").mkdir(parents=True)
+    (profile / "2026_01_01_00_00_00" / "vm.xplane.pb").write_bytes(b"")  # one host: no pod
+    assert joint_view(tmp_path) is None
+    (profile / "run7").mkdir()
+    for h in (10, 0, 2, 1):
+        (profile / "run7" / f"host{h}.xplane.pb").write_bytes(b"")
+    (profile / "run7" / "host0.trace.json.gz").write_bytes(b"")
+    session, hosts = joint_view(tmp_path) or ("", [])
+    assert (session, hosts) == ("run7", ["host0", "host1", "host2", "host10"])
+    assert joint_view_url("127.0.0.1", 6006, session, hosts) == (
+        "http://127.0.0.1:6006/?run=run7&tool=trace_viewer%40&hosts=host0%2Chost1%2Chost2%2C"
+        "host10#profile")
+    many = [f"host{h}" for h in range(12)]
+    assert joint_view_url("h", 1, "s", many).count("%2C") == 9
+
+
 def test_tensorboard_count_table_of_a_long_run(tmp_path) -> None:
     from lazyscope.render.tensorboard import MAX_COUNT_ROWS, count_table
 

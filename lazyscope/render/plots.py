@@ -38,29 +38,35 @@ SPLIT_PARTS = (("compile", "#d62728"), ("execute", "#1f77b4"), ("transfer", "#ff
                ("host", "#7f7f7f"))
 
 
-def _pyplot() -> Any:
+def _matplotlib() -> Any:
+    """matplotlib, its figures drawn by Agg without pyplot (no figure manager, no GUI backend
+    chosen; pyplot's import alone is ~60 ms)."""
     import matplotlib
 
-    matplotlib.use("Agg", force=True)
-    import matplotlib.pyplot as plt
+    return matplotlib
 
-    return plt
+
+def new_figure(figsize: tuple[float, float]) -> Any:
+    """A Figure on an Agg canvas."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=figsize, dpi=100)
+    FigureCanvasAgg(fig)
+    return fig
 
 
 @contextlib.contextmanager
 def figure(path: Path, *, ncols: int = 1, figsize: tuple[float, float] = (8, 4)
            ) -> Iterator[tuple[Any, Any]]:
-    """A figure with ``ncols`` axes, saved to ``path`` as PNG on success and closed always.
-    Program text in it must be given :data:`LITERAL` (see the module docstring)."""
-    plt = _pyplot()
-    with plt.rc_context({"text.usetex": False}):
-        fig, axes = plt.subplots(1, ncols, figsize=figsize, dpi=100)
-        try:
-            yield fig, axes
-            fig.tight_layout()
-            fig.savefig(path)
-        finally:
-            plt.close(fig)
+    """A figure with ``ncols`` axes, saved to ``path`` as PNG on success. Program text in it
+    must be given :data:`LITERAL` (see the module docstring)."""
+    with _matplotlib().rc_context({"text.usetex": False}):
+        fig = new_figure(figsize)
+        axes = fig.subplots(1, ncols)
+        yield fig, axes
+        fig.tight_layout()
+        fig.savefig(path)
 
 
 def _title(report: Report) -> str:
@@ -208,11 +214,9 @@ def write_compare_png(result: Comparison, path: Path) -> Path:
 
     rows = result.rows
     with figure(path, ncols=2, figsize=(11, 4.2)) as (fig, (ax1, ax2)):
-        import matplotlib.pyplot as plt
-
         names = [row_label(r) for r in rows]
         tps = [r.tokens_per_s for r in rows]
-        colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+        colors = _matplotlib().rcParams["axes.prop_cycle"].by_key()["color"]
         bars = ax1.bar(range(len(rows)), tps,
                        color=[colors[i % len(colors)] for i in range(len(rows))])
         for bar, r in zip(bars, rows, strict=True):

@@ -30,8 +30,11 @@ from __future__ import annotations
 import importlib.util
 import os
 import socket
+import struct
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -147,13 +150,41 @@ def count_table(report: Report) -> str:
     return note + head + ("\n" + body if body else "")
 
 
+class _Records:
+    """TensorBoard's record framing (``RecordWriter``: the length, the masked CRC-32C of the
+    length, the data, the masked CRC-32C of the data) with google-crc32c's CRC in C, where
+    TensorBoard without TensorFlow computes it in Python (0.13 s of a 10^6-step run's 0.19 s
+    of scalars)."""
+
+    def __init__(self, f: Any, crc: Callable[[bytes], int]):
+        self._f, self._crc = f, crc
+
+    def _masked(self, data: bytes) -> bytes:
+        x = self._crc(data)
+        return struct.pack("<I", (((x >> 15) | (x << 17)) + 0xA282EAD8) & 0xFFFFFFFF)
+
+    def write(self, data: bytes) -> None:
+        header = struct.pack("<Q", len(data))
+        self._f.write(header + self._masked(header) + data + self._masked(data))
+
+
+def _record_writer(f: Any) -> Any:
+    """A writer of TensorBoard's records into ``f``: google-crc32c's when it is installed."""
+    try:
+        import google_crc32c
+    except ImportError:
+        from tensorboard.summary.writer.record_writer import RecordWriter
+
+        return RecordWriter(f)
+    return _Records(f, google_crc32c.value)
+
+
 def write_scalars(report: Report, logdir: Path) -> Path:
     """Write the report's per-step series as TensorBoard scalars into ``logdir``; return the
     events file's path."""
     check_tensorboard()
     from tensorboard.compat.proto import event_pb2, summary_pb2
     from tensorboard.plugins.text.summary_v2 import text_pb
-    from tensorboard.summary.writer.record_writer import RecordWriter
 
     logdir = Path(logdir)
     logdir.mkdir(parents=True, exist_ok=True)
@@ -166,7 +197,7 @@ def write_scalars(report: Report, logdir: Path) -> Path:
     path = logdir / (f"events.out.tfevents.{int(t0):010d}.{socket.gethostname()}."
                      f"{os.getpid()}.0{SCALARS_SUFFIX}")
     with open(path, "wb") as f:
-        records = RecordWriter(f)
+        records = _record_writer(f)
         records.write(event_pb2.Event(
             wall_time=t0, file_version="brain.Event:2",
             source_metadata=event_pb2.SourceMetadata(writer="lazyscope")).SerializeToString())

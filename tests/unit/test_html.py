@@ -333,3 +333,35 @@ def test_device_memory_scalars_where_measured_and_nothing_where_not(tmp_path) ->
     assert not [t for t in scalar_series(build_report(cpu)) if "device_memory" in t]
     plain = build_run(tmp_path / "plain", steps=steps)
     assert not [t for t in scalar_series(build_report(plain)) if "device_memory" in t]
+
+
+def test_scalar_records_are_tensorboards_own_framing(tmp_path) -> None:
+    """The records written with google-crc32c's CRC are byte for byte TensorBoard's
+    RecordWriter's, and TensorBoard's own loader reads the scalars back."""
+    pytest.importorskip("google_crc32c")
+    import io
+
+    from tensorboard.backend.event_processing.event_file_loader import EventFileLoader
+    from tensorboard.summary.writer.record_writer import RecordWriter
+    from tensorboard.util import tensor_util
+
+    from lazyscope.render.tensorboard import _record_writer, write_scalars
+
+    payloads = [b"", b"x", bytes(range(256)) * 5]
+    mine, theirs = io.BytesIO(), io.BytesIO()
+    fast, slow = _record_writer(mine), RecordWriter(theirs)
+    assert type(fast) is not RecordWriter
+    for data in payloads:
+        fast.write(data)
+        slow.write(data)
+    assert mine.getvalue() == theirs.getvalue()
+
+    writer = RunWriter(tmp_path / "run", Meta(target="t"))
+    for i in range(5):
+        writer.write_step(i, {"wall_s": 0.01 * (i + 1), "compile_count": 0})
+    writer.finish("ok")
+    path = write_scalars(build_report(load_run(tmp_path / "run")), tmp_path / "tb")
+    times = [(e.step, round(float(tensor_util.make_ndarray(v.tensor)), 3))
+             for e in EventFileLoader(str(path)).Load()  # scalars read back as tensors
+             for v in e.summary.value if v.tag == "lazyscope/step_time_ms"]
+    assert times == [(i, 10.0 * (i + 1)) for i in range(5)]

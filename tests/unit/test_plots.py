@@ -22,21 +22,16 @@ PROGRAM_TEXT = ("$\\foo$", "$x^2$", "bucket:$8$")
 
 @pytest.fixture
 def figures(monkeypatch) -> list:
-    """The figures the plot writers make, kept open (they close them after saving)."""
-    kept: list = []
-    real = plots._pyplot()
+    """The figures the plot writers make, in order."""
+    made: list = []
+    real = plots.new_figure
 
-    class KeepOpen:
-        def __getattr__(self, name: str):
-            return getattr(real, name)
+    def keep(figsize):
+        made.append(real(figsize))
+        return made[-1]
 
-        def close(self, fig) -> None:
-            kept.append(fig)
-
-    monkeypatch.setattr(plots, "_pyplot", lambda: KeepOpen())
-    yield kept
-    for fig in kept:
-        real.close(fig)
+    monkeypatch.setattr(plots, "new_figure", keep)
+    return made
 
 
 def _texts(fig) -> list:

@@ -41,12 +41,17 @@ lint: venv
 	$(VENV)/bin/ruff check lazyscope scenarios tests benchmarks
 	$(VENV)/bin/mypy
 
-# Measured comparisons (minutes of CPU; not part of the tests): padding policies, cost of tracing.
+# Measured comparisons (minutes of CPU; not part of the tests; run on a quiet machine): the cost
+# of tracing (in one process, with its interval: default, live alerts, --out gs://), the barrier's
+# parts, report/check at 10^4..10^6 steps and start-up, a 64-host pod from the bucket, the HLO
+# dump's cost, padding policies. benchmarks/RESULTS.md quotes their output.
 bench: venv
-	$(PY) benchmarks/compare_policies.py --out runs/bench-compare
-	$(PY) benchmarks/overhead.py --reps 6 --steps 150 --ab-pairs 200
-	$(PY) benchmarks/hlo_dump_cost.py --reps 3 --steps 12
+	$(PY) benchmarks/overhead.py --reps 2 --steps 120 --ab-pairs 400
 	$(PY) benchmarks/barrier_cost.py --steps 400
+	$(PY) benchmarks/scale.py
+	$(PY) benchmarks/pod_scale.py
+	$(PY) benchmarks/hlo_dump_cost.py --reps 3 --steps 12
+	$(PY) benchmarks/compare_policies.py --out runs/bench-compare
 
 clean:
 	rm -rf runs .pytest_cache

@@ -131,6 +131,33 @@ def stopped_finding(host: int, steps: int, most_steps: int, status: str, error: 
                     steps=[steps], last_step=steps, no_line=why)
 
 
+def straggler_finding(host: int, median: float, others: float,
+                      reports: dict[int, Report]) -> Finding:
+    """A host whose median step is ``median`` against the others' ``others``: at the line of
+    its own worst finding that no other host has (what it does that they do not), else with
+    why no line can be named."""
+    seen = {(f.kind, f.file, f.line) for h, rep in reports.items() if h != host
+            for f in rep.findings}
+    own = [f for f in reports[host].findings if f.file and (f.kind, f.file, f.line) not in seen]
+    head = (f"host {host}'s median step is {fmt_seconds(median)}, {median / others:.2f}x the "
+            f"other hosts' ({fmt_seconds(others)}): a straggler slows every collective of the "
+            "pod")
+    facts = {"seconds": (median - others) * reports[host].summary.steps,
+             "ratio": median / others}
+    if own:
+        mine = own[0]
+        return _finding(
+            host, "straggler", f"{head}; only this host has its {mine.kind} finding at this "
+            f"line: {mine.detail.split(';')[0]}", f"{mine.fix} (on host {host})",
+            line=Frame(mine.file, mine.line, mine.function), **facts)
+    why = (f"host {host} is slower at every step, not at a line of the program: no finding of "
+           "its run is missing from the other hosts'")
+    return _finding(host, "straggler", f"{head}; no line can be named: {why}",
+                    f"see what host {host} does that the others do not: its input pipeline, "
+                    "a slower chip, disk or network, another job on the machine",
+                    no_line=why, **facts)
+
+
 def build_pod_report(pod: PodRun, *, warmup_steps: int | None = None,
                      sources: SourceLookup | None = None) -> Report:
     """One report for all hosts of a pod (see the module docstring)."""
@@ -185,13 +212,7 @@ def build_pod_report(pod: PodRun, *, warmup_steps: int | None = None,
             continue
         mid = statistics.median(peers)
         if mid and m / mid >= STRAGGLER_RATIO and m - mid >= STRAGGLER_MARGIN_S:
-            divergence.append(_finding(
-                h, "straggler",
-                f"host {h}'s median step is {fmt_seconds(m)}, {m / mid:.2f}x the other hosts' "
-                f"({fmt_seconds(mid)}): a straggler slows every collective of the pod",
-                "see what this host does that the others do not (its input pipeline, its "
-                "host syncs, a slower chip or disk)",
-                seconds=(m - mid) * reports[h].summary.steps, ratio=m / mid))
+            divergence.append(straggler_finding(h, m, mid, reports))
     findings = divergence + merge_findings({h: rep.findings for h, rep in reports.items()},
                                           "hosts")
     notes = merge_findings({h: rep.notes for h, rep in reports.items()}, "hosts")

@@ -190,3 +190,32 @@ def test_a_launchers_ranks_each_beat_beside_their_own_run(tmp_path: Path) -> Non
     assert (heard_from(rank) or "").startswith("pid 1 ")
     (rank / UPLOAD_FILE).write_text(json.dumps({**BEAT, "pid": 2, "stored_at": now}))
     assert (heard_from(rank) or "").startswith("pid 2 ")
+
+
+def _straggler(report) -> object:
+    (found,) = [f for f in report.findings if f.kind == "divergence"
+                and f.facts.diverges == "straggler"]
+    return found
+
+
+def test_a_straggler_is_at_the_line_only_it_has_a_finding_at_else_says_why_none(
+        tmp_path: Path) -> None:
+    """Host 2's steps take 3x the others'. With a host sync at every step that only host 2
+    makes, the straggler finding is at that line; without one, no line can be named and the
+    finding says why."""
+    from lazyscope.model import Frame, Sync
+
+    read = (Frame(TRAIN, 57, "step", False),)
+    syncs = [{"kind": "sync", "step": i, "stack": read, "payload": Sync(read=".item()"),
+              "value": 1.0} for i in range(12)]
+    fast = {h: build_run(tmp_path / f"a{h}", steps=[{"wall_s": 0.1}] * 12) for h in (0, 1)}
+    slow = build_run(tmp_path / "a2", steps=[{"wall_s": 0.3, "from_device_count": 1}] * 12,
+                     events=syncs)
+    f = _straggler(build_pod_report(PodRun(path=tmp_path, hosts={**fast, 2: slow})))
+    assert (f.file, f.line) == (TRAIN, 57) and f.facts.no_line is None
+    assert "only this host has its" in f.detail and f.fix.endswith("(on host 2)")
+
+    plain = build_run(tmp_path / "b2", steps=[{"wall_s": 0.3}] * 12)
+    f = _straggler(build_pod_report(PodRun(path=tmp_path, hosts={**fast, 2: plain})))
+    assert f.file == "" and f.where == "no line"
+    assert f.facts.no_line.startswith("host 2 is slower at every step, not at a line")

@@ -142,20 +142,19 @@ def straggler_finding(host: int, median: float, others: float,
     head = (f"host {host}'s median step is {fmt_seconds(median)}, {median / others:.2f}x the "
             f"other hosts' ({fmt_seconds(others)}): a straggler slows every collective of the "
             "pod")
-    facts = {"seconds": (median - others) * reports[host].summary.steps,
-             "ratio": median / others}
+    lost, ratio = (median - others) * reports[host].summary.steps, median / others
     if own:
         mine = own[0]
         return _finding(
             host, "straggler", f"{head}; only this host has its {mine.kind} finding at this "
             f"line: {mine.detail.split(';')[0]}", f"{mine.fix} (on host {host})",
-            line=Frame(mine.file, mine.line, mine.function), **facts)
+            line=Frame(mine.file, mine.line, mine.function), seconds=lost, ratio=ratio)
     why = (f"host {host} is slower at every step, not at a line of the program: no finding of "
            "its run is missing from the other hosts'")
     return _finding(host, "straggler", f"{head}; no line can be named: {why}",
                     f"see what host {host} does that the others do not: its input pipeline, "
                     "a slower chip, disk or network, another job on the machine",
-                    no_line=why, **facts)
+                    no_line=why, seconds=lost, ratio=ratio)
 
 
 def build_pod_report(pod: PodRun, *, warmup_steps: int | None = None,

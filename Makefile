@@ -46,7 +46,7 @@ lint: venv
 # parts, report/check at 10^4..10^6 steps and start-up, a 64-host pod from the bucket, the HLO
 # dump's cost, padding policies. benchmarks/RESULTS.md quotes their output.
 bench: venv
-	$(PY) benchmarks/overhead.py --reps 2 --steps 120 --ab-pairs 400
+	$(PY) benchmarks/overhead.py --reps 2 --steps 120 --ab-pairs 400 --ab-steps 40
 	$(PY) benchmarks/barrier_cost.py --steps 400
 	$(PY) benchmarks/scale.py
 	$(PY) benchmarks/pod_scale.py

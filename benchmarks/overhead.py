@@ -28,7 +28,8 @@ differ by +-10%, more than the effect measured. So the per-step overhead the tar
 measured *inside one process*: ``--ab-pairs`` rounds, each one block of ``--ab-steps`` steps
 untraced and one inside each traced arm (``--ab-arms``: ``lazyscope.trace()`` as is, with the
 live alerts of ``lazyscope trace``, and into ``gs://`` on a local GCS emulator, through the
-spool and the background upload), in an order that rotates from round to round; each arm's
+spool and the background upload), in the orders of a Williams design (over a cycle of rounds
+every arm runs at every position once and right after every other arm once); each arm's
 overhead is the median of its paired ratios to the same round's untraced block, with a 95%
 bootstrap interval, and the target is met when the interval's upper bound is <= 1%. The process
 starts under a trace (as ``lazyscope trace`` runs a script) so torch_xla's environment is the
@@ -131,11 +132,17 @@ if args.ab_pairs:
         train_step(i)
     first_trace.__exit__(None, None, None)
     xm.wait_device_ops()
+    # a Williams design: over len(orders) rounds every arm runs once at every position and
+    # right after every other arm once (a rotation alone kept the untraced arm at even
+    # positions only, and what a trace leaves behind at its exit falls on the block after it)
+    n = len(arms)
+    first = [0] + [(j + 1) // 2 if j % 2 else n - j // 2 for j in range(1, n)]
+    orders = [[(x + i) % n for x in first] for i in range(n)]
+    if n % 2:
+        orders += [o[::-1] for o in orders]
     rounds = []
     for k in range(args.ab_pairs):
-        order = arms[k % len(arms):] + arms[:k % len(arms)]
-        if k % 2:
-            order.reverse()
+        order = [arms[i] for i in orders[k % len(orders)]]
         block = {}
         for arm in order:
             with trace_arm(arm, k):
@@ -402,7 +409,7 @@ def main(argv: list[str] | None = None) -> int:
     if ab:
         print()
         print(f"interleaved in one process ({args.ab_pairs} rounds of one block of "
-              f"{args.ab_steps} steps per arm, untraced and traced, in rotating order; each "
+              f"{args.ab_steps} steps per arm, untraced and traced, in a Williams design's orders; each "
               "trace's 3 first steps untimed). Overhead per step: the median of the paired "
               "ratios to the same round's untraced block, with its 95% bootstrap interval; "
               "target: the interval's upper bound <= 1%")

@@ -194,7 +194,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", type=Path, default=None,
                     help="where the runs are written (default a temp dir, removed unless --keep)")
     ap.add_argument("--keep", action="store_true", help="keep the runs")
-    ap.add_argument("--repeats", type=int, default=1, help="time each command N times, best of")
+    ap.add_argument("--repeats", type=int, default=3, help="time each command N times, best of")
     ap.add_argument("--timeout", type=float, default=600.0, help="seconds per command")
     ap.add_argument("--commands", default=",".join(COMMANDS),
                     help=f"comma-separated, of: {', '.join(COMMANDS)}")
@@ -221,6 +221,7 @@ def main(argv: list[str] | None = None) -> int:
             if run.exists():
                 shutil.rmtree(run)
             seconds = generate(run, n)
+            os.sync()  # the run at rest, as a later report reads it (not its pages in writeback)
             gen[n] = (seconds, du(run))
             print(f"generated {n:>9,} steps in {seconds:7.1f} s ({du(run) / 2**20:7.1f} MiB on "
                   f"disk): {run}", flush=True)
@@ -273,11 +274,15 @@ def main(argv: list[str] | None = None) -> int:
     for n, (seconds, size) in gen.items():
         print(f"  {n:>9,} steps: {seconds:7.1f} s, {seconds / n * 1e6:5.1f} us/step, "
               f"{size / 2**20:7.1f} MiB")
-    failed = [name for name in TARGETS if (TARGET_STEPS, name) in results and not (
-        results[(TARGET_STEPS, name)][2] in (0, 1)
-        and results[(TARGET_STEPS, name)][0] <= TARGETS[name][0]
+    missed = [name for name in TARGETS if (TARGET_STEPS, name) in results and not (
+        results[(TARGET_STEPS, name)][0] <= TARGETS[name][0]
         and results[(TARGET_STEPS, name)][1] <= TARGETS[name][1])]
-    return 1 if failed or not startup_ok else 0
+    if missed or not startup_ok:
+        print(f"\ntargets missed: {', '.join(missed + ([] if startup_ok else ['start-up']))}")
+    # the exit status says whether every command ran (a timing target missed is a result,
+    # printed above, as overhead.py does; a command that failed or timed out is not)
+    broken = [key for key, (_, _, rc) in results.items() if rc not in (0, 1)]
+    return 1 if broken else 0
 
 
 if __name__ == "__main__":

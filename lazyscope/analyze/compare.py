@@ -222,13 +222,15 @@ class Comparison:
     def same_runs(self) -> list[list[CompareRow]]:
         """Groups of successful rows (two or more) that ran the same thing on the same backend:
         the same concrete policy (``auto`` resolved to one of the others), or the same padded
-        shapes whatever their names (``pow2`` and ``max`` both padding every batch to 256).
-        Their difference in real tokens/s is measurement noise."""
+        shapes with the same real tokens in them, whatever their names (``pow2`` and ``max``
+        both padding every batch to 256). Their difference in real tokens/s is measurement
+        noise. Packing fills the same shapes with more real tokens: the same graphs, not the
+        same work."""
         groups: dict[tuple[Any, ...], list[CompareRow]] = {}
         for r in self.rows:
             if not r.ok:
                 continue
-            key: tuple[Any, ...] = ((r.backend, "shapes", r.shapes) if r.shapes
+            key: tuple[Any, ...] = ((r.backend, "shapes", r.shapes, r.real_tokens) if r.shapes
                                     else (r.backend, "ran", r.ran) if r.ran else ())
             if key:
                 groups.setdefault(key, []).append(r)

@@ -158,7 +158,8 @@ def main() -> None:
               f"server), warm {warm:.2f} s (cached by generation; CPU {warm_cpu:.2f} s)")
         print(f"hosts rows: {len(hosts)}, steps per host: {sorted({h['steps'] for h in hosts})}")
         for f in divergence:
-            print(f"  divergence: host {f['host']} {f['diverges']} at {f['file']}:{f['line']}: "
+            where = f"{f['file']}:{f['line']}" if f["file"] else "no line"
+            print(f"  divergence: host {f['host']} {f['diverges']} at {where}: "
                   f"{f['detail'][:110]}")
     finally:
         if server is not None:

@@ -204,7 +204,10 @@ def build_pod_report(pod: PodRun, *, warmup_steps: int | None = None,
                 and (s.status != "ok" or not s.complete):
             divergence.append(stopped_finding(h, s.steps, most_steps, s.status, s.error,
                                               error_line(pod.hosts[h])))
-    medians = {h: r.median_step_s for h, r in ((r.host, r) for r in rows) if r.median_step_s}
+    # a straggler is judged on steady steps only: a host that stopped (or is still running)
+    # within its warm-up has a median of compiling steps, slow for no fault of its own
+    medians = {r.host: r.median_step_s for r in rows if r.median_step_s
+               and reports[r.host].summary.median_step_basis == "steady"}
     for h, m in medians.items():
         peers = [v for q, v in medians.items() if q != h]
         if not peers:

@@ -219,3 +219,16 @@ def test_a_straggler_is_at_the_line_only_it_has_a_finding_at_else_says_why_none(
     f = _straggler(build_pod_report(PodRun(path=tmp_path, hosts={**fast, 2: plain})))
     assert f.file == "" and f.where == "no line"
     assert f.facts.no_line.startswith("host 2 is slower at every step, not at a line")
+
+
+def test_a_host_stopped_in_its_warm_up_is_no_straggler(tmp_path: Path) -> None:
+    """Host 2 stopped after 3 steps, two of them compiling (its median is a compile step's):
+    it is stopped, not a straggler; the steady hosts are judged as before."""
+    compiling = [{"wall_s": 0.5, "compile_count": 1}] * 2 + [{"wall_s": 0.1}]
+    steady = compiling + [{"wall_s": 0.1}] * 9
+    hosts = {h: build_run(tmp_path / f"w{h}", steps=steady) for h in (0, 1)}
+    hosts[2] = build_run(tmp_path / "w2", steps=compiling)
+    hosts[2].meta.status = "running"  # never finalised, no live writer: killed
+    report = build_pod_report(PodRun(path=tmp_path, hosts=hosts))
+    kinds = [f.facts.diverges for f in report.findings if f.kind == "divergence"]
+    assert kinds == ["stopped"]

@@ -23,15 +23,14 @@ Pure: no I/O beyond what the caller loaded.
 
 from __future__ import annotations
 
-import statistics
 from dataclasses import replace
 from typing import Any
 
 import numpy as np
 
 from lazyscope.analyze.findings import DivergenceFacts, Finding, SourceLookup
-from lazyscope.analyze.ranks import STRAGGLER_MARGIN_S, STRAGGLER_RATIO, merge_findings
 from lazyscope.analyze.ranks import build_any as build_ranked_any
+from lazyscope.analyze.ranks import merge_findings, stragglers
 from lazyscope.analyze.recompiles import changes_text, closest_difference
 from lazyscope.analyze.report import HostRow, Report
 from lazyscope.analyze.summary import timed_steps
@@ -208,13 +207,7 @@ def build_pod_report(pod: PodRun, *, warmup_steps: int | None = None,
     # within its warm-up has a median of compiling steps, slow for no fault of its own
     medians = {r.host: r.median_step_s for r in rows if r.median_step_s
                and reports[r.host].summary.median_step_basis == "steady"}
-    for h, m in medians.items():
-        peers = [v for q, v in medians.items() if q != h]
-        if not peers:
-            continue
-        mid = statistics.median(peers)
-        if mid and m / mid >= STRAGGLER_RATIO and m - mid >= STRAGGLER_MARGIN_S:
-            divergence.append(straggler_finding(h, m, mid, reports))
+    divergence += [straggler_finding(h, m, mid, reports) for h, m, mid in stragglers(medians)]
     findings = divergence + merge_findings({h: rep.findings for h, rep in reports.items()},
                                           "hosts")
     notes = merge_findings({h: rep.notes for h, rep in reports.items()}, "hosts")

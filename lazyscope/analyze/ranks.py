@@ -37,6 +37,21 @@ STRAGGLER_RATIO = 1.5
 STRAGGLER_MARGIN_S = 0.010
 
 
+def stragglers(medians: dict[int, float]) -> list[tuple[int, float, float]]:
+    """``(owner, its median step, the others' median)`` of each rank or host whose median step
+    is at least :data:`STRAGGLER_RATIO` times and :data:`STRAGGLER_MARGIN_S` over the median of
+    the others' medians."""
+    out = []
+    for owner, m in medians.items():
+        peers = [v for q, v in medians.items() if q != owner]
+        if not peers:
+            continue
+        mid = statistics.median(peers)
+        if mid and m / mid >= STRAGGLER_RATIO and m - mid >= STRAGGLER_MARGIN_S:
+            out.append((owner, m, mid))
+    return out
+
+
 def graph_digests(run: Run) -> set[str]:
     """The content digests of the graphs a run compiled (its own, not a library's)."""
     ev = run.events
@@ -103,13 +118,8 @@ def build_ranked_report(ranked: RankedRun, *, warmup_steps: int | None = None,
         if own:
             divergence.append(say(backend, "rank_diverges_graphs", rank=r,
                                       graphs=f"{len(own)} graph{plural(len(own))}"))
-    for r, m in medians.items():
-        peers = [v for q, v in medians.items() if q != r]
-        if not peers:
-            continue
-        mid = statistics.median(peers)
-        if mid and m / mid >= STRAGGLER_RATIO and m - mid >= STRAGGLER_MARGIN_S:
-            divergence.append(say(backend, "rank_diverges_time", rank=r, ratio=m / mid))
+    for r, m, mid in stragglers(medians):
+        divergence.append(say(backend, "rank_diverges_time", rank=r, ratio=m / mid))
     findings = merge_findings({r: rep.findings for r, rep in reports.items()}, "ranks",
                               anchor_recompiles=True)
     notes = merge_findings({r: rep.notes for r, rep in reports.items()}, "ranks",

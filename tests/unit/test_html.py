@@ -365,3 +365,16 @@ def test_scalar_records_are_tensorboards_own_framing(tmp_path) -> None:
              for e in EventFileLoader(str(path)).Load()  # scalars read back as tensors
              for v in e.summary.value if v.tag == "lazyscope/step_time_ms"]
     assert times == [(i, 10.0 * (i + 1)) for i in range(5)]
+
+
+def test_text_summary_is_tensorboards_text_pb() -> None:
+    """The count table's Summary, built from the protos, is the bytes of TensorBoard's own
+    text_pb (which lazyscope no longer imports: it pulls in the TensorFlow stub)."""
+    from tensorboard.plugins.text.summary_v2 import text_pb
+
+    from lazyscope.render.tensorboard import text_summary
+
+    for text in ("", "| step | compiles |\n|---|---|\n| 0 | 1 |", "naïve → ü"):
+        ours = text_summary("lazyscope/counts", text, "lazyscope's integer series").SerializeToString()
+        assert ours == text_pb("lazyscope/counts", text,
+                               description="lazyscope's integer series").SerializeToString()

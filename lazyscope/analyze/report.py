@@ -42,6 +42,7 @@ from lazyscope.analyze.memory import (
     out_of_memory,
 )
 from lazyscope.analyze.recompiles import SiteCompiles, explain_recompiles, library_compiles
+from lazyscope.analyze.series import Series
 from lazyscope.analyze.summary import Summary, summarize
 from lazyscope.analyze.syncs import SyncSite, sync_sites, syncs_per_step
 from lazyscope.analyze.wording import plural, say
@@ -65,27 +66,6 @@ MAX_COMPILE_ROWS = 200
 
 _VIEW = {"json": False}
 _OPTIONAL = {"omit_none": True}
-
-
-@dataclass
-class Series:
-    """The per-step series, bucketed when the run has more than MAX_POINTS steps: point ``i``
-    covers steps ``step[i] .. step[i] + size[i] - 1``."""
-
-    step: np.ndarray
-    size: np.ndarray
-    wall_mean: np.ndarray
-    wall_min: np.ndarray
-    wall_max: np.ndarray
-    compiles: np.ndarray
-    compile_s: np.ndarray
-    execute_s: np.ndarray | None
-    transfer_s: np.ndarray | None
-    cumulative_s: np.ndarray
-
-    @property
-    def bucketed(self) -> bool:
-        return bool(len(self.size)) and int(self.size.max()) > 1
 
 
 @dataclass

@@ -86,27 +86,36 @@ def report_and_views(run_dir: Path, *, warmup_steps: int | None = None,
     warnings printed, or appended to ``warnings`` when given). A run a live trace is still
     writing gets the report so far and no views: asked for the HTML report, RunDirError."""
 
-    target = load_target(run_dir)
-    url = URLS.get(Path(run_dir))
-    if url is not None and isinstance(target, PodRun):
-        target.name = url
-    report = build_any(target, warmup_steps=warmup_steps, sources=SOURCES)
-    if url is not None:
-        report.run_dir = url
-    writer = report.summary.being_written_by
-    if views and need_html and writer is not None:
-        raise RunDirError(f"{show_path(run_dir)} is still being written by {writer}: its views "
-                          "are written into it when the run ends (then run `lazyscope report "
-                          f"{show_path(run_dir)} --format html`); the text and json reports "
-                          "give the report so far")
-    if views and writer is None:  # never into a run a live trace is writing
-        from lazyscope.render.views import write_views
+    plotter = None
+    if views:  # matplotlib is imported in a plotter process while the run is read
+        from lazyscope.render.plotter import Plotter
 
-        lines = write_views(report, run_dir, need_html=need_html)
-        if warnings is None:
-            warn(lines)
-        else:
-            warnings.extend(lines)
+        plotter = Plotter.start()
+    try:
+        target = load_target(run_dir)
+        url = URLS.get(Path(run_dir))
+        if url is not None and isinstance(target, PodRun):
+            target.name = url
+        report = build_any(target, warmup_steps=warmup_steps, sources=SOURCES)
+        if url is not None:
+            report.run_dir = url
+        writer = report.summary.being_written_by
+        if views and need_html and writer is not None:
+            raise RunDirError(f"{show_path(run_dir)} is still being written by {writer}: its "
+                              "views are written into it when the run ends (then run `lazyscope "
+                              f"report {show_path(run_dir)} --format html`); the text and json "
+                              "reports give the report so far")
+        if views and writer is None:  # never into a run a live trace is writing
+            from lazyscope.render.views import write_views
+
+            lines = write_views(report, run_dir, need_html=need_html, plotter=plotter)
+            if warnings is None:
+                warn(lines)
+            else:
+                warnings.extend(lines)
+    finally:
+        if plotter is not None:
+            plotter.close()
     return report
 
 

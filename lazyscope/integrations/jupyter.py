@@ -36,7 +36,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-import lazyscope.render  # noqa: F401 - registers how a Report shows itself in a notebook
+import lazyscope.render.renderers  # noqa: F401 - registers how a Report shows itself in a notebook
 from lazyscope.analyze.hosts import build_any
 from lazyscope.analyze.report import Report
 from lazyscope.backends import BACKENDS

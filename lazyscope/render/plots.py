@@ -17,15 +17,19 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from lazyscope.analyze.compare import CompareRow, Comparison
-from lazyscope.analyze.report import Report, Series
+from lazyscope.analyze.series import Series
 from lazyscope.core.errors import one_line
 from lazyscope.store.layout import CUMULATIVE_PNG, TIME_SPLIT_PNG, TIMELINE_PNG
+
+if TYPE_CHECKING:  # not imported: a plotter process draws without the analysis
+    from lazyscope.analyze.compare import CompareRow, Comparison
+    from lazyscope.analyze.report import Report
 
 #: below this many points the time split is drawn as bars, above as stacked areas
 MAX_BARS = 120
@@ -44,6 +48,12 @@ def _matplotlib() -> Any:
     import matplotlib
 
     return matplotlib
+
+
+def import_matplotlib() -> None:
+    """Import what :func:`new_figure` uses (a plotter process does it before it is asked)."""
+    from matplotlib import figure as _figure  # noqa: F401
+    from matplotlib.backends import backend_agg  # noqa: F401
 
 
 def new_figure(figsize: tuple[float, float]) -> Any:
@@ -69,31 +79,45 @@ def figure(path: Path, *, ncols: int = 1, figsize: tuple[float, float] = (8, 4)
         fig.savefig(path)
 
 
-def _title(report: Report) -> str:
-    """The target and its arguments, printable (an argument that is not UTF-8 is written
-    ``\\xff``: matplotlib cannot draw a lone surrogate), and not too long for a title."""
-    s = report.summary
-    return one_line(s.target + (" " + " ".join(s.args) if s.args else ""), 160)
+@dataclass
+class PlotData:
+    """What the run's plots draw, from its report: the bucketed series (a few thousand points
+    at most) and the numbers of their titles; small enough to hand to a plotter process."""
+
+    series: Series
+    #: the target and its arguments, printable (an argument that is not UTF-8 is written
+    #: ``\\xff``: matplotlib cannot draw a lone surrogate), and not too long for a title
+    title: str
+    steps: int
+    #: steps with a compilation
+    compiled: int
 
 
-def _series(report: Report) -> Series:
-    """The series to draw; a report read back from JSON has none (it is built from a run)."""
+def plot_data(report: Report | PlotData) -> PlotData:
+    """The report's :class:`PlotData`; a report read back from JSON has no series (it is built
+    from a run): ValueError."""
+    if isinstance(report, PlotData):
+        return report
     if report.series is None:
         raise ValueError("this report has no per-step series to draw (build it from the run)")
-    return report.series
+    s = report.summary
+    return PlotData(series=report.series,
+                    title=one_line(s.target + (" " + " ".join(s.args) if s.args else ""), 160),
+                    steps=s.steps,
+                    compiled=int(np.count_nonzero(report.steps.values("compile_count"))))
 
 
-def _x(report: Report) -> np.ndarray:
-    series = _series(report)
+def _x(series: Series) -> np.ndarray:
     return np.asarray(series.step + (series.size - 1) / 2.0)
 
 
-def write_timeline(report: Report, path: Path) -> Path:
+def write_timeline(report: Report | PlotData, path: Path) -> Path:
     """Step time per step, compilation steps marked: the LazyTensor blog's static vs dynamic
     picture. Bucketed runs show each bucket's mean with its min..max band."""
-    series = _series(report)
+    data = plot_data(report)
+    series = data.series
     with figure(path) as (_fig, ax):
-        xs = _x(report)
+        xs = _x(series)
         ys = series.wall_mean * 1e3
         ax.plot(xs, ys, color="#1f77b4", marker="." if len(xs) <= 200 else None,
                 linewidth=1, label="step time" + (" (bucket mean)" if series.bucketed else ""))
@@ -109,19 +133,18 @@ def write_timeline(report: Report, path: Path) -> Path:
         positive = ys[ys > 0]
         if len(positive) and positive.max() / positive.min() > 50:
             ax.set_yscale("log")
-        n_compiled = int(np.count_nonzero(report.steps.values("compile_count")))
-        ax.set_title(f"{_title(report)}\n{n_compiled} of {report.summary.steps} steps compiled",
+        ax.set_title(f"{data.title}\n{data.compiled} of {data.steps} steps compiled",
                      fontsize=9, **LITERAL)
         ax.grid(alpha=0.3)
         ax.legend(fontsize=8, loc="upper right")
     return Path(path)
 
 
-def step_time_split(report: Report) -> dict[str, np.ndarray]:
+def step_time_split(report: Report | PlotData) -> dict[str, np.ndarray]:
     """Seconds per point of the series split into ``compile``, ``execute``, ``transfer`` (to +
     from device) and ``host`` (the rest of the wall time: Python, tracing, waiting; never
     negative). A part the backend does not measure is zero (and ``host`` absorbs it)."""
-    series = _series(report)
+    series = plot_data(report).series
     wall = series.wall_mean * series.size
     zeros = np.zeros(len(wall))
     execute = series.execute_s if series.execute_s is not None else zeros
@@ -130,12 +153,13 @@ def step_time_split(report: Report) -> dict[str, np.ndarray]:
     return {"compile": series.compile_s, "execute": execute, "transfer": transfer, "host": host}
 
 
-def write_time_split(report: Report, path: Path) -> Path:
+def write_time_split(report: Report | PlotData, path: Path) -> Path:
     """Compile / execute / transfer / host time per step (ms): stacked bars for short runs,
     stacked areas per bucket for long ones."""
-    split = step_time_split(report)
-    series = _series(report)
-    xs = _x(report)
+    data = plot_data(report)
+    split = step_time_split(data)
+    series = data.series
+    xs = _x(series)
     per = np.maximum(series.size, 1)
     with figure(path) as (_fig, ax):
         if len(xs) <= MAX_BARS:
@@ -159,9 +183,10 @@ def write_time_split(report: Report, path: Path) -> Path:
     return Path(path)
 
 
-def write_cumulative(report: Report, path: Path) -> Path:
+def write_cumulative(report: Report | PlotData, path: Path) -> Path:
     """Cumulative wall time against step, with the compilation time inside it."""
-    series = _series(report)
+    data = plot_data(report)
+    series = data.series
     with figure(path) as (_fig, ax):
         xs = series.step + series.size - 1
         wall = series.cumulative_s
@@ -177,7 +202,7 @@ def write_cumulative(report: Report, path: Path) -> Path:
         ax.set_ylabel("cumulative time (s)")
         total_wall = float(wall[-1]) if len(wall) else 0.0
         total_comp = float(comp[-1]) if len(comp) else 0.0
-        ax.set_title(f"{total_wall:.2f} s wall in {report.summary.steps} steps, "
+        ax.set_title(f"{total_wall:.2f} s wall in {data.steps} steps, "
                      f"{total_comp:.2f} s compiling", fontsize=9)
         ax.grid(alpha=0.3)
         ax.legend(fontsize=8, loc="upper left")

@@ -1,4 +1,4 @@
-"""Renderers: a Report -> text. All share one signature and sit in one registry.
+"""The renderers: a Report -> text. All share one signature and sit in one registry.
 
 ``RENDERERS[name](report) -> str``. Files (plots, report.html, TensorBoard scalars) are written
 by :mod:`lazyscope.render.views` alone; :mod:`lazyscope.render.plots` is the only module that

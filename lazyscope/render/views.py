@@ -17,7 +17,8 @@ from pathlib import Path
 from lazyscope.analyze.report import Report
 from lazyscope.core.errors import OutputError
 from lazyscope.render.html import render_html
-from lazyscope.render.plots import PLOTS
+from lazyscope.render.plots import PLOTS, plot_data
+from lazyscope.render.plotter import Plotter
 from lazyscope.render.tensorboard import write_scalars
 from lazyscope.store import atomic_write_text
 from lazyscope.store.layout import COMPARE_PNG, REPORT_HTML, TENSORBOARD_DIR
@@ -27,16 +28,29 @@ def _why(err: OSError) -> str:
     return err.strerror or str(err)
 
 
-def write_plots(report: Report, run_dir: Path) -> tuple[dict[str, bytes], list[str]]:
-    """The plots as ``{caption: png bytes}`` (written next to the run's data when possible)."""
+def write_plots(report: Report, run_dir: Path, plotter: Plotter | None = None
+                ) -> tuple[dict[str, bytes], list[str]]:
+    """The plots as ``{caption: png bytes}`` (written next to the run's data when possible),
+    drawn by ``plotter`` when one was started (see :mod:`lazyscope.render.plotter`), else (or
+    when it fails) here."""
     images: dict[str, bytes] = {}
     warnings: list[str] = []
     if not len(report.steps):
+        if plotter is not None:
+            plotter.close()
         return images, warnings
+    data = plot_data(report)
+    drawn = plotter.draw(data, {name: run_dir / name for name in PLOTS}) \
+        if plotter is not None else None
     for name, (caption, writer) in PLOTS.items():
         path = run_dir / name
         try:
-            images[caption] = writer(report, path).read_bytes()
+            if drawn is None:
+                writer(data, path)
+            elif drawn[name] is not None:
+                warnings.append(str(drawn[name]))
+                continue
+            images[caption] = path.read_bytes()
         except OSError as err:
             warnings.append(f"could not write {path}: {_why(err)}")
     compare_png = run_dir / COMPARE_PNG
@@ -60,22 +74,35 @@ def write_html(report: Report, run_dir: Path, images: dict[str, bytes]) -> Path:
     return path
 
 
-def write_views(report: Report, run_dir: Path | str, *, need_html: bool = False) -> list[str]:
+def write_views(report: Report, run_dir: Path | str, *, need_html: bool = False,
+                plotter: Plotter | None = None) -> list[str]:
     """Write every view of ``report`` into ``run_dir``; return one warning line per view that
     could not be written. ``need_html``: the HTML report is what was asked for: raise an
-    OutputError (exit 3) when it cannot be written."""
+    OutputError (exit 3) when it cannot be written. ``plotter``: a plotter process started
+    before the run was read draws the plots (the TensorBoard scalars are written meanwhile)."""
     run_dir = Path(run_dir)
-    images, warnings = write_plots(report, run_dir)
+    if plotter is not None and len(report.steps):
+        plotter.submit(plot_data(report), {name: run_dir / name for name in PLOTS})
+        scalars = _write_scalars(report, run_dir)
+        images, warnings = write_plots(report, run_dir, plotter)
+    else:
+        images, warnings = write_plots(report, run_dir, plotter)
+        scalars = _write_scalars(report, run_dir)
     try:
         write_html(report, run_dir, images)
     except OSError as err:
         if need_html:
             raise OutputError.from_os(err, run_dir / REPORT_HTML) from None
         warnings.append(f"could not write {run_dir / REPORT_HTML}: {_why(err)}")
-    if importlib.util.find_spec("tensorboard") is not None and len(report.steps):
-        try:
-            write_scalars(report, run_dir / TENSORBOARD_DIR)
-        except OSError as err:
-            warnings.append(f"could not write TensorBoard scalars in {run_dir / TENSORBOARD_DIR}:"
-                            f" {_why(err)}")
-    return warnings
+    return warnings + scalars
+
+
+def _write_scalars(report: Report, run_dir: Path) -> list[str]:
+    if importlib.util.find_spec("tensorboard") is None or not len(report.steps):
+        return []
+    try:
+        write_scalars(report, run_dir / TENSORBOARD_DIR)
+    except OSError as err:
+        return [f"could not write TensorBoard scalars in {run_dir / TENSORBOARD_DIR}: "
+                f"{_why(err)}"]
+    return []

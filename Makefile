@@ -42,11 +42,13 @@ lint: venv
 	$(VENV)/bin/mypy
 
 # Measured comparisons (minutes of CPU; not part of the tests; run on a quiet machine): the cost
-# of tracing (in one process, with its interval: default, live alerts, --out gs://), the barrier's
-# parts, report/check at 10^4..10^6 steps and start-up, a 64-host pod from the bucket, the HLO
-# dump's cost, padding policies. benchmarks/RESULTS.md quotes their output.
+# of tracing (in one process, with its interval: default, live alerts, --out gs://) on a ~6 ms
+# step (host and XLA:CPU sharing the 2 cores) and a ~29 ms one, the barrier's parts,
+# report/check at 10^4..10^6 steps and start-up, a 64-host pod from the bucket, the HLO dump's
+# cost, padding policies. benchmarks/RESULTS.md quotes their output.
 bench: venv
 	$(PY) benchmarks/overhead.py --reps 2 --steps 120 --ab-pairs 400 --ab-steps 40
+	$(PY) benchmarks/overhead.py --reps 0 --hidden 1024 --batch 256 --ab-pairs 150 --ab-steps 20
 	$(PY) benchmarks/barrier_cost.py --steps 400
 	$(PY) benchmarks/scale.py
 	$(PY) benchmarks/pod_scale.py

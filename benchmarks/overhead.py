@@ -36,7 +36,17 @@ starts under a trace (as ``lazyscope trace`` runs a script) so torch_xla's envir
 traced one in every arm: that environment (``PT_XLA_DEBUG_LEVEL=2``, the HLO dump) acts inside
 torch_xla at each compilation and execution, which the fresh-process rows cover.
 
+How much a step's time that cost is depends on the step: lazyscope's work is a fixed few
+microseconds of host time per barrier, and on this 2-core machine XLA:CPU executes the step on
+the same cores, so every microsecond of it is taken from the step (on a TPU or GPU host the
+device's work does not share the host's cores). Each arm's line gives its overhead both as a
+share of the step and as microseconds per step; ``make bench`` measures two steps: this MLP
+(hidden 512, batch 128: ~6 ms, host and device sharing the 2 cores: the worst case), and
+hidden 1024, batch 256 (~29 ms) with ``--reps 0`` (the interleaved measurement only).
+
     PJRT_DEVICE=CPU python benchmarks/overhead.py --reps 2 --steps 120 --ab-pairs 400
+    PJRT_DEVICE=CPU python benchmarks/overhead.py --reps 0 --hidden 1024 --batch 256 \
+        --ab-pairs 150 --ab-steps 20
 """
 
 from __future__ import annotations
@@ -51,6 +61,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 #: the per-step overhead lazyscope may add (issue 13: source locations included)
 TARGET = 0.01
@@ -140,10 +151,10 @@ if args.ab_pairs:
     orders = [[(x + i) % n for x in first] for i in range(n)]
     if n % 2:
         orders += [o[::-1] for o in orders]
-    rounds = []
+    rounds, step_times = [], []
     for k in range(args.ab_pairs):
         order = [arms[i] for i in orders[k % len(orders)]]
-        block = {}
+        block, steps = {}, {}
         for arm in order:
             with trace_arm(arm, k):
                 # a trace's first steps are its warm-up (fallback call sites are watched there,
@@ -153,13 +164,17 @@ if args.ab_pairs:
                     train_step(i)
                 xm.wait_device_ops()
                 tic = time.perf_counter()
+                marks = []
                 for i in range(args.ab_steps):
                     train_step(i)
+                    marks.append(time.perf_counter())
                 xm.wait_device_ops()
                 block[arm] = (time.perf_counter() - tic) / args.ab_steps
+                steps[arm] = [b - a for a, b in zip([tic, *marks], marks)]
         rounds.append(block)
+        step_times.append(steps)
     with open(args.result, "w") as fh:
-        json.dump({"rounds": rounds}, fh)
+        json.dump({"rounds": rounds, "steps": step_times}, fh)
     raise SystemExit(0)
 
 times = []
@@ -262,8 +277,10 @@ ARMS = {"default": "lazyscope.trace(DIR)",
 
 def run_interleaved(workdir: Path, script_args: list[str], rounds: int, steps: int,
                     arms: list[str]) -> dict[str, list[float]]:
-    """One process, an untraced block and a block of each traced arm per round, in rotating
-    order: each arm's ratios to the untraced block of the same round."""
+    """One process, an untraced block and a block of each traced arm per round, in a Williams
+    design's orders: each arm's ratios to the untraced block of the same round (``ARM``), their
+    differences in seconds per step (``ARM s``) and the untraced blocks' step times
+    (``untraced``)."""
     result = workdir / "interleaved.json"
     env = _env()
     server = None
@@ -298,7 +315,9 @@ def run_interleaved(workdir: Path, script_args: list[str], rounds: int, steps: i
     if said:  # a live alert or an upload that failed would be a finding about the benchmark
         print("the interleaved process said:", *said[:10], sep="\n  ")
     data = json.loads(result.read_text())["rounds"]
-    return {arm: [r[arm] / r["untraced"] - 1 for r in data] for arm in arms}
+    return {"untraced": [r["untraced"] for r in data],
+            **{arm: [r[arm] / r["untraced"] - 1 for r in data] for arm in arms},
+            **{f"{arm} s": [r[arm] - r["untraced"] for r in data] for arm in arms}}
 
 
 def bootstrap_ci(values: list[float], n: int = 4000, seed: int = 0) -> tuple[float, float]:
@@ -308,62 +327,15 @@ def bootstrap_ci(values: list[float], n: int = 4000, seed: int = 0) -> tuple[flo
     return medians[int(0.025 * n)], medians[int(0.975 * n) - 1]
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.strip().splitlines()[0])
-    parser.add_argument("--reps", type=int, default=3, help="repetitions of each mode")
-    parser.add_argument("--steps", type=int, default=60)
-    parser.add_argument("--warmup", type=int, default=5)
-    parser.add_argument("--hidden", type=int, default=512)
-    parser.add_argument("--layers", type=int, default=3)
-    parser.add_argument("--batch", type=int, default=128)
-    parser.add_argument("--ab-pairs", type=int, default=200,
-                        help="interleaved A/B: rounds of blocks in one process (0: skip)")
-    parser.add_argument("--ab-steps", type=int, default=20, help="steps per interleaved block")
-    parser.add_argument("--ab-arms", default="default,alerts,gs",
-                        help="traced arms of the interleaved measurement, from: "
-                        + ", ".join(f"{k} ({v})" for k, v in ARMS.items()))
-    parser.add_argument("--keep", type=Path, default=None, help="keep the runs in this directory")
-    args = parser.parse_args(argv)
-    script_args = ["--steps", str(args.steps), "--warmup", str(args.warmup),
-                   "--hidden", str(args.hidden), "--layers", str(args.layers),
-                   "--batch", str(args.batch)]
-
-    with tempfile.TemporaryDirectory(prefix="lazyscope-overhead-") as tmp:
-        workdir = args.keep or Path(tmp)
-        workdir.mkdir(parents=True, exist_ok=True)
-        (workdir / "train_mlp.py").write_text(TRAIN_SCRIPT)
-        results: dict[str, list[dict]] = {"untraced": [], "traced": [], "traced-light": []}
-        print(f"workload: MLP {args.layers}x{args.hidden}, batch {args.batch}, SGD; "
-              f"{args.steps} steps ({args.warmup} warm-up); {args.reps} repetitions per mode, "
-              "alternating, each a fresh process")
-        print(f"{'rep':>3} {'mode':<12} {'median step':>12} {'steady mean':>12} {'compiles':>8} "
-              f"{'executions':>10} {'d2h':>4} {'h2d':>4} {'process':>8}")
-        for rep in range(args.reps):
-            modes = ("untraced", "traced", "traced-light")
-            order = modes[rep % 3:] + modes[:rep % 3]  # rotate: no mode always runs first
-            for mode in order:
-                r = run_once(mode, workdir, rep, script_args)
-                results[mode].append(r)
-                median = statistics.median(r["step_s"][args.warmup:])
-                print(f"{rep:>3} {mode:<12} {median * 1e3:>9.2f} ms {r['steady_mean_s'] * 1e3:>9.2f} ms "
-                      f"{r['compiles']:>8} {r['executions']:>10} {r['from_device']:>4} "
-                      f"{r['to_device']:>4} {r['process_s']:>7.1f}s", flush=True)
-        arms = [a for a in args.ab_arms.split(",") if a]
-        unknown = sorted(set(arms) - set(ARMS))
-        if unknown:
-            parser.error(f"unknown --ab-arms {unknown}: choose from {sorted(ARMS)}")
-        ab = run_interleaved(workdir, script_args, args.ab_pairs, args.ab_steps, arms) \
-            if args.ab_pairs and arms else {}
-
-    def uniq(mode: str, key: str) -> list[int]:
-        return sorted({r[key] for r in results[mode]})
-
+def report_processes(results: dict[str, list[dict]], warmup: int, uniq: Any) -> bool:
+    """Print the fresh-process comparison; True when no mode added compilations or
+    device-to-host transfers."""
     steady = {m: statistics.median(r["steady_mean_s"] for r in results[m]) for m in results}
-    medians = {m: statistics.median(statistics.median(r["step_s"][args.warmup:])
+    medians = {m: statistics.median(statistics.median(r["step_s"][warmup:])
                                     for r in results[m]) for m in results}
     cpu = {m: statistics.median(r["steady_cpu_s"] for r in results[m]) for m in results}
-    probe = probe_cost(_env())
     ok = True
+
     def paired(mode: str, key: str) -> list[float]:
         return [t[key] / u[key] - 1 for t, u in zip(results[mode], results["untraced"],
                                                     strict=True)]
@@ -406,22 +378,95 @@ def main(argv: list[str] | None = None) -> int:
         print(f"  compile time (median of runs):               {compile_s[mode]:.3f} s traced vs "
               f"{compile_s['untraced']:.3f} s untraced")
         ok = ok and extra["compiles"] == 0 and extra["from_device"] == 0
+    return ok
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.strip().splitlines()[0])
+    parser.add_argument("--reps", type=int, default=3,
+                        help="repetitions of each mode in fresh processes (0: only the "
+                        "interleaved measurement)")
+    parser.add_argument("--steps", type=int, default=60)
+    parser.add_argument("--warmup", type=int, default=5)
+    parser.add_argument("--hidden", type=int, default=512)
+    parser.add_argument("--layers", type=int, default=3)
+    parser.add_argument("--batch", type=int, default=128)
+    parser.add_argument("--ab-pairs", type=int, default=200,
+                        help="interleaved A/B: rounds of blocks in one process (0: skip)")
+    parser.add_argument("--ab-steps", type=int, default=20, help="steps per interleaved block")
+    parser.add_argument("--ab-arms", default="default,alerts,gs",
+                        help="traced arms of the interleaved measurement, from: "
+                        + ", ".join(f"{k} ({v})" for k, v in ARMS.items()))
+    parser.add_argument("--keep", type=Path, default=None, help="keep the runs in this directory")
+    args = parser.parse_args(argv)
+    script_args = ["--steps", str(args.steps), "--warmup", str(args.warmup),
+                   "--hidden", str(args.hidden), "--layers", str(args.layers),
+                   "--batch", str(args.batch)]
+
+    with tempfile.TemporaryDirectory(prefix="lazyscope-overhead-") as tmp:
+        workdir = args.keep or Path(tmp)
+        workdir.mkdir(parents=True, exist_ok=True)
+        (workdir / "train_mlp.py").write_text(TRAIN_SCRIPT)
+        results: dict[str, list[dict]] = {"untraced": [], "traced": [], "traced-light": []}
+        print(f"workload: MLP {args.layers}x{args.hidden}, batch {args.batch}, SGD; "
+              + (f"{args.steps} steps ({args.warmup} warm-up); {args.reps} repetitions per mode, "
+                 "alternating, each a fresh process" if args.reps else
+                 "the interleaved measurement only (--reps 0)"))
+        if args.reps:
+            print(f"{'rep':>3} {'mode':<12} {'median step':>12} {'steady mean':>12} "
+                  f"{'compiles':>8} {'executions':>10} {'d2h':>4} {'h2d':>4} {'process':>8}")
+        for rep in range(args.reps):
+            modes = ("untraced", "traced", "traced-light")
+            order = modes[rep % 3:] + modes[:rep % 3]  # rotate: no mode always runs first
+            for mode in order:
+                r = run_once(mode, workdir, rep, script_args)
+                results[mode].append(r)
+                median = statistics.median(r["step_s"][args.warmup:])
+                print(f"{rep:>3} {mode:<12} {median * 1e3:>9.2f} ms {r['steady_mean_s'] * 1e3:>9.2f} ms "
+                      f"{r['compiles']:>8} {r['executions']:>10} {r['from_device']:>4} "
+                      f"{r['to_device']:>4} {r['process_s']:>7.1f}s", flush=True)
+        arms = [a for a in args.ab_arms.split(",") if a]
+        unknown = sorted(set(arms) - set(ARMS))
+        if unknown:
+            parser.error(f"unknown --ab-arms {unknown}: choose from {sorted(ARMS)}")
+        ab = run_interleaved(workdir, script_args, args.ab_pairs, args.ab_steps, arms) \
+            if args.ab_pairs and arms else {}
+
+    if not args.reps and not ab:
+        parser.error("--reps 0 needs the interleaved measurement (--ab-pairs > 0)")
+
+    def uniq(mode: str, key: str) -> list[int]:
+        return sorted({r[key] for r in results[mode]})
+
+    ok = True
+    if args.reps:
+        ok = report_processes(results, args.warmup, uniq)
     if ab:
+        untraced = statistics.median(ab["untraced"])
         print()
         print(f"interleaved in one process ({args.ab_pairs} rounds of one block of "
-              f"{args.ab_steps} steps per arm, untraced and traced, in a Williams design's orders; each "
-              "trace's 3 first steps untimed). Overhead per step: the median of the paired "
-              "ratios to the same round's untraced block, with its 95% bootstrap interval; "
-              "target: the interval's upper bound <= 1%")
-        for arm, ratios in ab.items():
+              f"{args.ab_steps} steps per arm, untraced and traced, in a Williams design's orders; "
+              "each trace's 3 first steps untimed; the untraced blocks' median step "
+              f"{untraced * 1e3:.2f} ms). Overhead per step: the median of the paired ratios to "
+              "the same round's untraced block, with its 95% bootstrap interval (target: the "
+              "interval's upper bound <= 1%), and the same as time per step (the median of the "
+              "paired differences)")
+        for arm in arms:
+            ratios, diffs = ab[arm], ab[f"{arm} s"]
             overhead = statistics.median(ratios)
             low, high = bootstrap_ci(ratios)
+            dlow, dhigh = bootstrap_ci(diffs)
             print(f"  {ARMS[arm]}:")
             print(f"    {overhead * 100:+.2f}%  (95% CI {low * 100:+.2f}%..{high * 100:+.2f}%; "
-                  f"target: {'met' if high <= TARGET else 'NOT met'})")
+                  f"target: {'met' if high <= TARGET else 'NOT met'}); "
+                  f"{statistics.median(diffs) * 1e6:+.0f} us per step "
+                  f"(95% CI {dlow * 1e6:+.0f}..{dhigh * 1e6:+.0f} us)")
+    probe = probe_cost(_env())
+    base = statistics.median(ab["untraced"]) if ab else statistics.median(
+        statistics.median(r["step_s"][args.warmup:]) for r in results["untraced"])
     print()
     print(f"lazyscope's own work per barrier (idle device): {probe * 1e6:.0f} us = "
-          f"{probe / medians['untraced'] * 100:.2f}% of the untraced median step")
+          f"{probe / base * 100:.2f}% of the untraced median step")
     return 0 if ok else 1
 
 

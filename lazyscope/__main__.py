@@ -1,5 +1,5 @@
 import sys
 
-from lazyscope.cli import main
+from lazyscope.cli import entry
 
-sys.exit(main())
+sys.exit(entry())

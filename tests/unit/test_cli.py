@@ -185,3 +185,26 @@ def test_a_script_that_took_its_arguments_and_failed_later_gets_no_order_hint(
                  str(tmp_path / "run"), str(script), "--steps", "3"]) == 5
     err = capsys.readouterr().err
     assert "KeyError" in err and "lazyscope's options go before" not in err
+
+
+def test_the_command_of_a_process_freezes_its_imports(data_run) -> None:
+    """The console script and ``python -m lazyscope`` run ``entry``: main() with the imported
+    modules frozen out of the cyclic GC's reach (tests call main(), which freezes nothing)."""
+    import subprocess
+    import sys
+
+    import tomllib
+
+    from tests.conftest import REPO
+
+    scripts = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["scripts"]
+    assert scripts["lazyscope"] == "lazyscope.cli:entry"
+    assert "entry()" in (REPO / "lazyscope" / "__main__.py").read_text()
+    path = data_run("dynamic20")
+    code = ("import gc, sys\nfrom lazyscope.cli import entry\n"
+            f"sys.argv = ['lazyscope', 'report', {str(path)!r}, '--format', 'json']\n"
+            "code = entry()\nprint(code, gc.get_freeze_count() > 1000, file=sys.stderr)\n")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          cwd=REPO, timeout=120)
+    assert proc.stderr.strip().splitlines()[-1] == "0 True", proc.stderr
+    assert json.loads(proc.stdout)["compiles"] == 20

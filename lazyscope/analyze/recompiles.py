@@ -506,6 +506,9 @@ def _varying(recompiles: Iterable[Recompile]) -> list[Varying]:
     growing when every change made the dimension larger."""
     seen: dict[tuple[Any, ...], Varying] = {}
     order: dict[tuple[Any, ...], list[Any]] = {}
+    # each key's values so far as a set too: ``x not in v.values`` over a list was quadratic
+    # (a family of 1024 lengths is a million comparisons, per call)
+    known: dict[tuple[Any, ...], set[Any]] = {}
     for r in recompiles:
         pairs_seen: set[tuple[Any, ...]] = set()
         for c in r.changes:
@@ -519,9 +522,19 @@ def _varying(recompiles: Iterable[Recompile]) -> list[Varying]:
             if v is None:
                 v = seen[key] = Varying(c.input, c.what, c.index, [], origin=c.origin)
                 order[key] = []
+                known[key] = set()
+            values = known[key]
             for x in (c.before, c.after):
-                if x is not None and x not in v.values:
-                    v.values.append(x)
+                if x is None:
+                    continue
+                try:
+                    if x in values:
+                        continue
+                    values.add(x)
+                except TypeError:  # an unhashable value (a list): the list's own test
+                    if x in v.values:
+                        continue
+                v.values.append(x)
             order[key].append((c.before, c.after))
             if v.origin is None:
                 v.origin = c.origin
@@ -751,9 +764,13 @@ def _explain_site(ctx: _Context, site: Frame | None, stack: Stack, phase: str, f
     # a long run can hold hundreds of thousands of them
     repeats = np.flatnonzero(~is_first)
     warmup = ctx.run.meta.warmup_steps
-    rep_keys, inverse = np.unique(keys[repeats], return_inverse=True)
-    by_key = repeats[np.argsort(inverse, kind="stable")]  # each key's repeats, in step order
-    ends = np.cumsum(np.bincount(inverse, minlength=len(rep_keys))).tolist()
+    # key ids are small interned ints: grouped by counting, not by np.unique's sort
+    rk = keys[repeats]
+    counts = np.bincount(rk, minlength=1) if len(rk) else np.zeros(0, dtype=np.int64)
+    rep_keys = np.flatnonzero(counts)
+    narrow = rk.astype(np.uint16) if len(counts) <= 1 << 16 else rk  # a radix sort
+    by_key = repeats[np.argsort(narrow, kind="stable")]  # each key's repeats, in step order
+    ends = np.cumsum(counts[rep_keys]).tolist()
     evicted_steps: dict[int, list[np.ndarray]] = {}
     for k, key in enumerate(rep_keys.tolist()):
         fam = family_of_key[key]

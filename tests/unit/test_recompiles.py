@@ -425,3 +425,23 @@ def test_a_batch_dimension_dynamo_made_dynamic_is_not_a_partial_batch(tmp_path: 
     findings, (note,) = make_findings("compile", sites=[fam], syncs=[], fallbacks=[],
                                       breaks=[], eagers=[], steps=8)
     assert findings == [] and "drop_last" not in note.fix and "dynamic" in note.fix
+
+
+def test_varying_values_are_each_kept_once_hashable_or_not() -> None:
+    """The values a varying input took, each once in sorted order: ints through the set that
+    keeps _varying linear, a list (a guarded value that is a list) through the list's own
+    test."""
+    from lazyscope.analyze.recompiles import Recompile, _varying
+    from lazyscope.model import Change
+
+    def rec(step: int, *changes: Change) -> Recompile:
+        return Recompile(step, 0.1, f"g{step}", f"g{step - 1}", "shape", list(changes))
+
+    lengths = [rec(i, Change("x", "dim", 1, before=i, after=i + 1)) for i in range(1, 600)]
+    lengths.append(rec(600, Change("x", "dim", 1, before=5, after=3)))
+    guards = [rec(700, Change("cfg", "value", None, before=[1, 2], after=[3])),
+              rec(701, Change("cfg", "value", None, before=[3], after=[1, 2]))]
+    dim, value = _varying(lengths + guards)
+    assert dim.values == list(range(1, 601)) and not dim.growing
+    assert _varying(lengths[:-1])[0].growing
+    assert sorted(value.values, key=str) == [[1, 2], [3]]

@@ -96,11 +96,19 @@ class Plotter:
 
 
 def main() -> int:
-    """The plotter process: imports first, then one request from stdin."""
+    """The plotter process: one request from stdin, read on a thread while matplotlib is
+    imported (the request is larger than a pipe's buffer: the caller's write would otherwise
+    wait for the imports to end)."""
+    import threading
+
+    got: list[bytes] = []
+    reader = threading.Thread(target=lambda: got.append(sys.stdin.buffer.read()), daemon=True)
+    reader.start()
     from lazyscope.render.plots import PLOTS, import_matplotlib
 
     import_matplotlib()
-    request = sys.stdin.buffer.read()
+    reader.join()
+    request = got[0] if got else b""
     if not request:
         return 0  # the caller needed no plots
     data, paths = pickle.loads(request)

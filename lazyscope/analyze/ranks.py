@@ -35,6 +35,9 @@ from lazyscope.model import Compile, RankedRun, Run
 #: STRAGGLER_MARGIN_S slower, is a straggler
 STRAGGLER_RATIO = 1.5
 STRAGGLER_MARGIN_S = 0.010
+#: a median over fewer steps than this is no evidence of a straggler (two hosts of a 4-step run
+#: sharing a loaded machine read 3.75x apart)
+STRAGGLER_MIN_STEPS = 8
 
 
 def stragglers(medians: dict[int, float]) -> list[tuple[int, float, float]]:
@@ -104,7 +107,8 @@ def build_ranked_report(ranked: RankedRun, *, warmup_steps: int | None = None,
     rows: list[RankRow] = []
     digests = {r: graph_digests(run) for r, run in ranked.ranks.items()}
     medians = {r: rep.summary.median_step_seconds for r, rep in reports.items()
-               if rep.summary.median_step_seconds}
+               if rep.summary.median_step_seconds
+               and rep.summary.median_step_steps >= STRAGGLER_MIN_STEPS}
     divergence: list[str] = []
     for r, rep in reports.items():
         s = rep.summary

@@ -60,7 +60,10 @@ class LocalRun:
         if (p / META_FILE).exists():
             self.why = f"{self.name} is not a lazyscope run ({META_FILE} is not lazyscope's)"
             return NOT_A_RUN
-        foreign = [n for n in names if n not in RUN_FILES and n not in RUN_DIRS]
+        # a run file's ``.tmp`` is an atomic write in progress (meta.json.tmp just before the
+        # rename that makes the run): a trace starting, like the files it writes first
+        foreign = [n for n in names if n not in RUN_FILES and n not in RUN_DIRS
+                   and n.removesuffix(".tmp") not in RUN_FILES]
         if foreign:
             self.why = (f"{self.name} is not a lazyscope run (no {META_FILE}; it holds "
                         f"{', '.join(sorted(foreign)[:3])}{' ...' if len(foreign) > 3 else ''})")

@@ -232,3 +232,21 @@ def test_a_host_stopped_in_its_warm_up_is_no_straggler(tmp_path: Path) -> None:
     report = build_pod_report(PodRun(path=tmp_path, hosts=hosts))
     kinds = [f.facts.diverges for f in report.findings if f.kind == "divergence"]
     assert kinds == ["stopped"]
+
+
+def test_a_median_of_a_few_steps_makes_no_straggler(tmp_path: Path) -> None:
+    """Two hosts of a 4-step run on a loaded machine read 3.75x apart in the suite: a median
+    over fewer than STRAGGLER_MIN_STEPS steady steps is no evidence; the same ratio over
+    enough steps is a straggler."""
+    from lazyscope.analyze.ranks import STRAGGLER_MIN_STEPS
+
+    def pod(steps: int) -> PodRun:
+        fast = {h: build_run(tmp_path / f"{steps}f{h}", steps=[{"wall_s": 0.004}] * steps)
+                for h in (0, 1)}
+        slow = build_run(tmp_path / f"{steps}s", steps=[{"wall_s": 0.015}] * steps)
+        return PodRun(path=tmp_path, hosts={**fast, 2: slow})
+
+    assert 4 < STRAGGLER_MIN_STEPS <= 12
+    few = build_pod_report(pod(4))
+    assert not [f for f in few.findings if f.kind == "divergence"]
+    assert _straggler(build_pod_report(pod(12))).facts.host == 2

@@ -43,7 +43,7 @@ lint: venv
 
 # Measured comparisons (minutes of CPU; not part of the tests; run on a quiet machine): the cost
 # of tracing (in one process, with its interval: default, live alerts, --out gs://) on a ~6 ms
-# step (host and XLA:CPU sharing the 2 cores) and a ~29 ms one, the barrier's parts,
+# step (host and XLA:CPU sharing the 2 cores) and a ~26-29 ms one, the barrier's parts,
 # report/check at 10^4..10^6 steps and start-up, a 64-host pod from the bucket, the HLO dump's
 # cost, padding policies. benchmarks/RESULTS.md quotes their output.
 bench: venv

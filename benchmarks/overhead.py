@@ -42,7 +42,7 @@ the same cores, so every microsecond of it is taken from the step (on a TPU or G
 device's work does not share the host's cores). Each arm's line gives its overhead both as a
 share of the step and as microseconds per step; ``make bench`` measures two steps: this MLP
 (hidden 512, batch 128: ~6 ms, host and device sharing the 2 cores: the worst case), and
-hidden 1024, batch 256 (~29 ms) with ``--reps 0`` (the interleaved measurement only).
+hidden 1024, batch 256 (~26-29 ms) with ``--reps 0`` (the interleaved measurement only).
 
     PJRT_DEVICE=CPU python benchmarks/overhead.py --reps 2 --steps 120 --ab-pairs 400
     PJRT_DEVICE=CPU python benchmarks/overhead.py --reps 0 --hidden 1024 --batch 256 \

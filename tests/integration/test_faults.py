@@ -93,7 +93,8 @@ dev = torch_xla.device()
 lock = threading.Lock()
 
 def worker():
-    x = torch.zeros(3, device=dev)
+    with lock:  # torch_xla's sync takes every live tensor: none made while another syncs
+        x = torch.zeros(3, device=dev)
     for _ in range(3):
         with lock:
             x = x + 1

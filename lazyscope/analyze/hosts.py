@@ -29,8 +29,8 @@ from typing import Any
 import numpy as np
 
 from lazyscope.analyze.findings import DivergenceFacts, Finding, SourceLookup
-from lazyscope.analyze.ranks import STRAGGLER_MIN_STEPS, merge_findings, stragglers
 from lazyscope.analyze.ranks import build_any as build_ranked_any
+from lazyscope.analyze.ranks import merge_findings, stragglers
 from lazyscope.analyze.recompiles import changes_text, closest_difference
 from lazyscope.analyze.report import HostRow, Report
 from lazyscope.analyze.summary import timed_steps
@@ -205,9 +205,8 @@ def build_pod_report(pod: PodRun, *, warmup_steps: int | None = None,
                                               error_line(pod.hosts[h])))
     # a straggler is judged on steady steps only: a host that stopped (or is still running)
     # within its warm-up has a median of compiling steps, slow for no fault of its own
-    medians = {r.host: r.median_step_s for r in rows if r.median_step_s
-               and reports[r.host].summary.median_step_basis == "steady"
-               and reports[r.host].summary.median_step_steps >= STRAGGLER_MIN_STEPS}
+    medians = {r.host: (r.median_step_s, reports[r.host].summary.median_step_steps)
+               for r in rows if reports[r.host].summary.median_step_basis == "steady"}
     divergence += [straggler_finding(h, m, mid, reports) for h, m, mid in stragglers(medians)]
     findings = divergence + merge_findings({h: rep.findings for h, rep in reports.items()},
                                           "hosts")

@@ -40,13 +40,16 @@ STRAGGLER_MARGIN_S = 0.010
 STRAGGLER_MIN_STEPS = 8
 
 
-def stragglers(medians: dict[int, float]) -> list[tuple[int, float, float]]:
+def stragglers(medians: dict[int, tuple[float | None, int]]
+               ) -> list[tuple[int, float, float]]:
     """``(owner, its median step, the others' median)`` of each rank or host whose median step
     is at least :data:`STRAGGLER_RATIO` times and :data:`STRAGGLER_MARGIN_S` over the median of
-    the others' medians."""
+    the others' medians. ``medians``: owner -> (median step, the steps it covers); a median over
+    fewer than :data:`STRAGGLER_MIN_STEPS` steps is left out."""
+    judged = {q: m for q, (m, n) in medians.items() if m and n >= STRAGGLER_MIN_STEPS}
     out = []
-    for owner, m in medians.items():
-        peers = [v for q, v in medians.items() if q != owner]
+    for owner, m in judged.items():
+        peers = [v for q, v in judged.items() if q != owner]
         if not peers:
             continue
         mid = statistics.median(peers)
@@ -106,9 +109,8 @@ def build_ranked_report(ranked: RankedRun, *, warmup_steps: int | None = None,
     backend = lead.backend
     rows: list[RankRow] = []
     digests = {r: graph_digests(run) for r, run in ranked.ranks.items()}
-    medians = {r: rep.summary.median_step_seconds for r, rep in reports.items()
-               if rep.summary.median_step_seconds
-               and rep.summary.median_step_steps >= STRAGGLER_MIN_STEPS}
+    medians = {r: (rep.summary.median_step_seconds, rep.summary.median_step_steps)
+               for r, rep in reports.items()}
     divergence: list[str] = []
     for r, rep in reports.items():
         s = rep.summary

@@ -766,7 +766,7 @@ def _explain_site(ctx: _Context, site: Frame | None, stack: Stack, phase: str, f
     warmup = ctx.run.meta.warmup_steps
     # key ids are small interned ints: grouped by counting, not by np.unique's sort
     rk = keys[repeats]
-    counts = np.bincount(rk, minlength=1) if len(rk) else np.zeros(0, dtype=np.int64)
+    counts = np.bincount(rk)
     rep_keys = np.flatnonzero(counts)
     narrow = rk.astype(np.uint16) if len(counts) <= 1 << 16 else rk  # a radix sort
     by_key = repeats[np.argsort(narrow, kind="stable")]  # each key's repeats, in step order

@@ -72,26 +72,24 @@ class Plotter:
         name: None when written, else the error line}; None when the plotter failed (then
         nothing it wrote is to be trusted: the caller draws them all)."""
         self.submit(data, paths)
-        proc, self._proc = self._proc, None
-        if proc is None or self._asked != list(paths):
-            if proc is not None:
-                proc.kill()
-                proc.wait()
+        if self._proc is None or self._asked != list(paths):
+            self.close()
             return None
+        proc = self._proc
         try:
             out, _ = proc.communicate(timeout=TIMEOUT_S)
             answer = pickle.loads(out) if proc.returncode == 0 and out else None
         except Exception:  # noqa: BLE001 - any failure: draw in-process instead
-            proc.kill()
-            proc.wait()
-            return None
+            answer = None
+        self.close()  # ended, or killed when it failed
         return answer if isinstance(answer, dict) and set(answer) == set(paths) else None
 
     def close(self) -> None:
-        """Stop a plotter that will not be asked for anything."""
+        """Stop a plotter that will not be asked for anything (or was answered)."""
         proc, self._proc = self._proc, None
         if proc is not None:
-            proc.kill()
+            if proc.poll() is None:
+                proc.kill()
             proc.wait()
 
 

@@ -25,7 +25,6 @@ RENDERERS: dict[str, Renderer] = {
 }
 
 
-
 def _notebook_html(report: Report) -> str:
     from lazyscope.render.views import notebook_html  # the plots: only in a notebook
 

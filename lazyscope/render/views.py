@@ -28,6 +28,10 @@ def _why(err: OSError) -> str:
     return err.strerror or str(err)
 
 
+def _plot_paths(run_dir: Path) -> dict[str, Path]:
+    return {name: run_dir / name for name in PLOTS}
+
+
 def write_plots(report: Report, run_dir: Path, plotter: Plotter | None = None
                 ) -> tuple[dict[str, bytes], list[str]]:
     """The plots as ``{caption: png bytes}`` (written next to the run's data when possible),
@@ -40,8 +44,7 @@ def write_plots(report: Report, run_dir: Path, plotter: Plotter | None = None
             plotter.close()
         return images, warnings
     data = plot_data(report)
-    drawn = plotter.draw(data, {name: run_dir / name for name in PLOTS}) \
-        if plotter is not None else None
+    drawn = plotter.draw(data, _plot_paths(run_dir)) if plotter is not None else None
     for name, (caption, writer) in PLOTS.items():
         path = run_dir / name
         try:
@@ -81,13 +84,10 @@ def write_views(report: Report, run_dir: Path | str, *, need_html: bool = False,
     OutputError (exit 3) when it cannot be written. ``plotter``: a plotter process started
     before the run was read draws the plots (the TensorBoard scalars are written meanwhile)."""
     run_dir = Path(run_dir)
-    if plotter is not None and len(report.steps):
-        plotter.submit(plot_data(report), {name: run_dir / name for name in PLOTS})
-        scalars = _write_scalars(report, run_dir)
-        images, warnings = write_plots(report, run_dir, plotter)
-    else:
-        images, warnings = write_plots(report, run_dir, plotter)
-        scalars = _write_scalars(report, run_dir)
+    if plotter is not None and len(report.steps):  # drawn while the scalars are written
+        plotter.submit(plot_data(report), _plot_paths(run_dir))
+    scalars = _write_scalars(report, run_dir)
+    images, warnings = write_plots(report, run_dir, plotter)
     try:
         write_html(report, run_dir, images)
     except OSError as err:

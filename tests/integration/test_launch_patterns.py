@@ -1,6 +1,7 @@
 """The ways people run torch_xla, traced unmodified on real XLA:CPU (tests/programs/, one small
 program per pattern): ``torch_xla.launch``, two ranks under a launcher that sets ``RANK``,
-SPMD (``use_spmd()`` in the program, 4 CPU devices), ``torch.compile(backend="openxla")`` with
+SPMD (``use_spmd()`` in the program, 4 CPU devices; and reading its loss right after each
+step's barrier, 600 steps, which the read hook once crashed), ``torch.compile(backend="openxla")`` with
 its first compile in step 0, ``torch_xla.step()``, ``torch_xla.compile(fn)``, eager mode, and a
 training loop fed by a ``DataLoader(num_workers=2)`` whose workers are forked (Linux's default)
 or spawned: a worker process never records a step or ends the parent's run.
@@ -30,6 +31,7 @@ COUNTED = ("CompileTime", "ExecuteTime", "ExecuteReplicatedTime", "TransferToDev
 CASES = {
     "launch_one": {},
     "spmd": {"CPU_NUM_DEVICES": "4"},
+    "spmd_reads": {"CPU_NUM_DEVICES": "4"},
     "openxla": {},
     "step_ctx": {},
     "compiled_fn": {},

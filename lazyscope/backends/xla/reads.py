@@ -94,15 +94,19 @@ def _traced(tensor: Any) -> bool:
 def has_pending_ir(tensor: Any) -> bool | None:
     """True when reading ``tensor`` must first run a graph (it is pending IR), False when it is
     device data already (a read after the step's barrier: it cuts no graph), None when torch_xla
-    does not say. The device data a tensor's graph depends on is the tensor itself exactly when
-    it is materialised (a walk of its IR: about 2 us, no computation, no transfer)."""
+    does not say.
+
+    torch_xla's own test of it (``_check_tensor_need_materialization``) looks only at what the
+    tensor holds: a data handle, or an IR node that is or is not device data. It reads no data:
+    the data of a step still executing is a placeholder, and an SPMD placeholder has no shards
+    yet. An earlier walk of the tensor's IR asked each device data node for its handle, which
+    for that placeholder is its first shard: ``loss.item()`` right after an SPMD step's
+    ``torch_xla.sync()`` crashed the program (SIGSEGV) whenever the step had not finished."""
     try:
         import torch_xla
 
-        xlac = torch_xla._XLAC
-        ids = xlac._get_tensors_xla_device_data_node([tensor])[0]
-        return list(ids) != [xlac._xla_get_tensor_id(tensor)]
-    except Exception:  # noqa: BLE001 - another torch_xla: unknown
+        return bool(torch_xla._XLAC._check_tensor_need_materialization([tensor])[0])
+    except Exception:  # noqa: BLE001 - another torch_xla, or a tensor it cannot say about
         return None
 
 

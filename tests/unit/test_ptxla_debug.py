@@ -203,3 +203,35 @@ def test_marks_survive_a_rotation_and_a_program_that_reuses_the_descriptor(
         assert parts == [Counter(), Counter({"b" * 32: 1}), Counter({"c" * 32: 1}), Counter()]
     finally:
         os.close(fd)
+
+
+def test_one_pass_over_marked_executions_equals_reading_at_each_barrier(tmp_path: Path) -> None:
+    """A steady run's read (execution blocks only) is one pass over the text; cut at any
+    marks, however the writes fall (mid-line, mid-rule, between blocks), each barrier gets what
+    a reader that read at every barrier got, and both keep the same text."""
+    import random
+
+    rng = random.Random(7)
+    graphs = ["a" * 32, "b" * 32, "c" * 32]
+    text = b"".join(_block(rng.choice(graphs)) for _ in range(60))
+    for trial in range(40):
+        marked, eager = tmp_path / f"m{trial}.txt", tmp_path / f"e{trial}.txt"
+        for p in (marked, eager):
+            p.write_bytes(b"")
+        late, now = DebugFileReader(str(marked)), DebugFileReader(str(eager))
+        expect: list[Counter[str]] = []
+        kept = b""
+        pos = 0
+        while pos < len(text):
+            size = rng.choice([1, 5, 90, len(_block("a" * 32)), 700, 2500])
+            for p in (marked, eager):
+                with p.open("ab") as fh:
+                    fh.write(text[pos:pos + size])
+            pos += size
+            late.mark()
+            [(_, counts)] = now.take_steps()
+            expect.append(counts)
+            kept += now.consumed
+        parts = late.take_steps()
+        assert [c for _, c in parts[:-1]] == expect and parts[-1] == ([], Counter())
+        assert late.consumed == kept and sum(map(sum, (c.values() for c in expect))) == 60

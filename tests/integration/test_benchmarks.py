@@ -22,7 +22,8 @@ BENCH = REPO / "benchmarks"
 #: script -> (its smoke arguments, a line its output must hold)
 SMOKE = {
     "overhead.py": (["--reps", "1", "--steps", "12", "--warmup", "3", "--ab-pairs", "6",
-                     "--ab-steps", "4"], "lazyscope's own work per barrier"),
+                     "--ab-steps", "4", "--analysis-pairs", "1"],
+                    "lazyscope's own work per barrier"),
     "barrier_cost.py": (["--steps", "20", "--calls", "20"], "lazyscope's work in the loop"),
     "hlo_dump_cost.py": (["--reps", "1", "--steps", "3"], "compile time per graph"),
     "scale.py": (["--sizes", "1000", "--repeats", "1"], "generation"),

@@ -110,6 +110,13 @@ class SourceLines:
             pending = [t for t, n in zip(tensors, need, strict=True) if n]
             if not pending:
                 return
+            # Lowering asks each input's data for its handle, and the inputs of this step
+            # are the last one's outputs: placeholders that torch_xla's execution thread
+            # fills in when that step finishes (an SPMD placeholder's handle is its first
+            # shard, moved in then; reading it meanwhile crashed reads.py's hook). So the
+            # step in flight finishes first: no execution, no transfer, at most MAX_PROBES
+            # times a run.
+            torch_xla._XLAC._xla_wait_device_ops(devices=[])
             found = parse_module(torch_xla._XLAC._get_xla_tensors_hlo(pending))
         except Exception:  # noqa: BLE001 - best effort: the held events keep the barrier
             return

@@ -95,6 +95,7 @@ p.add_argument("--ab-steps", type=int, default=30)
 p.add_argument("--ab-dir", default="")
 p.add_argument("--ab-arms", default="default")
 p.add_argument("--ab-url", default="")
+p.add_argument("--ab-pin", action="store_true")
 args = p.parse_args()
 if args.ab_pairs:
     # the first trace starts before torch_xla does, as `lazyscope trace` does (it sets
@@ -149,6 +150,15 @@ if args.ab_pairs:
         train_step(i)
     first_trace.__exit__(None, None, None)
     xm.wait_device_ops()
+    if args.ab_pin:
+        # host and device on cores of their own, as on a TPU or GPU host: this thread (the
+        # program's, lazyscope's barrier work in it) on the first core, every other thread
+        # (XLA:CPU's, which compute the step; all started by now) on the others
+        import threading
+        cores = sorted(os.sched_getaffinity(0))
+        me = threading.get_native_id()
+        for tid in map(int, os.listdir("/proc/self/task")):
+            os.sched_setaffinity(tid, set(cores[:1]) if tid == me else set(cores[1:]))
     # a Williams design: over len(orders) rounds every arm runs once at every position and
     # right after every other arm once (a rotation alone kept the untraced arm at even
     # positions only, and what a trace leaves behind at its exit falls on the block after it)
@@ -341,7 +351,7 @@ ARMS = {"default": "lazyscope.trace(DIR)",
 
 
 def run_interleaved(workdir: Path, script_args: list[str], rounds: int, steps: int,
-                    arms: list[str]) -> dict[str, list[float]]:
+                    arms: list[str], pin: bool = False) -> dict[str, list[float]]:
     """One process, an untraced block and a block of each traced arm per round, in a Williams
     design's orders: each arm's ratios to the untraced block of the same round (``ARM``), their
     differences in seconds per step (``ARM s``) and the untraced blocks' step times
@@ -351,7 +361,7 @@ def run_interleaved(workdir: Path, script_args: list[str], rounds: int, steps: i
     server = None
     cmd = [sys.executable, str(workdir / "train_mlp.py"), *script_args, "--result", str(result),
            "--ab-pairs", str(rounds), "--ab-steps", str(steps), "--ab-dir", str(workdir / "ab"),
-           "--ab-arms", ",".join(arms)]
+           "--ab-arms", ",".join(arms), *(["--ab-pin"] if pin else [])]
     if "gs" in arms:
         sys.path.insert(0, str(Path(__file__).resolve().parent))
         from pod_scale import BUCKET, start_emulator
@@ -464,6 +474,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--ab-arms", default="default,alerts,gs",
                         help="traced arms of the interleaved measurement, from: "
                         + ", ".join(f"{k} ({v})" for k, v in ARMS.items()))
+    parser.add_argument("--pin", action="store_true",
+                        help="the interleaved measurement with host and device on cores of "
+                        "their own (the program's thread on the first core, XLA:CPU's threads "
+                        "on the others), as on a TPU or GPU host")
     parser.add_argument("--analysis-pairs", type=int, default=8,
                         help="pairs of fresh processes that measure torch_xla's execution "
                         "analysis (0: skip)")
@@ -499,8 +513,10 @@ def main(argv: list[str] | None = None) -> int:
         unknown = sorted(set(arms) - set(ARMS))
         if unknown:
             parser.error(f"unknown --ab-arms {unknown}: choose from {sorted(ARMS)}")
-        ab = run_interleaved(workdir, script_args, args.ab_pairs, args.ab_steps, arms) \
-            if args.ab_pairs and arms else {}
+        if args.pin and len(os.sched_getaffinity(0)) < 2:
+            parser.error("--pin needs at least 2 CPU cores")
+        ab = run_interleaved(workdir, script_args, args.ab_pairs, args.ab_steps, arms,
+                             args.pin) if args.ab_pairs and arms else {}
 
     if not args.reps and not ab:
         parser.error("--reps 0 needs the interleaved measurement (--ab-pairs > 0)")
@@ -531,7 +547,11 @@ def main(argv: list[str] | None = None) -> int:
         frames = ANALYSIS_FRAMES[0]
         added = bootstrap_ci(analysis[frames])[1] * per_step if analysis else 0.0
         print()
-        print(f"interleaved in one process ({args.ab_pairs} rounds of one block of "
+        print(("host and device on cores of their own (--pin: the program's thread on one "
+               "core, XLA:CPU's threads on the others, as on a TPU or GPU host), " if args.pin
+               else "host and device sharing the cores (XLA:CPU computes the step on the "
+               "program's cores: the worst case), ")
+              + f"interleaved in one process ({args.ab_pairs} rounds of one block of "
               f"{args.ab_steps} steps per arm, untraced and traced, in a Williams design's orders; "
               "each trace's 3 first steps untimed; the untraced blocks' median step "
               f"{untraced * 1e3:.2f} ms, {per_step:.2f} executions per step). Overhead per step: "

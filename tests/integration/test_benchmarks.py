@@ -21,8 +21,10 @@ BENCH = REPO / "benchmarks"
 
 #: script -> (its smoke arguments, a line its output must hold)
 SMOKE = {
+    # --pin (host and device on cores of their own) where there are 2 cores to pin to
     "overhead.py": (["--reps", "1", "--steps", "12", "--warmup", "3", "--ab-pairs", "6",
-                     "--ab-steps", "4", "--analysis-pairs", "1"],
+                     "--ab-steps", "4", "--analysis-pairs", "1",
+                     *(["--pin"] if len(os.sched_getaffinity(0)) > 1 else [])],
                     "lazyscope's own work per barrier"),
     "barrier_cost.py": (["--steps", "20", "--calls", "20"], "lazyscope's work in the loop"),
     "hlo_dump_cost.py": (["--reps", "1", "--steps", "3"], "compile time per graph"),

@@ -45,13 +45,16 @@ How much a step's time that cost is depends on the step: lazyscope's work is a f
 microseconds of host time per barrier, and on this 2-core machine XLA:CPU executes the step on
 the same cores, so every microsecond of it is taken from the step (on a TPU or GPU host the
 device's work does not share the host's cores). Each arm's line gives its overhead both as a
-share of the step and as microseconds per step; ``make bench`` measures two steps: this MLP
-(hidden 512, batch 128: ~6 ms, host and device sharing the 2 cores: the worst case), and
-hidden 1024, batch 256 (~26-29 ms) with ``--reps 0`` (the interleaved measurement only).
+share of the step and as microseconds per step; ``make bench`` measures three cases: this MLP
+(hidden 512, batch 128: ~6 ms, host and device sharing the 2 cores: the worst case), hidden
+1024, batch 256 (~26-29 ms) with ``--reps 0`` (the interleaved measurement only), and this MLP
+with ``--pin``: the program's thread on one core and XLA:CPU's on the others (~8 ms), as on a
+TPU or GPU host, whose device does not compute on the host's cores.
 
     PJRT_DEVICE=CPU python benchmarks/overhead.py --reps 2 --steps 120 --ab-pairs 400
     PJRT_DEVICE=CPU python benchmarks/overhead.py --reps 0 --hidden 1024 --batch 256 \
         --ab-pairs 150 --ab-steps 20
+    PJRT_DEVICE=CPU python benchmarks/overhead.py --reps 0 --pin --ab-pairs 150 --ab-steps 40
 """
 
 from __future__ import annotations

@@ -2,7 +2,8 @@
 program per pattern): ``torch_xla.launch``, two ranks under a launcher that sets ``RANK``,
 SPMD (``use_spmd()`` in the program, 4 CPU devices; and reading its loss right after each
 step's barrier, 600 steps, which the read hook once crashed), ``torch.compile(backend="openxla")`` with
-its first compile in step 0, ``torch_xla.step()``, ``torch_xla.compile(fn)``, eager mode, and a
+its first compile in step 0, ``torch_xla.step()``, an ``xp.StepTrace`` beside the loop's own
+``torch_xla.sync()`` (one of the two barriers runs nothing: one step per iteration), ``torch_xla.compile(fn)``, eager mode, and a
 training loop fed by a ``DataLoader(num_workers=2)`` whose workers are forked (Linux's default)
 or spawned: a worker process never records a step or ends the parent's run.
 
@@ -34,6 +35,7 @@ CASES = {
     "spmd_reads": {"CPU_NUM_DEVICES": "4"},
     "openxla": {},
     "step_ctx": {},
+    "step_trace_sync": {},
     "compiled_fn": {},
     "eager": {},
     "loader_compiled": {},

@@ -235,3 +235,28 @@ def test_one_pass_over_marked_executions_equals_reading_at_each_barrier(tmp_path
         parts = late.take_steps()
         assert [c for _, c in parts[:-1]] == expect and parts[-1] == ([], Counter())
         assert late.consumed == kept and sum(map(sum, (c.values() for c in expect))) == 60
+
+
+def test_grew_says_whether_torch_xla_wrote_since_the_last_barrier(tmp_path: Path) -> None:
+    """A barrier's sync that launched nothing wrote no block: the file's size is the one seen
+    at the last barrier (marked or read). No file, or a new one, is unknown: grown."""
+    path = tmp_path / "debug.txt"
+    reader = DebugFileReader(str(path))
+    assert reader.grew()  # no file yet
+    path.write_bytes(_block("a" * 32))
+    reader.mark()
+    assert not reader.grew()
+    with path.open("ab") as fh:
+        fh.write(_block("b" * 32))
+    assert reader.grew()
+    reader.take_steps()  # a read is a barrier too
+    assert not reader.grew()
+    reader.rotate_bytes = 1
+    with path.open("ab") as fh:
+        fh.write(_block("c" * 32))
+    reader.take_steps()  # read, then the file is rotated away
+    assert not path.exists() and reader.grew()  # no file: unknown
+    path.write_bytes(_block("d" * 32))  # torch_xla's next block starts a new file
+    assert reader.grew()
+    reader.mark()
+    assert not reader.grew()

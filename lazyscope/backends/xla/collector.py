@@ -257,13 +257,14 @@ class XlaCollector(Collector):
             return original(*args, **kwargs)
         thread = threading.get_ident()
         barrier, source = barrier_site(2)
+        previous = self._last_barrier
         if barrier:
             # The parallel loader syncs before each batch unless a StepTrace just marked
             # the step (torch_xla's own rule). A loop that marks its steps itself
             # (torch_xla.compile'd step, torch_xla.step(), xm.mark_step()) over the loader
             # would get two barriers per iteration: the loader's sync right after the
             # program's own barrier ends no step of its own (its work goes to the next).
-            if source == "loader" and self._last_barrier == "own":
+            if source == "loader" and previous == "own":
                 barrier, source = False, "merged"
             self._last_barrier = source
         if barrier and self._step_thread is None:
@@ -279,8 +280,29 @@ class XlaCollector(Collector):
                 self._in_barrier = False
         result = original(*args, **kwargs)
         if barrier and thread == self._step_thread and self._recorder is not None:
-            self._on_barrier()
+            if previous == "steptrace" and source == "own" and self._launched_nothing():
+                # The program's own torch_xla.sync() right after an xp.StepTrace's exit (a
+                # sync inside a StepTrace is refused by torch_xla), and it ran nothing: one
+                # iteration, one step (its time goes to the next barrier's step)
+                self._last_barrier = "merged"
+            else:
+                self._on_barrier()
         return result
+
+    def _launched_nothing(self) -> bool:
+        """Whether the sync that just returned launched no execution (nor compilation):
+        torch_xla wrote nothing to its debug file, where it writes a block for each (at
+        level 2, on local rank 0, not in eager mode; elsewhere: not known, False)."""
+        debug, sess = self._debug, self._session
+        if debug is None or sess is None or sess.late or self.step_gate is not None or \
+                os.environ.get("PJRT_LOCAL_PROCESS_RANK", "0") != "0":
+            return False
+        try:
+            if self._use_eager_mode():
+                return False
+        except Exception:  # noqa: BLE001 - unknown: a step as any other
+            return False
+        return not debug.grew()
 
     def _watch_for_dynamo(self) -> None:
         """Close the watch window for good once the program calls ``torch.compile``: dynamo

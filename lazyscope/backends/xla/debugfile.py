@@ -245,6 +245,8 @@ class DebugFileReader:
         #: ``xla_debug.txt``
         self.analysis = ""
         self.consumed = b""
+        #: the file's size at the last barrier (marked or read; -1: unknown)
+        self.size_seen = -1
 
     def _read(self, path: str, offset: int) -> tuple[bytes, int]:
         try:
@@ -302,10 +304,16 @@ class DebugFileReader:
     def mark(self) -> None:
         """A step barrier: note how far the file has grown (its blocks complete by now are
         that step's)."""
-        size = self._size()
+        size = self.size_seen = self._size()
         if size < 0:
             size = self._marks[-1] if self._marks else self._offset
         self._marks.append(size)
+
+    def grew(self) -> bool:
+        """Whether torch_xla wrote to the file since the last barrier (True when unknown: no
+        file yet, or a new one since a rotation)."""
+        size = self._size()
+        return size < 0 or size != self.size_seen
 
     def due(self) -> bool:
         """Whether the text waiting since the last read should be read now."""
@@ -333,7 +341,8 @@ class DebugFileReader:
         executions})`` per marked barrier, then one for what came after the last mark (the
         barrier now)."""
         marks, self._marks = self._marks, []
-        self._size(reopen=True)  # once per read: the marks to come are of the file at the path
+        # once per read: the marks to come are of the file at the path
+        self.size_seen = self._size(reopen=True)
         self.analysis, self.consumed = "", b""
         start = self._offset - len(self._pending)  # the file position of the text's first byte
         data = self._pending + self._chunk()

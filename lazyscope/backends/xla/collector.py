@@ -295,12 +295,7 @@ class XlaCollector(Collector):
         level 2, on local rank 0, not in eager mode; elsewhere: not known, False)."""
         debug, sess = self._debug, self._session
         if debug is None or sess is None or sess.late or self.step_gate is not None or \
-                os.environ.get("PJRT_LOCAL_PROCESS_RANK", "0") != "0":
-            return False
-        try:
-            if self._use_eager_mode():
-                return False
-        except Exception:  # noqa: BLE001 - unknown: a step as any other
+                os.environ.get("PJRT_LOCAL_PROCESS_RANK", "0") != "0" or self._eager_mode():
             return False
         return not debug.grew()
 

@@ -193,10 +193,22 @@ def _complete_end(text: bytes) -> int:
     return text.find(b"\n", text.rfind(_EXEC_RULE, 0, pos) + 1) + 1
 
 
-def _count_executions(text: bytes) -> Counter[str]:
-    """{graph hash: execution blocks} of complete execution blocks (``text`` as above)."""
-    return Counter(part[:part.find(b"\n")].strip().decode("ascii", "replace")
-                   for part in text.split(_EXEC_HASH)[1:])
+def _executions_by_cut(data: bytes, cuts: list[int]) -> tuple[list[Counter[str]], int]:
+    """({graph hash: execution blocks} per cut, where the complete blocks end) of text with
+    execution blocks only: each complete block counted at the first cut (ascending, in
+    ``data``) it ends by, one ``bytes.find`` pass."""
+    text = b"\n" + data  # a rule line at the very start has its newline too
+    end = _complete_end(text)
+    out: list[Counter[str]] = [Counter() for _ in cuts]
+    at = text.find(_EXEC_HASH, 0, end)
+    while at >= 0:
+        value = at + len(_EXEC_HASH)
+        line_end = text.find(b"\n", value)
+        block_end = text.find(b"\n", text.find(_EXEC_RULE, line_end) + 1)  # in data
+        graph = text[value:line_end].strip().decode("ascii", "replace")
+        out[bisect.bisect_left(cuts, block_end)][graph] += 1
+        at = text.find(_EXEC_HASH, line_end, end)
+    return out, max(end - 1, 0)
 
 
 def _ident(st: os.stat_result) -> tuple[int, int]:
@@ -368,22 +380,10 @@ class DebugFileReader:
     def _take_executions(self, data: bytes, cuts: list[int]) -> list[tuple[list[DebugRecord],
                                                                           Counter[str]]]:
         """:meth:`take_steps` of text with execution blocks only (a steady run's every read):
-        one pass over the text, each complete block counted in the first part whose cut it
-        ends by, as if each part had been read at its barrier."""
-        text = b"\n" + data  # a rule line at the very start has its newline too
-        end = _complete_end(text)
-        out: list[tuple[list[DebugRecord], Counter[str]]] = [([], Counter()) for _ in cuts]
-        at = text.find(_EXEC_HASH, 0, end)
-        while at >= 0:
-            value = at + len(_EXEC_HASH)
-            line_end = text.find(b"\n", value)
-            block_end = text.find(b"\n", text.find(_EXEC_RULE, line_end) + 1)  # in data
-            graph = text[value:line_end].strip().decode("ascii", "replace")
-            out[bisect.bisect_left(cuts, block_end)][1][graph] += 1
-            at = text.find(_EXEC_HASH, line_end, end)
-        complete = max(end - 1, 0)
+        each part's blocks as if it had been read at its barrier."""
+        counts, complete = _executions_by_cut(data, cuts)
         self._pending, self.consumed = data[complete:], data[:complete]
-        return out
+        return [([], c) for c in counts]
 
     @staticmethod
     def _part(data: bytes) -> tuple[list[DebugRecord], Counter[str], bytes, bytes]:
@@ -391,10 +391,8 @@ class DebugFileReader:
         if not data:
             return [], Counter(), b"", b""
         if b"Compilation Analysis" not in data and b"Unexpected" not in data:
-            text = b"\n" + data  # a rule line at the very start has its newline too
-            end = _complete_end(text)
-            return [], _count_executions(text[:end]), data[max(end - 1, 0):], \
-                data[:max(end - 1, 0)]
+            [counts], complete = _executions_by_cut(data, [len(data)])
+            return [], counts, data[complete:], data[:complete]
         text = data.decode("utf-8", errors="replace")
         records, consumed = parse_debug_text(text)
         executions = Counter(r.graph_hash for r in records if r.kind == "execute" and r.graph_hash)

@@ -49,7 +49,7 @@ lint: venv
 bench: venv
 	$(PY) benchmarks/overhead.py --reps 2 --steps 120 --ab-pairs 400 --ab-steps 40
 	$(PY) benchmarks/overhead.py --reps 0 --hidden 1024 --batch 256 --ab-pairs 150 --ab-steps 20
-	$(PY) benchmarks/overhead.py --reps 0 --pin --ab-pairs 150 --ab-steps 40
+	$(PY) benchmarks/overhead.py --reps 0 --pin --ab-pairs 300 --ab-steps 40
 	$(PY) benchmarks/barrier_cost.py --steps 400
 	$(PY) benchmarks/scale.py
 	$(PY) benchmarks/pod_scale.py

@@ -29,7 +29,9 @@ measured *inside one process*: ``--ab-pairs`` rounds, each one block of ``--ab-s
 untraced and one inside each traced arm (``--ab-arms``: ``lazyscope.trace()`` as is, with the
 live alerts of ``lazyscope trace``, and into ``gs://`` on a local GCS emulator, through the
 spool and the background upload), in the orders of a Williams design (over a cycle of rounds
-every arm runs at every position once and right after every other arm once); each arm's
+every arm runs at every position once and right after every other arm once; after every block
+the process collects its garbage and flushes its written pages, so no block inherits a trace's
+leftovers); each arm's
 overhead is the median of its paired ratios to the same round's untraced block, with a 95%
 bootstrap interval. The process starts under a trace (as ``lazyscope trace`` runs a script) so
 torch_xla's environment is the traced one in every arm: that environment acts inside torch_xla,
@@ -54,7 +56,7 @@ TPU or GPU host, whose device does not compute on the host's cores.
     PJRT_DEVICE=CPU python benchmarks/overhead.py --reps 2 --steps 120 --ab-pairs 400
     PJRT_DEVICE=CPU python benchmarks/overhead.py --reps 0 --hidden 1024 --batch 256 \
         --ab-pairs 150 --ab-steps 20
-    PJRT_DEVICE=CPU python benchmarks/overhead.py --reps 0 --pin --ab-pairs 150 --ab-steps 40
+    PJRT_DEVICE=CPU python benchmarks/overhead.py --reps 0 --pin --ab-pairs 300 --ab-steps 40
 """
 
 from __future__ import annotations
@@ -79,7 +81,7 @@ REPO = Path(__file__).resolve().parents[1]
 
 TRAIN_SCRIPT = r'''
 """A small MLP training loop: the user program the overhead benchmark runs."""
-import argparse, json, time
+import argparse, gc, json, os, time
 import torch
 import torch_xla
 import torch_xla.core.xla_model as xm
@@ -103,7 +105,6 @@ args = p.parse_args()
 if args.ab_pairs:
     # the first trace starts before torch_xla does, as `lazyscope trace` does (it sets
     # torch_xla's environment), and covers set-up, warm-up and the compilation
-    import os
     import lazyscope
     first_trace = lazyscope.trace(os.path.join(args.ab_dir, "warmup"), force=True)
     first_trace.__enter__()
@@ -192,6 +193,11 @@ if args.ab_pairs:
                 xm.wait_device_ops()
                 block[arm] = (time.perf_counter() - tic) / args.ab_steps
                 steps[arm] = [b - a for a, b in zip([tic, *marks], marks)]
+            # every block, untraced too, starts from the same settled state: a trace's exit
+            # leaves dirty pages of its run files and garbage behind, and the design puts an
+            # untraced block after a trace's exit 3 times in 3, a traced block 2 in 3
+            gc.collect()
+            os.sync()
         rounds.append(block)
         step_times.append(steps)
     with open(args.result, "w") as fh:

@@ -1,11 +1,12 @@
 """The ways people run torch_xla, traced unmodified on real XLA:CPU (tests/programs/, one small
 program per pattern): ``torch_xla.launch``, two ranks under a launcher that sets ``RANK``,
 SPMD (``use_spmd()`` in the program, 4 CPU devices; and reading its loss right after each
-step's barrier, 600 steps, which the read hook once crashed), ``torch.compile(backend="openxla")`` with
-its first compile in step 0, ``torch_xla.step()``, an ``xp.StepTrace`` beside the loop's own
-``torch_xla.sync()`` (one of the two barriers runs nothing: one step per iteration), ``torch_xla.compile(fn)``, eager mode, and a
-training loop fed by a ``DataLoader(num_workers=2)`` whose workers are forked (Linux's default)
-or spawned: a worker process never records a step or ends the parent's run.
+step's barrier, 600 steps, which the read hook once crashed),
+``torch.compile(backend="openxla")`` with its first compile in step 0, ``torch_xla.step()``, an
+``xp.StepTrace`` beside the loop's own ``torch_xla.sync()`` (one of the two barriers runs
+nothing: one step per iteration), ``torch_xla.compile(fn)``, eager mode, and a training loop
+fed by a ``DataLoader(num_workers=2)`` whose workers are forked (Linux's default) or spawned: a
+worker process never records a step or ends the parent's run.
 
 For each: torch_xla's own counts of compilations, executions and transfers are the same traced
 and untraced (each program prints them at its end), and the run's steps are the program's

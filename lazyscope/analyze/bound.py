@@ -12,7 +12,7 @@ it (*host-bound*), each at the line to change, with the fix that fits what was m
   are off, and on XLA torch_xla's ``MpDeviceLoader`` when the loop does not use it.
 * **host-bound** (a device backend: XLA, or CUDA): the device idles for the host. On XLA the
   host's own part of the steady step (tracing) is longer than the graph's execution by at
-  least :data:`HOST_SHARE` of the step; on CUDA the host's part is at least
+  least :data:`HOST_SHARE` of the step and :data:`MIN_TRACING_IDLE_S`; on CUDA the host's part is at least
   :data:`CUDA_HOST_SHARE` of the step and the barrier found the GPU done (it waited less than
   :data:`IDLE_WAIT_SHARE` of the step). The line is the user line the
   sampler caught the host at most; the detail lists the most sampled lines. The fixes are the
@@ -49,8 +49,12 @@ MAX_HOT = 3
 #: a loader is suggested at most this many workers
 MAX_WORKERS = 16
 #: a part of the step that costs less than this a step is no finding, whatever its share
-#: (a DataLoader worker's hand-over, a tiny model's tracing: nothing a fix removes)
+#: (a DataLoader worker's hand-over: nothing a fix removes)
 MIN_PART_S = 0.002
+#: XLA: the device idles less than this a step for the host: no finding (tracing a small
+#: model's step with its optimizer costs milliseconds of Python on any host: the LazyTensor
+#: tax, not a problem to fix; the anatomy still shows it)
+MIN_TRACING_IDLE_S = 0.05
 
 
 def hot_lines(info_samples: dict[str, Any] | None, part: str) -> list[HotLine]:
@@ -214,7 +218,7 @@ def host_finding(backend: str, section: AnatomySection, run: Run, device_s: floa
     elif share < CUDA_HOST_SHARE or steady.device_s > IDLE_WAIT_SHARE * steady.wall_s:
         return None
     idle = max(steady.host_s - device_s, 0.0) if lazy else steady.host_s
-    if idle < MIN_PART_S:
+    if idle < (MIN_TRACING_IDLE_S if lazy else MIN_PART_S):
         return None
     hot = hot_lines(run.meta.run_info.samples, "host")
     files: dict[str, float] = {}

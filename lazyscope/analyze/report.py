@@ -229,8 +229,10 @@ def _bucket(values: np.ndarray, size: int, how: str) -> np.ndarray:
     return np.concatenate(parts) if parts else np.zeros(0)
 
 
-def step_series(steps: StepTable, max_points: int = MAX_POINTS) -> Series:
-    """The series the views draw, bucketed to at most ``max_points`` points."""
+def step_series(steps: StepTable, max_points: int = MAX_POINTS,
+                time_parts: AnatomySection | None = None) -> Series:
+    """The series the views draw, bucketed to at most ``max_points`` points (with the step
+    anatomy's parts, when given)."""
     n = len(steps)
     wall = steps.values("wall_s")
     size = max(1, -(-n // max_points))
@@ -252,6 +254,9 @@ def step_series(steps: StepTable, max_points: int = MAX_POINTS) -> Series:
         transfer_s=_bucket(np.asarray(transfer, dtype=float), size, "sum")
         if transfer is not None else None,
         cumulative_s=cumulative[np.minimum(starts + sizes, n) - 1] if n else np.zeros(0),
+        parts={k: _bucket(v, size, "sum") for k, v in time_parts.per_step.items()}
+        if time_parts is not None else None,
+        host_label=time_parts.host_label if time_parts is not None else "host",
     )
 
 
@@ -455,7 +460,7 @@ def build_report(run: Run, *, warmup_steps: int | None = None,
     device, device_note = device_memory(info)
     text, clean = verdict(b, summary, run.meta.capabilities, findings, notes)
     rows, total = _compilation_rows(run, MAX_COMPILE_ROWS)
-    series = step_series(run.steps)
+    series = step_series(run.steps, time_parts=time_parts)
     per_step_syncs = syncs_per_step(run)
     return Report(
         run_dir=str(run.path), summary=summary, verdict=text, clean=clean, findings=findings,

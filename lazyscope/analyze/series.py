@@ -23,6 +23,11 @@ class Series:
     execute_s: np.ndarray | None
     transfer_s: np.ndarray | None
     cumulative_s: np.ndarray
+    #: the step anatomy's parts summed per point (:mod:`lazyscope.analyze.anatomy`: input,
+    #: host, compile, device, syncs, other), where the run measured them; what ``host`` is
+    #: called on this backend (``tracing`` on XLA)
+    parts: dict[str, np.ndarray] | None = None
+    host_label: str = "host"
 
     @property
     def bucketed(self) -> bool:

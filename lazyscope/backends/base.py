@@ -147,6 +147,9 @@ class Recorder:
         #: barriers (a loader's own thread does not wait for the step)
         self._intervals: dict[str, float] = {}
         self.step_thread = threading.main_thread().ident
+        #: while a profile is captured: called with (kind, stack, step) for each event, to
+        #: name it in the profile (:meth:`Collector.span`)
+        self.marker: Callable[[str, Stack | None, int], None] | None = None
 
     @property
     def next_index(self) -> int:
@@ -161,6 +164,11 @@ class Recorder:
         """A forked child: this recorder is the parent's; record nothing more, write nothing."""
         self.forgotten = True
         self.writer.forget()
+
+    def intervals(self) -> dict[str, float]:
+        """The step now in progress's intervals so far (a copy)."""
+        with self._lock:
+            return dict(self._intervals)
 
     def add_time(self, name: str, seconds: float) -> None:
         """Add ``seconds`` to the step now in progress's interval ``name`` (``input_s``,
@@ -246,6 +254,12 @@ class Recorder:
             return
         if kind == "compile" and getattr(payload, "memory", None) is not None:
             self.last_graph = (stack, payload.memory, self.steps if step is None else step)
+        marker = self.marker
+        if marker is not None:
+            try:
+                marker(kind, stack, self.steps if step is None else step)
+            except Exception:  # noqa: BLE001 - a profile annotation never fails the program
+                self.marker = None
         with self._lock:
             if step is None:
                 self._events[kind] = self._events.get(kind, 0) + 1
@@ -323,6 +337,9 @@ class Collector:
     install_hint = ""
     #: True when start_profile/stop_profile capture a profile TensorBoard can show
     supports_profile = False
+    #: a profile is being captured now (the step's intervals and lazyscope's events are named
+    #: in it: :meth:`span`)
+    profiling = False
 
     def __init__(self, options: TraceOptions, *, worker_tracer: Any = None):
         self.options = options
@@ -359,6 +376,12 @@ class Collector:
 
     def stop_profile(self) -> None:
         raise NotImplementedError(f"the {self.name} backend cannot capture a profile")
+
+    def span(self, name: str) -> Any:
+        """A context manager that names what runs inside it in the profile being captured
+        (XProf's trace viewer shows it beside the device's work); a no-op elsewhere. Callers
+        ask only while :attr:`profiling`."""
+        return contextlib.nullcontext()
 
     def profile_step(self, index: int | None) -> None:
         """While a profile is captured, at a step boundary: end the step annotation now open

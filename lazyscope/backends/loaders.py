@@ -302,9 +302,14 @@ class LoaderWatch:
             if getattr(depth, "n", 0):  # a loader iterated inside another's __next__
                 return next_(it)
             depth.n = 1
+            trace = active()
             t0 = time.perf_counter()
             try:
-                batch = next_(it)
+                if trace is not None and trace.collector.profiling:
+                    with trace.collector.span("lazyscope: input wait"):
+                        batch = next_(it)
+                else:
+                    batch = next_(it)
             finally:
                 t1 = time.perf_counter()
                 depth.n = 0

@@ -91,11 +91,23 @@ class Sampler:
         interval = 1.0 / self.rate
         while not self._stop.wait(interval):
             try:
-                frame = sys._current_frames().get(self._thread())
-                if frame is not None:
-                    self._take(frame)
+                self._sample()
             except Exception:  # noqa: BLE001 - a sample lost is no reason to stop sampling
                 pass
+
+    def _sample(self) -> None:
+        """One sample. No frame outlives it: a frame held while the program runs on would keep
+        its locals alive, and on XLA a tensor kept alive is one more output of the next graph
+        (a different graph: a compilation the program never made; seen as 2-6 compilations of
+        a loop that compiles 2 when a frame was held across the wait)."""
+        frames = sys._current_frames()
+        frame = frames.get(self._thread())
+        del frames
+        if frame is not None:
+            try:
+                self._take(frame)
+            finally:
+                del frame
 
     def _is_user(self, code: CodeType) -> bool:
         known = self._user.get(code)

@@ -86,7 +86,18 @@ CSS = """
  padding:0 8px;margin-right:6px;font-size:12px}
 .lazyscope-report details summary{cursor:pointer;color:#3451b2}
 .lazyscope-report .warn{color:#9a6700}
+.lazyscope-report .anatomy{background:#fff;padding:10px 14px;margin:12px 0;
+ box-shadow:0 1px 2px rgba(0,0,0,.06)}
+.lazyscope-report .bar{display:flex;height:26px;margin:6px 0;border-radius:3px;overflow:hidden}
+.lazyscope-report .bar span{display:block;color:#fff;font-size:12px;line-height:26px;
+ padding-left:6px;white-space:nowrap;overflow:hidden}
+.lazyscope-report .legend span{display:inline-block;margin-right:14px;font-size:12px}
+.lazyscope-report .legend i{display:inline-block;width:10px;height:10px;margin-right:4px}
 """
+
+#: the step anatomy's parts in the order the bar draws them, with the plots' colours
+ANATOMY_COLOURS = {"input": "#9467bd", "host": "#7f7f7f", "compile": "#d62728",
+                   "device": "#1f77b4", "syncs": "#ff7f0e", "other": "#bcbd22"}
 
 
 def esc(value: Any) -> str:
@@ -240,6 +251,44 @@ def _cards(report: Report) -> str:
     return f'<div class="cards">{"".join(cards)}</div>'
 
 
+def _anatomy(report: Report) -> str:
+    """Where the steady step's time goes: one stacked bar (each part's share, its time on
+    hover) and a legend with every part's time."""
+    times = report.anatomy
+    if times is None:
+        return ""
+    steady = times.steady
+    shares = steady.shares()
+    parts = steady.parts()
+    spans = []
+    for part, colour in ANATOMY_COLOURS.items():
+        share = shares[part]
+        if share < 0.002:
+            continue
+        label = f"{times.label(part)} {share:.0%}"
+        spans.append(f'<span style="width:{share * 100:.2f}%;background:{colour}" '
+                     f'title="{esc(label)} ({esc(units.seconds(parts[part]))})">'
+                     f"{esc(label) if share >= 0.06 else ''}</span>")
+    legend = "".join(f'<span><i style="background:{colour}"></i>{esc(times.label(p))} '
+                     f"{esc(units.seconds(parts[p]))} ({shares[p]:.0%})</span>"
+                     for p, colour in ANATOMY_COLOURS.items() if p in times.measured)
+    which = "steady steps" if times.basis == "steady" else "steps"
+    return (f'<div class="anatomy"><b>Where the step\'s time goes</b> '
+            f'<span class="sub">(mean of {times.steps} {which}: '
+            f"{esc(units.seconds(steady.wall_s))} a step)</span>"
+            f'<div class="bar">{"".join(spans)}</div><div class="legend">{legend}</div></div>')
+
+
+def _step_row(row: Any) -> dict[str, Any]:
+    """A per-step row with its anatomy's parts as columns of their own."""
+    data = dict(to_jsonable(row))
+    parts = data.pop("anatomy", None)
+    if isinstance(parts, dict):
+        for key in ("input_s", "host_s", "device_s", "sync_s", "other_s"):
+            data[key] = parts.get(key)
+    return data
+
+
 def _finding(i: int, f: Finding) -> str:
     where = f" at <code>{esc(f.where)}</code>" if f.file else ""
     stats = [f"{f.count}x"]
@@ -365,6 +414,7 @@ def render_html(report: Report, images: Mapping[str, bytes] | None = None, *,
     parts.append(f'<div class="verdict{" ok" if report.clean else ""}">{esc(report.verdict)}'
                  "</div>")
     parts.append(_cards(report))
+    parts.append(_anatomy(report))
     if report.ranks:
         parts.append(section("Ranks", table([to_jsonable(r) for r in report.ranks])
                              + "".join(f'<p class="warn">{esc(d)}</p>'
@@ -402,7 +452,7 @@ def render_html(report: Report, images: Mapping[str, bytes] | None = None, *,
         parts.append(section(
             "Per step",
             f"<details><summary>{len(report.per_step)} {what}</summary>"
-            f"{table([to_jsonable(r) for r in report.per_step], max_rows=10_000)}</details>",
+            f"{table([_step_row(r) for r in report.per_step], max_rows=10_000)}</details>",
             "per-step"))
     return page(f"lazyscope: {title or 'report'}", "".join(p for p in parts if p),
                 fragment=fragment)

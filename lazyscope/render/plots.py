@@ -37,9 +37,20 @@ MAX_BARS = 120
 #: keyword arguments of a Text that holds program text: drawn as it is, never as mathtext
 LITERAL = {"parse_math": False}
 
-#: the parts of a step in :func:`step_time_split`, bottom to top, with their colours
+#: the parts of a step in :func:`step_time_split`, bottom to top, with their colours: the
+#: step anatomy's where the run measured it, else what the backend's counters give
+ANATOMY_PARTS = (("input", "#9467bd"), ("host", "#7f7f7f"), ("compile", "#d62728"),
+                 ("device", "#1f77b4"), ("syncs", "#ff7f0e"), ("other", "#bcbd22"))
 SPLIT_PARTS = (("compile", "#d62728"), ("execute", "#1f77b4"), ("transfer", "#ff7f0e"),
                ("host", "#7f7f7f"))
+
+
+def split_parts(report: Report | PlotData) -> tuple[tuple[str, str, str], ...]:
+    """(part, label, colour) of each part :func:`step_time_split` gives, bottom to top."""
+    series = plot_data(report).series
+    if series.parts is not None:
+        return tuple((n, series.host_label if n == "host" else n, c) for n, c in ANATOMY_PARTS)
+    return tuple((n, n, c) for n, c in SPLIT_PARTS)
 
 
 def _matplotlib() -> Any:
@@ -141,10 +152,14 @@ def write_timeline(report: Report | PlotData, path: Path) -> Path:
 
 
 def step_time_split(report: Report | PlotData) -> dict[str, np.ndarray]:
-    """Seconds per point of the series split into ``compile``, ``execute``, ``transfer`` (to +
-    from device) and ``host`` (the rest of the wall time: Python, tracing, waiting; never
-    negative). A part the backend does not measure is zero (and ``host`` absorbs it)."""
+    """Seconds per point of the series split into the step anatomy's parts (input, host,
+    compile, device, syncs, other: every one measured, :mod:`lazyscope.analyze.anatomy`);
+    for a run that did not measure them, into ``compile``, ``execute``, ``transfer`` (to + from
+    device) and ``host`` (the rest of the wall time: Python, tracing, waiting; never
+    negative), a part the backend does not measure zero (and ``host`` absorbs it)."""
     series = plot_data(report).series
+    if series.parts is not None:
+        return {n: series.parts[n] for n, _ in ANATOMY_PARTS}
     wall = series.wall_mean * series.size
     zeros = np.zeros(len(wall))
     execute = series.execute_s if series.execute_s is not None else zeros
@@ -161,23 +176,29 @@ def write_time_split(report: Report | PlotData, path: Path) -> Path:
     series = data.series
     xs = _x(series)
     per = np.maximum(series.size, 1)
+    parts = split_parts(data)
     with figure(path) as (_fig, ax):
         if len(xs) <= MAX_BARS:
             bottom = np.zeros(len(xs))
-            for name, colour in SPLIT_PARTS:
+            for name, label, colour in parts:
                 ys = split[name] / per * 1e3
-                ax.bar(xs, ys, bottom=bottom, color=colour, width=0.8 * per, label=name)
+                ax.bar(xs, ys, bottom=bottom, color=colour, width=0.8 * per, label=label)
                 bottom = bottom + ys
         else:
-            ax.stackplot(xs, *[split[n] / per * 1e3 for n, _ in SPLIT_PARTS],
-                         colors=[c for _, c in SPLIT_PARTS], labels=[n for n, _ in SPLIT_PARTS])
+            ax.stackplot(xs, *[split[n] / per * 1e3 for n, _, _ in parts],
+                         colors=[c for _, _, c in parts], labels=[lb for _, lb, _ in parts])
         ax.xaxis.get_major_locator().set_params(integer=True)
         ax.set_xlabel("step")
         ax.set_ylabel("time per step (ms)")
+        positive = (split[parts[0][0]] * 0 + sum(split.values())) / per * 1e3
+        positive = positive[positive > 0]
+        if len(positive) and positive.max() / positive.min() > 8:  # warm-up dwarfs the rest
+            ax.set_yscale("symlog", linthresh=max(float(np.median(positive)), 1e-3))
         totals = {name: float(v.sum()) for name, v in split.items()}
         wall = sum(totals.values()) or 1.0
-        parts = ", ".join(f"{n} {totals[n] / wall:.0%}" for n, _ in SPLIT_PARTS)
-        ax.set_title(f"where each step's time went ({parts})", fontsize=9)
+        text = ", ".join(f"{lb} {totals[n] / wall:.0%}" for n, lb, _ in parts
+                         if totals[n] / wall >= 0.005)
+        ax.set_title(f"where each step's time went ({text})", fontsize=9)
         ax.grid(alpha=0.3, axis="y")
         ax.legend(fontsize=8, loc="upper right")
     return Path(path)
@@ -212,7 +233,9 @@ def write_cumulative(report: Report | PlotData, path: Path) -> Path:
 #: file name -> (caption, writer), in the order the HTML report shows them
 PLOTS = {
     TIMELINE_PNG: ("step time, compilations marked", write_timeline),
-    TIME_SPLIT_PNG: ("time split per step: compile / execute / transfer / host", write_time_split),
+    TIME_SPLIT_PNG: ("where each step's time went (the step anatomy: input, host or tracing, "
+                     "compile, device, syncs, other; older runs: compile, execute, transfer, host)",
+                     write_time_split),
     CUMULATIVE_PNG: ("cumulative wall time", write_cumulative),
 }
 

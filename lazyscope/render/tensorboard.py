@@ -87,6 +87,12 @@ def scalar_series(report: Report) -> dict[str, list[tuple[int, float]]]:
         col = steps.col(field)
         if col is not None and not series.bucketed:
             out[tag] = list(zip(series.step.tolist(), col.tolist(), strict=True))
+    if series.parts is not None:  # where each step's time went (the step anatomy)
+        for part, values in series.parts.items():
+            name = series.host_label if part == "host" else part
+            out[f"lazyscope/time/{name}_ms"] = list(zip(series.step.tolist(),
+                                                        (values / per * 1e3).tolist(),
+                                                        strict=True))
     out.update(device_memory_series(report))
     return out
 

@@ -238,7 +238,9 @@ class XlaCollector(Collector):
         self._t_last = time.perf_counter()
         _SyncPatch.install(torch_xla)
         _SyncPatch.current = self
-        self._reads = ValueReadHooks(self._on_read, self._executions)
+        self._reads = ValueReadHooks(self._on_read, self._executions,
+                                     lambda: self.span("lazyscope: host read")
+                                     if self.profiling else None)
         self._reads.install()
         self._watch = CallWatch(Counters(met))
         self._watch.enable()  # warm-up: watch every call
@@ -286,7 +288,12 @@ class XlaCollector(Collector):
             finally:
                 self._in_barrier = False
         t0 = time.perf_counter()
-        result = original(*args, **kwargs)
+        if self.profiling and thread == self._step_thread:
+            with self.span("lazyscope: step barrier (graph collection, compile, device wait)"
+                           if barrier else "lazyscope: torch_xla sync"):
+                result = original(*args, **kwargs)
+        else:
+            result = original(*args, **kwargs)
         t1 = time.perf_counter()
         if barrier and thread == self._step_thread and self._recorder is not None:
             recorder.add_time("own_s", t0 - t_enter)
@@ -453,6 +460,8 @@ class XlaCollector(Collector):
             self._in_barrier = False
         recorder = self._recorder
         assert recorder is not None
+        if self.profiling:
+            self._mark_step(recorder.next_index, values)
         try:
             recorder.step(values)
         finally:
@@ -694,6 +703,47 @@ class XlaCollector(Collector):
         import torch_xla.debug.profiler as xp
 
         xp.start_trace(str(logdir))
+        self.profiling = True
+        if self._recorder is not None:
+            self._recorder.marker = self._mark_event
+
+    def span(self, name: str) -> Any:
+        """A raw TraceMe named ``name`` on the calling thread (not ``xp.Trace``: its IR scope
+        makes a sync inside it raise "Expecting scope to be empty")."""
+        import torch_xla
+
+        return torch_xla._XLAC.profiler.TraceMe(name)
+
+    def _mark_step(self, index: int, values: dict[str, float | None]) -> None:
+        """The step that just ended, its time cut into parts, named in the profile at its
+        barrier (XProf's words: input wait; tracing is the host's own work)."""
+        recorder = self._recorder
+        if recorder is None:
+            return
+        got = {**recorder.intervals(), **values}
+
+        def ms(key: str) -> float:
+            v = got.get(key)
+            return float(v) * 1e3 if v is not None and v == v else 0.0
+
+        compile_ms, barrier_ms = ms("compile_s"), ms("barrier_s")
+        device_ms = max(barrier_ms - compile_ms, 0.0)
+        tracing_ms = max(ms("wall_s") - ms("input_s") - barrier_ms - ms("sync_s")
+                         - ms("own_s"), 0.0)
+        with self.span(f"lazyscope: step {index}: input wait {ms('input_s'):.1f} ms, tracing "
+                       f"{tracing_ms:.1f} ms, compile {compile_ms:.1f} ms, device wait "
+                       f"{device_ms:.1f} ms, host reads {ms('sync_s'):.1f} ms"):
+            pass
+
+    def _mark_event(self, kind: str, stack: Stack | None, step: int) -> None:
+        """An event lazyscope records while a profile is captured, named in it where it
+        happened: ``lazyscope: compile train.py:42 (step 3)``."""
+        if kind not in ("compile", "sync", "fallback", "fallback_exec"):
+            return
+        site = next((f for f in stack or () if not f.library), None)
+        where = f" {os.path.basename(site.file)}:{site.line}" if site is not None else ""
+        with self.span(f"lazyscope: {kind}{where} (step {step})"):
+            pass
 
     def stop_profile(self) -> None:
         """Wait for pending device work, stop the capture and write
@@ -702,6 +752,9 @@ class XlaCollector(Collector):
         import torch_xla.debug.profiler as xp
 
         xm.wait_device_ops()
+        self.profiling = False
+        if self._recorder is not None:
+            self._recorder.marker = None
         xp.stop_trace()
 
     def profile_step(self, index: int | None) -> None:

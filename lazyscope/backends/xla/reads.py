@@ -117,9 +117,11 @@ class ValueReadHooks:
     receives one call per read."""
 
     def __init__(self, emit: Callable[[Stack, Sync, float, int], None],
-                 executions: Callable[[], int]):
+                 executions: Callable[[], int], span: Callable[[], Any] | None = None):
         self._emit = emit
         self._executions = executions
+        #: a context manager naming the read in a profile being captured, or None
+        self._span = span or (lambda: None)
         self._saved: dict[str, Any] = {}
         self._local = threading.local()
 
@@ -159,9 +161,13 @@ class ValueReadHooks:
             local.depth = 1
             pending = has_pending_ir(self_t)
             execs_before = hooks._executions()
+            span = hooks._span()
             tic = time.perf_counter()
             try:
-                return original(self_t, *args, **kwargs)
+                if span is None:
+                    return original(self_t, *args, **kwargs)
+                with span:
+                    return original(self_t, *args, **kwargs)
             finally:
                 seconds = time.perf_counter() - tic
                 executed = hooks._executions() - execs_before

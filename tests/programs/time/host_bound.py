@@ -6,6 +6,7 @@ the model compiled with ``torch.compile(..., backend="openxla")``, traced once b
 """
 
 import argparse
+import time
 
 import torch
 import torch_xla
@@ -34,9 +35,12 @@ class Deep(nn.Module):
 
 
 parser = argparse.ArgumentParser()
-parser.add_argument("--depth", type=int, default=60)
+parser.add_argument("--depth", type=int, default=40)
 parser.add_argument("--steps", type=int, default=14)
 parser.add_argument("--compile", action="store_true")
+parser.add_argument("--time", action="store_true",
+                    help="time the host's calls between barriers (untraced: the tracing share "
+                    "measured without lazyscope)")
 args = parser.parse_args()
 
 dev = torch_xla.device()
@@ -46,9 +50,18 @@ opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
 step_fn = torch.compile(model, backend="openxla") if args.compile else model
 opt_step = torch.compile(opt.step, backend="openxla") if args.compile else opt.step
 x = torch.randn(4, 16).to(dev)
+host, walls = [], []
+last = time.perf_counter()
 for _step in range(args.steps):
+    t0 = time.perf_counter()
     loss = step_fn(x).pow(2).mean()
     loss.backward()
     opt_step()  # lazyscope-expect: host
     opt.zero_grad()
+    host.append(time.perf_counter() - t0)
     torch_xla.sync()
+    now = time.perf_counter()
+    walls.append(now - last)
+    last = now
+if args.time:  # the steps after the first 4 (compilation)
+    print(f"untraced tracing share {sum(host[4:]) / sum(walls[4:]):.4f}")

@@ -550,6 +550,9 @@ class Tracer:
         set_active(None)
         assert self.writer is not None and self.recorder is not None
         stop_error: BaseException | None = None
+        if exc is not None and isinstance(exc, Exception):
+            with contextlib.suppress(Exception):  # evidence only: the run is finalised anyway
+                self.collector.on_program_error(exc)
         try:
             if self.profile is not None:
                 self.profile.close(self.recorder.next_index)

@@ -98,6 +98,11 @@ READ_METHODS = {
 }
 
 
+#: JAX programs that move data rather than compute (module name -> what they are)
+TRANSFERS = {"jit(stage)": "JAX's copy of a host value to the device (compiled once per shape "
+                           "and dtype)"}
+
+
 def _jax_tensor(tensor: Any) -> bool:
     """A torchax tensor holding a concrete JAX array (not a tracer inside a jit)."""
     elem = getattr(tensor, "_elem", tensor)
@@ -179,6 +184,7 @@ class TorchaxCollector(Collector):
         self._memory_limit: int | None = None
         self._memory_none = False
         self._labels_compiled: set[str] = set()
+        self._jitted_calls = 0
 
     def capabilities(self) -> Capabilities:
         unmeasured = [
@@ -263,6 +269,14 @@ class TorchaxCollector(Collector):
             self._write_executions(window)
             recorder.finish_tail(window.values(now - self._t_last, now - recorder.t0))
         self._describe_steps(recorder)
+        if not self._calls and not self._jitted_calls:
+            # no jitted call at all: the program ran eagerly, op by op, and those executions
+            # are not counted (0 would read as a run that did no work)
+            fields = recorder.meta.capabilities.step_fields
+            if "execute_count" in fields:
+                fields.remove("execute_count")
+            recorder.meta.capabilities.unmeasured.append(
+                "executions: the program called no jitted function (it ran op by op, eagerly)")
         if self._memory_used:
             recorder.set_info(device_memory={
                 "source": "jax Device.memory_stats", "used": self._memory_used,
@@ -321,15 +335,18 @@ class TorchaxCollector(Collector):
                 self._jits.note_compile()
                 self._function_compile(raw, info, args, kwargs, phases)
                 return
-        if raw.owner == "op":
+        if raw.owner == "op" and raw.module not in TRANSFERS:
+            # an op run eagerly: JAX caches its program by shape, so the same op (graph id)
+            # compiled again at a line met a new shape (lazyscope.analyze.recompiles, OPS)
             payload = Compile(phase="op", cause=f"{raw.module}: an op run eagerly",
-                              cause_kind="eager_op", function=raw.module, phases=phases)
+                              cause_kind="eager_op", phases=phases)
             self._event("compile", seconds=raw.seconds, stack=raw.stack, payload=payload,
-                        key=f"op:{raw.module}#{self._compiles.count}")
+                        key=f"op:{raw.module}")
             return
-        payload = Compile(phase="graph", cause=f"{raw.module}, compiled by a library for its "
-                          "own use", cause_kind="internal", owner=OWNER_LIBRARY,
-                          function=raw.module, memory=raw.memory, phases=phases)
+        why = TRANSFERS.get(raw.module, "compiled by JAX or a library for its own use")
+        payload = Compile(phase="graph", cause=f"{raw.module}: {why}", cause_kind="internal",
+                          owner=OWNER_LIBRARY, function=raw.module, memory=raw.memory,
+                          phases=phases)
         self._event("compile", seconds=raw.seconds, stack=raw.stack, payload=payload,
                     key=f"lib:{raw.module}#{self._compiles.count}")
 
@@ -356,6 +373,7 @@ class TorchaxCollector(Collector):
             return
         window = self._window
         window.calls += 1
+        self._jitted_calls += 1
         if self.mode == "held":
             self._held.append(("execute", {"key": graph, "value": 1,
                                            "payload": Execute(cause="jitted call")}))

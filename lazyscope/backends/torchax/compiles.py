@@ -31,16 +31,16 @@ from typing import Any
 
 from lazyscope.backends.torchax.explain import Miss, parse_miss
 from lazyscope.model import GraphMemory, Stack
-from lazyscope.model.ownership import capture_stack, is_lazyscope_file, is_library_file
+from lazyscope.model.ownership import capture_stack, is_library_file
 
 TRACE_EVENT = "/jax/core/compile/jaxpr_trace_duration"
 LOWER_EVENT = "/jax/core/compile/jaxpr_to_mlir_module_duration"
 COMPILE_EVENT = "/jax/core/compile/backend_compile_duration"
 #: the logger JAX's cache-miss explanations go to
 EXPLAIN_LOGGER = "jax._src.interpreters.partial_eval"
-#: files whose frames are machinery between the program and a compilation (JAX, torchax,
-#: torch's dispatch; lazyscope's own too): the first frame outside them says whose it is
-MACHINERY = ("/jax/", "/jaxlib/", "/torchax/", "/torch/")
+#: the packages whose frames are machinery between the program and a compilation (JAX,
+#: torchax, torch's dispatch; lazyscope's own): the first frame outside them says whose it is
+MACHINERY = frozenset({"jax", "jaxlib", "torchax", "torch", "lazyscope", "numpy"})
 
 
 @dataclass
@@ -79,13 +79,14 @@ def memory_of(executable: Any) -> GraphMemory | None:
 
 
 def whose(skip: int = 1) -> str:
-    """``op`` when the innermost frame outside :data:`MACHINERY`, lazyscope and the standard
+    """``op`` when the innermost frame outside :data:`MACHINERY` (by module) and the standard
     library is the user's (an op of the program, run eagerly), else ``library``."""
     f: Any = sys._getframe(skip + 1)
     while f is not None:
+        module = str(f.f_globals.get("__name__", "")).partition(".")[0]
         file = f.f_code.co_filename
-        if not any(part in file for part in MACHINERY) and not is_lazyscope_file(file) \
-                and not file.startswith(_STDLIB) and not file.startswith("<"):
+        if module not in MACHINERY and not file.startswith(_STDLIB) and \
+                not file.startswith("<"):
             return "library" if is_library_file(file) else "op"
         f = f.f_back
     return "library"

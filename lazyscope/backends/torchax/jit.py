@@ -39,7 +39,7 @@ from lazyscope.model.ownership import capture_stack, is_library_file
 
 #: a jitted function whose direct caller of jax.jit is in one of these is the user's (torchax's
 #: own helpers jit what the user gives them)
-USER_JIT_HELPERS = ("/torchax/interop.py", "/torchax/__init__.py", "/torchax/train.py")
+USER_JIT_HELPERS = ("torchax.interop", "torchax", "torchax.train")
 
 
 @dataclass
@@ -268,11 +268,11 @@ class JitWatch:
 
         f: Any = sys._getframe(3)
         while f is not None:
-            file = f.f_code.co_filename
-            if "/jax/" in file or file.endswith("/jax/__init__.py") or file == __file__:
+            module = str(f.f_globals.get("__name__", ""))
+            if module.partition(".")[0] in ("jax", "lazyscope"):
                 f = f.f_back
                 continue
-            return file.endswith(USER_JIT_HELPERS) or not is_library_file(file)
+            return module in USER_JIT_HELPERS or not is_library_file(f.f_code.co_filename)
         return False
 
     # -- calls -----------------------------------------------------------------------------

@@ -60,8 +60,9 @@ WORDS: dict[str, str] = {
                       "the other outputs",
     "sync_fix_branch": "keep the decision on the device (torch.where / jnp.where, masking), or "
                        "check the value every N steps",
-    "fallback_detail": "{op} has no torchax lowering (torchax raised OperatorNotFound, "
-                       "{count} in {nsteps}{via}): the program stopped here",
+    "extra_fallbacks": "torchax has no lowering for {ops} (OperatorNotFound, {n}x)",
+    "fallback_detail": "{op} has no torchax lowering (torchax raised OperatorNotFound{via}): "
+                       "the program stopped here",
     "fallback_fix": "replace {op} with ops torchax lowers: {replacement}",
     "fallback_fix_generic": "replace the call with ops torchax lowers, or register a lowering "
                             "for the op (env.override_op_definition(op, jax_function) or "

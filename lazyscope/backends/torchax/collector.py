@@ -511,7 +511,7 @@ class TorchaxCollector(Collector):
             self.mode = "ended"
         self._recorder.event("fallback_exec", payload=FallbackExec(op), value=1)
         self._recorder.event("fallback", stack=bound_stack(frames),
-                             payload=Fallback(op=op, via="OperatorNotFound"), value=1)
+                             payload=Fallback(op=op), value=1)
 
 
 def missing_op(message: str) -> str:
@@ -579,7 +579,9 @@ def explain_compile(info: JitInfo, miss: Miss | None,
             changes.append(Change(item.path, "guard", None, item.before, item.now,
                                   text=f"JAX's tracing context: {item.path} {item.before} -> "
                                        f"{item.now}"))
-    what = {TYPES: "argument types", TREE: "argument structure", CONTEXT: "tracing context"}.get(
+    statics = miss.kind == TREE and all(c.what == "value" for c in changes) and changes
+    what = "a static argument" if statics else {
+        TYPES: "argument types", TREE: "argument structure", CONTEXT: "tracing context"}.get(
         miss.kind, miss.kind)
     cause = f"{name} recompiled: {what} changed" + (f" ({'; '.join(parts[:4])})" if parts
                                                        else "")

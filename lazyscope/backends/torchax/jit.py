@@ -333,8 +333,8 @@ class JitWatch:
         if graph is None:
             graph = self.known.get((info.label, key))
             if graph is None:
-                graph = self.known[(info.label, key)] = \
-                    f"{info.name}#{len(self.known) + 1}"
+                short = info.name.rpartition(".")[2] or info.name
+                graph = self.known[(info.label, key)] = f"{short}#{len(self.known) + 1}"
             info.graphs[key] = graph
         return graph
 

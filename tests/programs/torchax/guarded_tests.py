@@ -20,10 +20,6 @@ def loop(grow_from: int) -> None:
 
 
 @pytest.mark.lazyscope(max_recompiles=0, warmup_steps=2)
-def test_recompiles() -> None:
-    loop(grow_from=4)
-
-
-@pytest.mark.lazyscope(max_recompiles=0, warmup_steps=2)
-def test_healthy() -> None:
-    loop(grow_from=100)
+@pytest.mark.parametrize("grow_from", [4, 100], ids=["recompiles", "healthy"])
+def test_loop(grow_from: int) -> None:
+    loop(grow_from)

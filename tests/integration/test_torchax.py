@@ -211,3 +211,43 @@ def test_the_pytest_marker_fails_the_recompiling_test(tmp_path: Path) -> None:
     out = proc.stdout
     assert proc.returncode == 1 and "1 failed, 1 passed" in out, out + proc.stderr
     assert f"[recompile] {test_file}:{line_of(test_file, 'step(weight, batch)')} " in out, out
+
+
+def test_advise_emits_a_loader_that_runs_on_torchax(runs, tmp_path) -> None:
+    """The code `advise --emit` prints for the padding run, given to the same program as its
+    DataLoader: its graphs are the buckets', each compiled once; diff shows the recompiles go."""
+    before = runs["longest"][0]
+    emit = lazyscope_cmd("advise", str(before), "--emit", "--no-model-changes")
+    assert emit.returncode == 0, emit.stderr
+    code = tmp_path / "loader.py"
+    code.write_text(emit.stdout)
+    after = tmp_path / "after"
+    proc = lazyscope_cmd("trace", "--out", str(after), "--no-views", "-q",
+                         str(PROGRAMS / "padding.py"), "--batches", "8", "--loader", str(code))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    rep = report_json(after)
+    assert [f for f in rep["findings"] if f["kind"] == "recompile"] == []
+    assert any(n["kind"] == "reuse" and "one per bucket met" in n["detail"]
+               for n in rep["notes"])
+    diff = lazyscope_cmd("diff", str(before), str(after))
+    assert diff.returncode == 0
+    row = next(ln.split() for ln in diff.stdout.splitlines() if ln.split()[:1] == ["recompiles"])
+    assert row[1:4] == ["7", "0", "-7"], diff.stdout
+
+
+def test_the_decoder_scenario_compares_policies_on_torchax(tmp_path) -> None:
+    """decoder runs its step as one jitted function on torchax (Runtime.compiled_step), so
+    `compare` sets pad-to-longest against one static shape on JAX too."""
+    out = tmp_path / "cmp"
+    proc = lazyscope_cmd("compare", "--policies", "longest,max", "--steps", "6", "--backends",
+                         "torchax", "--out", str(out), "decoder", timeout=900)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    rows = {r["ran"]: r for r in json.loads((out / "compare.json").read_text())["rows"]}
+    assert rows["longest"]["status"] == rows["max"]["status"] == "ok"
+    shapes = rows["longest"]["distinct_shapes"]
+    assert shapes >= 3 and rows["max"]["distinct_shapes"] == 1
+    longest = report_json(Path(rows["longest"]["path"]))
+    (f,) = [f for f in longest["findings"] if f["kind"] == "recompile"
+            and "varies in dim 1" in f["detail"]]
+    assert "args.inputs varies in dim 1" in f["detail"] and f["count"] == shapes - 1
+    assert longest["steps"] == 6 and longest["backend"] == "torchax"

@@ -80,7 +80,7 @@ from lazyscope.model.ownership import bound_stack, frames_from_summary
 INSTALL_HINT = ("torchax is not installed: pip install 'lazyscope[torchax]' "
                 "(torchax==0.0.13 with jax==0.10.2)")
 STEP_FIELDS = ["wall_s", "t_end_s", "compile_count", "compile_s", "execute_count",
-               "from_device_count", "from_device_s"]
+               "from_device_count", "from_device_s", "input_s", "barrier_s", "sync_s", "own_s"]
 #: torchax.tensor.Tensor attribute -> how a read through it is named (torchax defines its own
 #: ``numpy``, ``tolist`` and ``__str__``; the rest are torch.Tensor's)
 READ_METHODS = {
@@ -413,14 +413,21 @@ class TorchaxCollector(Collector):
         self._t_last = now
         recorder.step(second.values(now - mark.t, now - recorder.t0))
 
-    def _end_step(self, now: float) -> None:
+    def _end_step(self, now: float, barrier_s: float = 0.0) -> None:
+        """Record the step that ends ``now``; what follows here is lazyscope's own time, in
+        the next step (``own_s``)."""
         recorder = self._recorder
         assert recorder is not None
         window, self._window = self._window, _Window()
         self._write_executions(window)
         self._note_device()
         wall, self._t_last = now - self._t_last, now
-        recorder.step(window.values(wall, now - recorder.t0))
+        values = window.values(wall, now - recorder.t0)
+        values["barrier_s"] = barrier_s
+        try:
+            recorder.step(values)
+        finally:
+            recorder.add_time("own_s", time.perf_counter() - now)
 
     def _write_executions(self, window: _Window) -> None:
         assert self._recorder is not None
@@ -434,6 +441,7 @@ class TorchaxCollector(Collector):
         recorder = self._recorder
         if recorder is None:
             return
+        t0 = time.perf_counter()
         self._wait()
         now = time.perf_counter()
         if self.mode == "held":
@@ -445,7 +453,7 @@ class TorchaxCollector(Collector):
                     recorder.event(kind, **kw)
             self._held = []
         self.mode = "barrier"
-        self._end_step(now)
+        self._end_step(now, now - t0)
 
     def _wait(self) -> None:
         out = self._jits.last_outputs()

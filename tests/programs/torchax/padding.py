@@ -3,7 +3,9 @@ fed by a DataLoader whose collate function pads each batch to its own longest se
 shape, so a new compilation of the step, at almost every batch.
 
 ``--buckets``: the collate function pads to the next multiple of 16 instead (a few shapes,
-each compiled once and reused). ``--item``: read the loss on the host every step."""
+each compiled once and reused). ``--item``: read the loss on the host every step.
+``--loader FILE``: build the DataLoader with the code in FILE instead (what ``lazyscope advise
+RUN --emit`` prints: ``dataset`` is in scope, the code defines ``loader``)."""
 
 import argparse
 import math
@@ -21,6 +23,7 @@ parser = argparse.ArgumentParser()
 parser.add_argument("--buckets", action="store_true")
 parser.add_argument("--item", action="store_true")
 parser.add_argument("--batches", type=int, default=12)
+parser.add_argument("--loader", default=None)
 args = parser.parse_args()
 
 VOCAB, DIM, BATCH = 64, 16, 4
@@ -39,8 +42,14 @@ def pad_to_buckets(batch):
     return {"input_ids": torch.stack([F.pad(x, (0, longest - len(x))) for x in batch])}
 
 
-loader = DataLoader(dataset, batch_size=BATCH,
-                    collate_fn=pad_to_buckets if args.buckets else pad_to_longest)
+if args.loader:
+    scope = {"dataset": dataset}
+    with open(args.loader) as fh:
+        exec(fh.read(), scope)
+    loader = scope["loader"]
+else:
+    loader = DataLoader(dataset, batch_size=BATCH,
+                        collate_fn=pad_to_buckets if args.buckets else pad_to_longest)
 
 
 class TinyLM(torch.nn.Module):

@@ -10,6 +10,7 @@ RUN --emit`` prints: ``dataset`` is in scope, the code defines ``loader``)."""
 import argparse
 import math
 import random
+import runpy
 
 import optax
 import torch
@@ -42,14 +43,9 @@ def pad_to_buckets(batch):
     return {"input_ids": torch.stack([F.pad(x, (0, longest - len(x))) for x in batch])}
 
 
-if args.loader:
-    scope = {"dataset": dataset}
-    with open(args.loader) as fh:
-        exec(fh.read(), scope)
-    loader = scope["loader"]
-else:
-    loader = DataLoader(dataset, batch_size=BATCH,
-                        collate_fn=pad_to_buckets if args.buckets else pad_to_longest)
+loader = (runpy.run_path(args.loader, init_globals={"dataset": dataset})["loader"] if args.loader
+          else DataLoader(dataset, batch_size=BATCH,
+                          collate_fn=pad_to_buckets if args.buckets else pad_to_longest))
 
 
 class TinyLM(torch.nn.Module):

@@ -332,7 +332,6 @@ class TorchaxCollector(Collector):
             jitted, args, kwargs = current
             info: JitInfo = jitted._lazyscope_info
             if raw.module == f"jit({info.jax_name})":
-                self._jits.note_compile()
                 self._function_compile(raw, info, args, kwargs, phases)
                 return
         if raw.owner == "op" and raw.module not in TRANSFERS:
@@ -353,6 +352,7 @@ class TorchaxCollector(Collector):
     def _function_compile(self, raw: RawCompile, info: JitInfo, args: tuple[Any, ...],
                           kwargs: dict[str, Any], phases: dict[str, float]) -> None:
         graph = self._jits.graph_id(info, self._jits.signature(info, args, kwargs))
+        self._jits.note_compile(graph)
         try:
             inputs = self._jits.graph_inputs(info, args, kwargs)
         except Exception:  # noqa: BLE001 - descriptive only

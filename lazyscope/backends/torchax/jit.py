@@ -13,8 +13,9 @@ While a trace is active ``jax.jit`` (the attribute: what a program's ``jax.jit(f
   (:meth:`JitWatch.call`);
 * says, for a call, which compiled program it ran: the *graph id* is the function's label and
   a hash of its arguments' structure, shapes, dtypes, weak types and static values (what JAX's
-  own cache is keyed on), computed from the arguments before the call (a donated buffer is
-  gone after it);
+  own cache is keyed on), computed when the call compiles, and for a call that compiled nothing
+  only when the function object has more than one program (else it ran that one: a steady
+  step pays nothing for it);
 * names each input of a compiled program in the user's words (:func:`graph_inputs`).
 
 Everything else is JAX's: ``.lower``, ``.trace``, ``.eval_shape`` and the other attributes are
@@ -156,10 +157,11 @@ def _jax_value(leaf: Any) -> Any:
 
 
 def _leaf_sig(leaf: Any, static: bool) -> Any:
-    a = _jax_value(leaf)
-    shape = getattr(a, "shape", None)
-    if shape is not None and hasattr(a, "dtype"):
-        return (tuple(shape), str(a.dtype), bool(getattr(a, "weak_type", False)))
+    a = getattr(leaf, "_elem", leaf)
+    dtype = getattr(a, "dtype", None)
+    if dtype is not None:
+        # the dtype object itself: str() of a numpy dtype costs microseconds a leaf
+        return (a.shape, dtype, getattr(a, "weak_type", False))
     if static:
         try:
             hash(leaf)
@@ -282,25 +284,32 @@ class JitWatch:
         if not self.active or getattr(local, "call", None) is not None or self._tracing():
             return inner(*args, **kwargs)
         info = jitted._lazyscope_info
-        try:
-            key = self.signature(info, args, kwargs)
-        except Exception:  # noqa: BLE001 - arguments lazyscope cannot read: call through
-            return inner(*args, **kwargs)
         local.call = (jitted, args, kwargs)
-        local.compiled = False
+        local.compiled = None
         try:
             out = inner(*args, **kwargs)
         finally:
             local.call = None
-        compiled = bool(getattr(local, "compiled", False))
-        graph = self.graph_id(info, key)
+        graph: str | None = local.compiled
+        if graph is None:
+            if len(info.graphs) == 1:
+                # one program compiled for this function object, and this call compiled
+                # nothing: it ran that one (no need to look at the arguments)
+                graph = next(iter(info.graphs.values()))
+            else:
+                # which of its programs ran: from the arguments' signature (after the call:
+                # a donated argument is deleted, its shape and dtype are still there)
+                try:
+                    graph = self.graph_id(info, self.signature(info, args, kwargs))
+                except Exception:  # noqa: BLE001 - arguments lazyscope cannot read
+                    graph = f"{info.name}#?"
         local.last_out = out
-        self.on_call(info, graph, compiled)
+        self.on_call(info, graph, local.compiled is not None)
         return out
 
-    def note_compile(self) -> None:
-        """A program was compiled in this thread's jitted call in progress."""
-        self._local.compiled = True
+    def note_compile(self, graph: str) -> None:
+        """``graph`` was compiled in this thread's jitted call in progress."""
+        self._local.compiled = graph
 
     def last_outputs(self) -> Any:
         """The outputs of this thread's last jitted call (what a barrier waits for)."""

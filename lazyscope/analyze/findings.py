@@ -493,7 +493,10 @@ def recompile_finding(backend: str, entry: SiteCompiles, graph_shapes: bool,
                  reasons=("; " + "; ".join(facts.reasons)) if facts.reasons else "")
     if facts.runs is not None:
         detail += "; " + say(backend, "recompile_runs", runs=_runs_text(facts.runs))
-    if entry.outlook is not None and entry.verdict == CHURN:
+    if entry.outlook is not None and entry.verdict == CHURN and \
+            not (entry.evicted.count and not entry.outlook.expected_new):
+        # (a family that churns by compiling the same graphs again expects no *new* graph:
+        # its outlook would say "~0 more graphs" of a cost that goes on)
         detail += "; " + outlook_text(backend, entry.outlook)
     if entry.maker is not None and maker is not None:
         m = entry.maker

@@ -31,6 +31,7 @@ CASES: dict[str, tuple[str, list[str]]] = {
     "eager_fixed": ("eager_shapes.py", ["--fixed"]),
     "causes": ("causes.py", []),
     "missing": ("missing_op.py", []),
+    "reads": ("reads.py", []),
 }
 
 
@@ -155,6 +156,20 @@ def test_a_read_every_step_is_a_sync_finding_at_its_line(runs) -> None:
     assert f["count"] == 8 and ".item()" in f["detail"]
     assert "read it every N steps or after the loop" in f["fix"]
     assert rep["syncs"] == 8
+
+
+def test_every_host_read_is_a_sync_at_its_line(runs) -> None:
+    script = PROGRAMS / "reads.py"
+    run = load_run(runs["reads"][0])
+    seen: dict[int, list[str]] = {}
+    for e in run.events.iter("sync"):
+        seen.setdefault(e.site.line, []).append(e.data.read)
+    expected = {".item()": "item", "float(tensor)": "float", ".cpu()": "cpu",
+                ".numpy()": "numpy", ".tolist()": "tolist", "print(tensor) / str": "print",
+                "jax.device_get": "device_get", "numpy.asarray": "asarray"}
+    for read, marker in expected.items():
+        assert seen.get(line_of(script, f"# read: {marker}")) == [read] * 3, (read, seen)
+    assert sum(len(v) for v in seen.values()) == 24  # nothing else (a read inside a read)
 
 
 def test_eager_ops_recompiling_per_shape_are_a_finding_to_jit_the_step(runs) -> None:

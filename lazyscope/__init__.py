@@ -109,7 +109,8 @@ def trace(
 
 def guard(*, max_recompiles: int | None = 0, warmup_steps: int | None = 2,
           max_syncs_per_step: int | None = None, no_fallbacks: bool = False,
-          no_graph_breaks: bool = False, backend: str = "auto",
+          no_graph_breaks: bool = False, max_input_share: float | None = None,
+          max_tracing_share: float | None = None, backend: str = "auto",
           out: str | os.PathLike[str] | None = None, force: bool = False) -> Any:
     """A guard around a loop or a test: raises :class:`GuardError` at the step barrier where a
     rule breaks, its message the finding (the user's line to change, why, the fix)::
@@ -123,8 +124,10 @@ def guard(*, max_recompiles: int | None = 0, warmup_steps: int | None = 2,
     applied as the program runs with the report's own analysis: ``max_recompiles`` (every
     compilation from step ``warmup_steps`` on counts; ``warmup_steps=None``: the analysis finds
     the warm-up and only a site that keeps compiling counts), ``max_syncs_per_step`` (host
-    syncs in a step after the warm-up), ``no_fallbacks``, ``no_graph_breaks``; None or False
-    checks nothing. Steps are the program's barriers on XLA (``torch_xla.sync()``,
+    syncs in a step after the warm-up), ``no_fallbacks``, ``no_graph_breaks``,
+    ``max_input_share`` / ``max_tracing_share`` (the steady step's share waiting for data / on
+    the host's own work, 0..1: judged every 10 steps after the warm-up and at the end); None or
+    False checks nothing. Steps are the program's barriers on XLA (``torch_xla.sync()``,
     ``xm.mark_step()`` ...) and :func:`barrier` with torch.compile (``backend="compile"``, the
     default when torch_xla is not imported; compilations come from dynamo's own compile
     events); what ran after the last barrier is judged when the block ends. The block is traced
@@ -138,8 +141,9 @@ def guard(*, max_recompiles: int | None = 0, warmup_steps: int | None = 2,
 
     return make_guard(max_recompiles=max_recompiles, warmup_steps=warmup_steps,
                       max_syncs_per_step=max_syncs_per_step, no_fallbacks=no_fallbacks,
-                      no_graph_breaks=no_graph_breaks, backend=backend, out=out, force=force,
-                      target=sys._getframe(1).f_code.co_filename)
+                      no_graph_breaks=no_graph_breaks, max_input_share=max_input_share,
+                      max_tracing_share=max_tracing_share, backend=backend, out=out,
+                      force=force, target=sys._getframe(1).f_code.co_filename)
 
 
 def report(run: Run | str | os.PathLike[str], fmt: str = "text", *,

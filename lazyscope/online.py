@@ -57,7 +57,12 @@ RULE_KINDS: dict[str, tuple[str, ...]] = {
     "max-syncs-per-step": ("sync",),
     "no-fallbacks": ("fallback",),
     "no-graph-breaks": ("graph_break", "eager_fallback"),
+    "max-input-share": ("input_bound",),
+    "max-tracing-share": ("host_bound",),
 }
+#: the guard judges the step's time shares every this many steps after its warm-up (and at
+#: the block's end)
+SHARE_EVERY = 10
 #: live alerts: the share of the run's time the looks may take (past it, a look waits for a
 #: later step), once they took FREE_LOOKS_S seconds; the guard looks whenever a step asks
 LOOK_BUDGET = 0.05
@@ -151,6 +156,10 @@ class OnlineCheck:
         if (rules is None or rules.no_graph_breaks) and (
                 events.get("graph_break") or events.get("eager_fallback")):
             found.append("graph_break")
+        if rules is not None and (rules.max_input_share is not None or
+                                  rules.max_tracing_share is not None) and \
+                index >= warm + 3 and (index - warm) % SHARE_EVERY == 0:
+            found.append("time")  # a few steady steps more: where their time goes
         return found
 
     def after_step(self, recorder: Recorder) -> list[Alert]:
@@ -440,7 +449,8 @@ class Guard(contextlib.ContextDecorator):
 
 def make_guard(*, max_recompiles: int | None = 0, warmup_steps: int | None = 2,
                max_syncs_per_step: int | None = None, no_fallbacks: bool = False,
-               no_graph_breaks: bool = False, backend: str = "auto",
+               no_graph_breaks: bool = False, max_input_share: float | None = None,
+               max_tracing_share: float | None = None, backend: str = "auto",
                out: str | os.PathLike[str] | None = None, force: bool = False,
                target: str = "") -> Guard:
     for name, value in (("max_recompiles", max_recompiles), ("warmup_steps", warmup_steps),
@@ -449,8 +459,15 @@ def make_guard(*, max_recompiles: int | None = 0, warmup_steps: int | None = 2,
                                   or value < 0):
             raise UsageError(f"lazyscope.guard: {name} must be a whole number >= 0 or None, "
                              f"got {value!r}")
+    for name, share in (("max_input_share", max_input_share),
+                        ("max_tracing_share", max_tracing_share)):
+        if share is not None and (not isinstance(share, (int, float)) or isinstance(share, bool)
+                                  or not 0 <= share <= 1):
+            raise UsageError(f"lazyscope.guard: {name} must be a share between 0 and 1 or "
+                             f"None, got {share!r}")
     rules = Rules(max_recompiles=max_recompiles, max_syncs_per_step=max_syncs_per_step,
                   no_fallbacks=no_fallbacks, no_graph_breaks=no_graph_breaks,
+                  max_input_share=max_input_share, max_tracing_share=max_tracing_share,
                   allow_incomplete=True, syncs_from_step=warmup_steps or 0)
     if not rules.any_rule():
         raise UsageError("lazyscope.guard: no rule to check (every rule is None or False)")

@@ -27,7 +27,8 @@ MARKER = "lazyscope"
 FIXTURE = "lazyscope_guard"
 MARKER_HELP = (
     "lazyscope(max_recompiles=0, warmup_steps=2, max_syncs_per_step=None, no_fallbacks=False, "
-    "no_graph_breaks=False, backend='auto', out=None): run the test inside lazyscope.guard(): "
+    "no_graph_breaks=False, max_input_share=None, max_tracing_share=None, backend='auto', "
+    "out=None): run the test inside lazyscope.guard(): "
     "it fails at the step barrier where a rule breaks, naming the line to change")
 
 

@@ -1,6 +1,6 @@
 """Build small runs for unit tests by writing them with lazyscope's own writer.
 
-``build_run(path, steps=[...], events=[...])`` writes a schema-2 run directory through
+``build_run(path, steps=[...], events=[...])`` writes a run directory through
 :class:`lazyscope.store.RunWriter` and loads it back, so a unit test exercises the writer, the
 reader and the analysis on data shaped exactly like a trace's.
 """
@@ -26,12 +26,19 @@ def build_run(path: Path, *, backend: str = "xla", steps: list[dict[str, Any]] |
               warmup_steps: int | None = None, status: str = "ok", target: str = "train.py",
               annotations: dict[int, dict[str, Any]] | None = None,
               measured: list[str] | None = None, error: str | None = None) -> Run:
-    """Write and load a run. ``steps``: dicts of step fields (missing fields are NaN, except the
-    time intervals, 0 as the recorder writes them: :data:`INTERVAL_FIELDS`); each
-    event: ``kind``, ``step`` and optional ``seconds``, ``stack``, ``payload``, ``key``,
-    ``value``."""
-    caps = Capabilities() if measured is None and backend == "xla" else Capabilities(
-        step_fields=measured or TORCH_BACKEND_FIELDS)
+    """Write and load a run. ``steps``: dicts of step fields (missing fields are NaN); the
+    step's time intervals (:data:`INTERVAL_FIELDS`) are measured when some step gives one (the
+    others then 0, as the recorder writes them), else not; each event: ``kind``, ``step`` and
+    optional ``seconds``, ``stack``, ``payload``, ``key``, ``value``."""
+    timed = any(k in INTERVAL_FIELDS for values in steps or [] for k in values)
+    if measured is None and backend == "xla":
+        caps = Capabilities()
+        if not timed:
+            caps.step_fields = [f for f in caps.step_fields if f not in INTERVAL_FIELDS]
+    else:
+        caps = Capabilities(step_fields=list(measured or TORCH_BACKEND_FIELDS))
+        if timed and measured is None:
+            caps.step_fields += list(INTERVAL_FIELDS)
     meta = Meta(target=target, target_kind="script", backend=backend, info=dict(info or {}),
                 warmup_steps=warmup_steps, capabilities=caps)
     writer = RunWriter(Path(path), meta)
@@ -40,7 +47,7 @@ def build_run(path: Path, *, backend: str = "xla", steps: list[dict[str, Any]] |
                            stack=e.get("stack"), payload=e.get("payload"), key=e.get("key", ""),
                            value=e.get("value", 0.0))
     for i, values in enumerate(steps or []):
-        writer.write_step(i, {**dict.fromkeys(INTERVAL_FIELDS, 0.0), **values},
-                          annotations=(annotations or {}).get(i))
+        writer.write_step(i, {**dict.fromkeys(INTERVAL_FIELDS, 0.0), **values} if timed
+                          else values, annotations=(annotations or {}).get(i))
     writer.finish(status, error)
     return load_run(path)

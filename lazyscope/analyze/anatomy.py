@@ -31,7 +31,8 @@ so the parts of a step sum to its wall time, by construction; every part but ``h
 measured interval, and ``host`` is what remains (clipped at 0; a negative remainder, which
 only measurement noise can give, is reported in :attr:`AnatomySection.unaccounted_s`).
 
-Statistics are over the steady steps (:func:`lazyscope.analyze.summary.timed_steps`): the
+Statistics are over the steady steps (:func:`anatomy_steps`: the timed steps of
+:func:`lazyscope.analyze.summary.timed_steps`, less the step right after a compilation): the
 ``steady`` anatomy is the mean of each part over them, so its parts sum to the mean steady
 step; shares are of that sum. A run recorded before these intervals existed (schema 2), or a
 backend that does not measure them, has no anatomy (None). Pure: no I/O.
@@ -43,7 +44,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from lazyscope.analyze.summary import timed_steps
+from lazyscope.analyze.summary import MIN_STEADY_STEPS, timed_steps
 from lazyscope.model import Capabilities, StepTable
 
 #: the parts, in the order every view shows them
@@ -110,6 +111,21 @@ class AnatomySection:
         return part, shares[part]
 
 
+def anatomy_steps(steps: StepTable, warmup_steps: int | None) -> tuple[np.ndarray, str]:
+    """The steps the anatomy's statistics cover: the timed steps
+    (:func:`~lazyscope.analyze.summary.timed_steps`) without the step right after one that
+    compiled (lazyscope reads a compilation's records at the next barrier: its own time there
+    is warm-up's), unless too few would be left."""
+    timed, basis = timed_steps(steps, warmup_steps)
+    compiles = steps.col("compile_count")
+    if compiles is None or not len(steps):
+        return timed, basis
+    after = np.zeros(len(steps), dtype=bool)
+    after[1:] = np.nan_to_num(compiles[:-1]) > 0
+    kept = timed & ~after
+    return (kept, basis) if int(kept.sum()) >= MIN_STEADY_STEPS else (timed, basis)
+
+
 def _col(steps: StepTable, name: str) -> np.ndarray:
     col = steps.col(name)
     return np.zeros(len(steps)) if col is None else np.nan_to_num(col, nan=0.0)
@@ -157,9 +173,12 @@ def anatomy(steps: StepTable, capabilities: Capabilities,
     measured = set(steps.measured)
     if not {"wall_s", "barrier_s", "input_s"} <= measured or not len(steps):
         return None
+    barrier = steps.col("barrier_s")
+    if barrier is None or not np.isfinite(barrier).any():  # declared, never written
+        return None
     lazy = bool(capabilities.lazy)
     parts, over = step_parts(steps, lazy)
-    timed, basis = timed_steps(steps, warmup_steps)
+    timed, basis = anatomy_steps(steps, warmup_steps)
     idx = np.flatnonzero(timed)
     wall = _col(steps, "wall_s")
     order = idx[np.argsort(wall[idx], kind="stable")]

@@ -18,6 +18,10 @@ state", the assertion serving stacks run in CI):
 * ``max_step_seconds`` - wall time of any timed step: the steps the report's median step covers
   (the steady steps: compiled nothing, or after the fixed warm-up; every step when fewer than
   three are steady). Evidence: the slow steps.
+* ``max_input_share`` / ``max_tracing_share`` (0..1) - the share of the mean steady step spent
+  waiting for data, and on the host's own work (tracing, on XLA), from the step anatomy
+  (:mod:`lazyscope.analyze.anatomy`). Evidence: the steady step's parts and the input-bound /
+  host-bound finding at its line. Off by default.
 * ``max_graph_memory`` (bytes) / ``max_graph_memory_share`` (of the device's memory, where the
   runtime reports its limit) - what any compiled graph holds on the device while it runs
   (inputs + outputs - aliased + intermediates + program, the backend's own analysis).
@@ -69,6 +73,10 @@ class Rules:
     allow_incomplete: bool = False
     max_graph_memory: int | None = None
     max_graph_memory_share: float | None = None
+    #: the steady step's input share (waiting for data) and host share (tracing, on XLA) at
+    #: most this (0..1; :mod:`lazyscope.analyze.anatomy`)
+    max_input_share: float | None = None
+    max_tracing_share: float | None = None
     #: ``max_syncs_per_step`` counts the steps from this one on (``lazyscope.guard``: not the
     #: warm-up steps it was given)
     syncs_from_step: int = 0
@@ -78,7 +86,8 @@ class Rules:
                 or self.no_fallbacks or self.no_graph_breaks
                 or self.max_step_seconds is not None or self.no_rank_divergence
                 or self.max_graph_memory is not None
-                or self.max_graph_memory_share is not None)
+                or self.max_graph_memory_share is not None
+                or self.max_input_share is not None or self.max_tracing_share is not None)
 
     def with_default(self) -> Rules:
         """These rules, or "no recompilation in steady state" when no rule was given."""
@@ -239,6 +248,41 @@ def _check_step_seconds(report: Report, limit: float) -> Violation | None:
         evidence=evidence)
 
 
+#: the share rules: rule id -> (anatomy part, what it is, the finding kind that explains it)
+SHARE_RULES = {"max-input-share": ("input", "waiting for data (input wait)", "input_bound"),
+               "max-tracing-share": ("host", "on the host (tracing, on XLA)", "host_bound")}
+
+
+def _check_share(report: Report, rule: str, limit: float) -> Violation | None:
+    part, what, kind = SHARE_RULES[rule]
+    times = report.anatomy
+    if times is None:
+        return None
+    share = times.steady.shares()[part]
+    if share <= limit:
+        return None
+    name = times.label(part)
+    evidence = [f"steady step {times.steady.wall_s * 1e3:.1f} ms (mean of {times.steps}): "
+                + ", ".join(f"{times.label(p)} {v:.0%}" for p, v in times.steady.shares().items()
+                            if v >= 0.005)]
+    evidence += [f"{f.where}: {f.detail}; fix: {f.fix}" for f in report.findings
+                 if f.kind == kind][:MAX_EVIDENCE]
+    return Violation(
+        rule=rule, limit=limit, actual=round(share, 4),
+        message=(f"the steady step spends {share:.0%} {what} ({name} "
+                 f"{times.steady.parts()[part] * 1e3:.1f} ms of {times.steady.wall_s * 1e3:.1f} "
+                 f"ms); at most {limit:.0%} allowed"),
+        evidence=evidence)
+
+
+def check_time_unmeasured(report: Report) -> str:
+    """Why the share rules cannot be checked on this run ("" when they can)."""
+    if report.anatomy is None:
+        return ("this run does not cut its steps' time into parts (recorded before lazyscope "
+                "measured it, or with no step)")
+    return ""
+
+
 def check_graph_memory_unmeasured(report: Report, rules: Rules) -> str:
     """Why the graph-memory rule cannot be checked on this run ("" when it can): no graph's
     memory was recorded, or a share of a device whose limit is not reported."""
@@ -370,6 +414,14 @@ def check_report(report: Report, rules: Rules, baseline: Report | None = None) -
         described.append(("max-step-seconds",
                           f"no steady step longer than {rules.max_step_seconds:g} s"))
         if (v := _check_step_seconds(report, rules.max_step_seconds)):
+            violations.append(v)
+    for rule, share_limit in (("max-input-share", rules.max_input_share),
+                              ("max-tracing-share", rules.max_tracing_share)):
+        if share_limit is None:
+            continue
+        part, what, _ = SHARE_RULES[rule]
+        described.append((rule, f"the steady step spends at most {share_limit:.0%} {what}"))
+        if (v := _check_share(report, rule, share_limit)):
             violations.append(v)
     limit = graph_memory_limit(report, rules)
     if limit is not None:

@@ -208,8 +208,39 @@ class DivergenceFacts:
     no_line: str | None = field(default=None, metadata={"omit_none": True})
 
 
+@dataclass
+class HotLine:
+    """A user line the sampler caught the step's thread at, in one part of the step."""
+
+    at: Frame
+    #: of the part's samples
+    share: float
+    samples: int
+    #: the library function the line was in when sampled (``torch.optim.adamw.step``)
+    callee: str = field(default="", metadata={"omit_empty": True})
+
+
+@dataclass
+class TimeFacts:
+    """A part of the steady step that costs the loop: ``input`` or ``host``."""
+
+    part: str
+    #: the part's share of the mean steady step, its seconds per step, and that step's
+    share: float
+    per_step_s: float
+    step_s: float
+    steps: int
+    #: the device's own time per step (XLA: graph execution; CUDA: the barrier's wait)
+    device_s: float | None = field(default=None, metadata={"omit_none": True})
+    #: the lines the sampler caught the thread at in this part, most sampled first
+    hot: list[HotLine] = field(default_factory=list, metadata={"omit_empty": True})
+    #: the loader waited on: its settings (``num_workers``, ``pin_memory`` ...) and where it
+    #: was made
+    loader: dict[str, Any] | None = field(default=None, metadata={"omit_none": True})
+
+
 Facts = (RecompileFacts | ReuseFacts | SyncFacts | FallbackFacts | BreakFacts | EagerFacts
-         | AliasFacts | GrowthFacts | DivergenceFacts)
+         | AliasFacts | GrowthFacts | DivergenceFacts | TimeFacts)
 
 
 @dataclass
@@ -719,10 +750,16 @@ def _library_of(frame: Frame) -> str:
     return "a library"
 
 
+def _cost(site: SyncSite) -> float:
+    """What a site's reads cost: their price over the steady steps where the step's time is
+    cut into parts (:func:`lazyscope.analyze.syncs.read_price`), else every wait."""
+    return site.price if site.price is not None else site.seconds
+
+
 def _cheap(site: SyncSite, wall_seconds: float) -> bool:
-    """The site's reads took less than :data:`SYNC_TIME_SHARE` of the run's wall time (False
+    """The site's reads cost less than :data:`SYNC_TIME_SHARE` of the run's wall time (False
     when the wall time is not known)."""
-    return bool(wall_seconds) and site.seconds < SYNC_TIME_SHARE * wall_seconds
+    return bool(wall_seconds) and _cost(site) < SYNC_TIME_SHARE * wall_seconds
 
 
 def _after_barrier(backend: str, site: SyncSite) -> bool:
@@ -741,7 +778,7 @@ def sync_finding(backend: str, site: SyncSite, wall_seconds: float = 0.0) -> Fin
     facts = SyncFacts(reads=dict(site.reads), executions=site.executions, closure=site.closure,
                       api=site.library_call if site.owner == OWNER_LIBRARY else "",
                       happens_at=site.happens_at)
-    share = (f"{site.seconds / wall_seconds:.1%} of the run's wall time" if wall_seconds
+    share = (f"{_cost(site) / wall_seconds:.1%} of the run's wall time" if wall_seconds
              else "")
     if site.closure:
         detail = say(backend, "sync_closure_detail", reads=_reads(site), nsteps=nsteps,
@@ -773,8 +810,12 @@ def sync_finding(backend: str, site: SyncSite, wall_seconds: float = 0.0) -> Fin
     if facts.happens_at is not None:
         detail += "; " + say(backend, "sync_inside_library",
                              library=_library_of(facts.happens_at), where=str(facts.happens_at))
+    if site.price is not None:
+        detail += "; " + say(backend, "sync_price", price=units.seconds(site.price),
+                             wait=units.seconds(site.price_wait),
+                             lost=units.seconds(site.price_lost))
     return Finding("sync", file, line, function, list(site.stack), site.count, steps,
-                   step_count, site.seconds, detail, fix, facts)
+                   step_count, _cost(site), detail, fix, facts)
 
 
 def fallback_finding(backend: str, op: FallbackOp) -> Finding:
@@ -960,5 +1001,5 @@ def _rank(f: Finding) -> tuple[Any, ...]:
     return (-f.seconds, -f.count, f.kind, f.file, f.line)
 
 
-__all__ = ["AliasFacts", "GrowthFacts", "BreakFacts", "EagerFacts", "Facts", "FallbackFacts", "Finding", "RecompileFacts",
+__all__ = ["AliasFacts", "GrowthFacts", "BreakFacts", "HotLine", "TimeFacts", "EagerFacts", "Facts", "FallbackFacts", "Finding", "RecompileFacts",
            "ReuseFacts", "SourceLookup", "SyncFacts", "VaryingInput", "make_findings"]

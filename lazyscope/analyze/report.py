@@ -20,7 +20,8 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from lazyscope.analyze.anatomy import Anatomy, AnatomySection, anatomy
+from lazyscope.analyze.anatomy import Anatomy, AnatomySection, anatomy, anatomy_steps
+from lazyscope.analyze.bound import time_findings
 from lazyscope.analyze.breaks import eager_fallbacks, graph_breaks
 from lazyscope.analyze.buckets import Advice, advice_if_recompiling
 from lazyscope.analyze.events import EventGroup, event_groups, id_counts
@@ -30,6 +31,7 @@ from lazyscope.analyze.findings import (
     GrowthFacts,
     RecompileFacts,
     SourceLookup,
+    TimeFacts,
     _rank,
     make_findings,
 )
@@ -45,7 +47,7 @@ from lazyscope.analyze.memory import (
 from lazyscope.analyze.recompiles import SiteCompiles, explain_recompiles, library_compiles
 from lazyscope.analyze.series import Series
 from lazyscope.analyze.summary import Summary, summarize
-from lazyscope.analyze.syncs import SyncSite, sync_sites, syncs_per_step
+from lazyscope.analyze.syncs import SyncSite, read_price, sync_sites, syncs_per_step
 from lazyscope.analyze.wording import plural, say
 from lazyscope.core.units import counted, nbytes
 from lazyscope.model import (
@@ -360,6 +362,17 @@ def verdict(backend: str, summary: Summary, capabilities: Capabilities, findings
     else:
         main = say(b, "verdict_clean", compiles=compiles, s=plural(compiles))
     extras = []
+    # where the step's time goes, when a part of it costs the loop: first when nothing else
+    # is wrong, the largest part first
+    bound = sorted((f for f in findings if isinstance(f.facts, TimeFacts)),
+                   key=lambda f: -f.facts.share if isinstance(f.facts, TimeFacts) else 0)
+    for i, f in enumerate(bound):
+        assert isinstance(f.facts, TimeFacts)
+        share = f"{f.facts.share:.0%}"
+        if i == 0 and not recompiles and not summary.idle and not summary.eager_mode:
+            main = say(b, f"verdict_{f.kind}", share=share) + "; " + main
+        else:
+            extras.append(say(b, f"extra_{f.kind}", share=share))
     if summary.steps == 0 and compiles and not capabilities.lazy:
         extras.append(say(b, "verdict_no_steps"))
     if summary.fallback_ops:
@@ -409,7 +422,11 @@ def build_report(run: Run, *, warmup_steps: int | None = None,
     b = run.meta.backend
     info = run.meta.run_info
     sites = explain_recompiles(run)
+    time_parts = anatomy(run.steps, run.meta.capabilities, run.meta.warmup_steps)
     syncs = sync_sites(run)
+    if time_parts is not None:  # priced by what they cost the steady steps
+        steady, _ = anatomy_steps(run.steps, run.meta.warmup_steps)
+        syncs = [read_price(s, steady, time_parts.per_step["host"]) for s in syncs]
     fallbacks = fallback_ops(run)
     breaks = graph_breaks(run)
     eagers = eager_fallbacks(run)
@@ -427,6 +444,9 @@ def build_report(run: Run, *, warmup_steps: int | None = None,
     # finding's shape grows (at its line, or at its compile site) are that finding's (its
     # detail says the memory too)
     recompiling = [f for f in [*findings, *notes] if isinstance(f.facts, RecompileFacts)]
+    trainer_args = (sources.call_line(_user_files(run), ["TrainingArguments"])
+                    if sources is not None and _trainer_loader(info.loaders) else None)
+    findings += time_findings(b, time_parts, run, trainer_args=trainer_args)
     growth = growing_memory(b, run, growth_at)
     owner = {id(g): next((f for f in recompiling if _same_place(f, g)), None) for g in growth}
     findings = [_with_growth(f, [g for g in growth if owner[id(g)] is f], b) for f in findings]
@@ -437,7 +457,6 @@ def build_report(run: Run, *, warmup_steps: int | None = None,
     rows, total = _compilation_rows(run, MAX_COMPILE_ROWS)
     series = step_series(run.steps)
     per_step_syncs = syncs_per_step(run)
-    time_parts = anatomy(run.steps, run.meta.capabilities, run.meta.warmup_steps)
     return Report(
         run_dir=str(run.path), summary=summary, verdict=text, clean=clean, findings=findings,
         notes=notes, run_notes=_run_notes(run, syncs, findings, summary),
@@ -452,6 +471,23 @@ def build_report(run: Run, *, warmup_steps: int | None = None,
         recompiles=sites, syncs=syncs, fallbacks=fallbacks, series=series, steps=run.steps,
         syncs_per_step=per_step_syncs, sources=info.sources,
     )
+
+
+def _trainer_loader(loaders: Any) -> bool:
+    """A loader made inside a library (a Trainer's own), whose settings the user sets in
+    ``TrainingArguments``."""
+    for rec in loaders or []:
+        rows = rec.get("made_at") if isinstance(rec, dict) else None
+        if rows and isinstance(rows[0], list) and len(rows[0]) == 4 and rows[0][3] and any(
+                "transformers" in str(r[0]) for r in rows if isinstance(r, list) and r):
+            return True
+    return False
+
+
+def _user_files(run: Run) -> list[str]:
+    """The user files the run's recorded frames point at."""
+    files = list((run.meta.run_info.sources.lines or {}).keys())
+    return files
 
 
 def _same_place(recompile: Finding, growth: Finding) -> bool:

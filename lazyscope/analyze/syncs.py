@@ -50,6 +50,15 @@ class SyncSite:
     #: backend said either way about
     pending: int = 0
     pending_known: int = 0
+    #: each read's step and seconds (for its price)
+    event_steps: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    event_seconds: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    #: what the reads cost the steady steps (:func:`read_price`): the host's waits there, and
+    #: the overlap lost (the host's own work of a step that read, which could have run while
+    #: the device computed, up to the wait); None where the step's time is not cut into parts
+    price: float | None = None
+    price_wait: float = 0.0
+    price_lost: float = 0.0
 
     @property
     def recurring(self) -> bool:
@@ -119,9 +128,29 @@ def sync_sites(run: Run) -> list[SyncSite]:
             count=len(sel), steps=distinct(ev.step[sel]), seconds=float(ev.seconds[sel].sum()),
             executions=int(ev.value[sel].sum()), reads=dict(reads), library_call=lib,
             happens_at=Frame(inner[0], inner[1], inner[2], library=True) if inner else None,
-            pending=pending, pending_known=known))
+            pending=pending, pending_known=known, event_steps=ev.step[sel],
+            event_seconds=ev.seconds[sel]))
     out.sort(key=lambda s: (-s.seconds, -s.count))
     return out
+
+
+def read_price(site: SyncSite, steady: np.ndarray, host: np.ndarray) -> SyncSite:
+    """``site`` priced over the steady steps (``steady``: a mask over the run's steps;
+    ``host``: each step's own host time, :mod:`lazyscope.analyze.anatomy`): the waits of its
+    reads in those steps, plus the overlap each step that read lost (the host's own work of
+    that step, up to the step's wait: it ran while the device idled instead of beside it). A
+    read in warm-up (where the graph it cut compiled) costs the price nothing."""
+    n = len(steady)
+    steps, seconds = site.event_steps, site.event_seconds
+    ok = (steps >= 0) & (steps < n)
+    steps, seconds = steps[ok].astype(np.int64), seconds[ok]
+    keep = steady[steps]
+    per_step = np.bincount(steps[keep], weights=seconds[keep], minlength=n)[:n]
+    read = np.flatnonzero(per_step > 0)
+    site.price_wait = float(per_step.sum())
+    site.price_lost = float(np.minimum(per_step[read], host[read]).sum()) if len(read) else 0.0
+    site.price = site.price_wait + site.price_lost
+    return site
 
 
 def syncs_per_step(run: Run) -> np.ndarray:

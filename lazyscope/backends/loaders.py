@@ -39,6 +39,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from lazyscope.backends.base import active
+from lazyscope.backends.sampler import mark
 from lazyscope.model.ownership import capture_stack, is_library_file
 
 #: ``meta.json`` info key: the loaders a run iterated (see the module docstring)
@@ -166,13 +167,40 @@ def collate_info(fn: Any) -> dict[str, Any]:
     return info
 
 
+def loader_settings(loader: Any) -> dict[str, Any]:
+    """How a ``DataLoader`` makes its batches: ``num_workers``, ``pin_memory``,
+    ``persistent_workers``, ``prefetch_factor``, ``batch_size``, and its dataset: the class, and
+    the ``def`` line of the method that makes a sample (``__getitem__``, or ``__iter__`` for an
+    iterable dataset), which is where an input-bound loop's time goes without workers."""
+    out: dict[str, Any] = {}
+    for attr in ("num_workers", "pin_memory", "persistent_workers", "prefetch_factor",
+                 "batch_size", "drop_last"):
+        value = getattr(loader, attr, None)
+        if isinstance(value, (int, bool)) or value is None:
+            out[attr] = value
+    dataset = getattr(loader, "dataset", None)
+    if dataset is not None:
+        cls = type(dataset)
+        out["dataset"] = cls.__qualname__
+        for method in ("__getitem__", "__iter__"):
+            fn = getattr(cls, method, None)
+            code = getattr(fn, "__code__", None)
+            if code is not None and not is_library_file(code.co_filename):
+                out["sample_at"] = [code.co_filename, code.co_firstlineno, method]
+                break
+    return out
+
+
 class _Loader:
     __slots__ = ("made_at", "collate", "batches", "sizes", "last", "real", "padded", "counted",
-                 "real_total", "padded_total", "counted_by")
+                 "real_total", "padded_total", "counted_by", "waited", "settings")
 
     def __init__(self, made_at: Any, collate: dict[str, Any]):
         self.made_at = made_at
         self.collate = collate
+        #: seconds the program's step thread waited in this loader's ``__next__``
+        self.waited = 0.0
+        self.settings: dict[str, Any] = {}
         self.batches = 0
         #: key path -> dim -> distinct sizes, in order of appearance
         self.sizes: dict[str, dict[int, list[int]]] = {}
@@ -212,7 +240,8 @@ class _Loader:
         out = {"made_at": [[f.file, f.line, f.function, f.library] for f in self.made_at],
                "collate": self.collate, "batches": self.batches,
                "varying": {k: v for k, v in varying.items() if v},
-               "shapes": {k: list(v) for k, v in self.last.items()}}
+               "shapes": {k: list(v) for k, v in self.last.items()},
+               "waited_s": round(self.waited, 6), **self.settings}
         if self.counted:
             out["tokens"] = {"counted_by": self.counted_by, "batches": self.counted,
                              "real": self.real_total, "padded": self.padded_total,
@@ -279,13 +308,15 @@ class LoaderWatch:
             finally:
                 t1 = time.perf_counter()
                 depth.n = 0
-                watch._waited(t1 - t0)
+                waited = watch._waited(t1 - t0)
             try:
-                watch._batch(it, batch)
+                watch._batch(it, batch, waited)
             except Exception:  # noqa: BLE001 - never break the program's loop
                 pass
             watch._own(time.perf_counter() - t1)
             return batch
+
+        mark(__next__, "input")
 
         for owner, name, fn in ((dl.DataLoader, "__init__", __init__),
                                 (dl.DataLoader, "__iter__", __iter__),
@@ -294,11 +325,14 @@ class LoaderWatch:
             setattr(owner, name, fn)
 
     @staticmethod
-    def _waited(seconds: float) -> None:
-        """The program's thread waited ``seconds`` for a batch: the step's input time."""
+    def _waited(seconds: float) -> float:
+        """A thread waited ``seconds`` for a batch: on the program's step thread, the step's
+        input time (returned; 0 on another thread, a loader's own)."""
         trace = active()
-        if trace is not None:
-            trace.recorder.add_time("input_s", seconds)
+        if trace is None or threading.get_ident() != trace.recorder.step_thread:
+            return 0.0
+        trace.recorder.add_time("input_s", seconds)
+        return seconds
 
     @staticmethod
     def _own(seconds: float) -> None:
@@ -350,7 +384,7 @@ class LoaderWatch:
                 "thread": getattr(args.thread, "name", "?"), "error": message[:300],
                 "at": [at.filename, at.lineno or 0, at.name] if at is not None else None})
 
-    def _batch(self, it: Any, batch: Any) -> None:
+    def _batch(self, it: Any, batch: Any, waited: float = 0.0) -> None:
         loader = getattr(it, "_lazyscope_loader", None)
         key = id(loader) if loader is not None else id(it)
         shapes = batch_shapes(batch)
@@ -364,7 +398,9 @@ class LoaderWatch:
                 collate = getattr(loader, "collate_fn", None) or getattr(it, "_collate_fn", None)
                 rec = self._loaders[key] = _Loader(self._made.get(key, ()),
                                                    collate_info(collate) if collate else {})
+                rec.settings = loader_settings(loader if loader is not None else it)
             rec.add(shapes, tokens)
+            rec.waited += waited
 
     def info(self) -> list[dict[str, Any]]:
         """Every loader that yielded a batch, for ``meta.json`` info :data:`LOADERS`."""

@@ -54,6 +54,7 @@ from lazyscope.backends.base import (
 )
 from lazyscope.backends.loaders import LOADERS, THREAD_ERRORS, LoaderWatch
 from lazyscope.backends.profiling import ProfileWindow
+from lazyscope.backends.sampler import SAMPLES, Sampler
 from lazyscope.core.errors import (
     Interrupted,
     LazyscopeError,
@@ -440,6 +441,8 @@ class Tracer:
         self.moved_to: Path | None = None
         #: the DataLoaders the program iterates: where batch shapes are made
         self._loaders = LoaderWatch()
+        #: where the step thread's time goes, sampled (started with the trace)
+        self._sampler: Sampler | None = None
         if profile is not None and not self.collector.supports_profile:
             raise UsageError(
                 f"--profile is not supported by the {self.collector.name} backend (use --backend "
@@ -516,6 +519,9 @@ class Tracer:
                 raise OutputError.from_os(exc, self.out) from None
             raise
         self._loaders.install()
+        recorder = self.recorder
+        self._sampler = Sampler(lambda: recorder.step_thread)
+        self._sampler.start()
         if self.remote is not None:
             self.remote.start()
         set_active(ActiveTrace(self.recorder, self.collector, self.options, self.info_so_far))
@@ -693,6 +699,9 @@ class Tracer:
                 info[LOADERS] = loaders
             if self._loaders.thread_errors:
                 info[THREAD_ERRORS] = list(self._loaders.thread_errors)
+            samples = self._sampler.info() if self._sampler is not None else None
+            if samples:
+                info[SAMPLES] = samples
         except Exception:  # noqa: BLE001 - descriptive only: shapes are then named where used
             pass
         return info
@@ -701,6 +710,8 @@ class Tracer:
         """Record the end (status, error) and where the run directory is now."""
         assert self.writer is not None and self.status is not None
         self._loaders.remove()
+        if self._sampler is not None:
+            self._sampler.stop()
         self.writer.meta.info.update(self.info_so_far())
         try:  # what the user lines said, while they (and a notebook's kernel) are here to ask
             self.writer.meta.info[SOURCES_KEY] = source_map(self.writer.user_files()).to_json()

@@ -8,7 +8,12 @@ from typing import Any
 
 import click
 
-from lazyscope.analyze.check import Rules, check_graph_memory_unmeasured, check_report
+from lazyscope.analyze.check import (
+    Rules,
+    check_graph_memory_unmeasured,
+    check_report,
+    check_time_unmeasured,
+)
 from lazyscope.commands.common import RUN, report_and_views
 from lazyscope.core.errors import EXIT_CHECK_FAILED, UsageError
 from lazyscope.core.units import parse_size_or_share
@@ -29,6 +34,24 @@ class _PositiveSeconds(click.ParamType):
         if math.isnan(seconds) or seconds <= 0:
             self.fail(f"{value!r} is not a number of seconds above 0", param, ctx)
         return seconds
+
+
+class _Share(click.ParamType):
+    """A share of the step: ``0.25`` or ``25%`` (0 to 1)."""
+
+    name = "share"
+
+    def convert(self, value: Any, param: Any, ctx: Any) -> float:
+        if isinstance(value, float):
+            return value
+        text = str(value).strip()
+        try:
+            share = float(text[:-1]) / 100 if text.endswith("%") else float(text)
+        except ValueError:
+            self.fail(f"{value!r} is not a share (0.25 or 25%)", param, ctx)
+        if not 0 <= share <= 1:
+            self.fail(f"{value!r} is not a share between 0 and 1 (0%..100%)", param, ctx)
+        return share
 
 
 def _one_rule(new: int | None, old: int | None) -> int | None:
@@ -63,6 +86,11 @@ def _measured_for(report: Any, rules: Rules) -> None:
             f"--max-syncs-per-step cannot be checked: host syncs are not measured by the "
             f"{summary.backend} backend on {summary.device or 'this device'} (see the run's "
             "notes)")
+    if (rules.max_input_share is not None or rules.max_tracing_share is not None) and \
+            check_time_unmeasured(report):
+        flag = "--max-input-share" if rules.max_input_share is not None else \
+            "--max-tracing-share"
+        raise UsageError(f"{flag} cannot be checked: {check_time_unmeasured(report)}")
     if (rules.max_graph_memory is not None or rules.max_graph_memory_share is not None) and \
             check_graph_memory_unmeasured(report, rules):
         raise UsageError(f"--max-graph-memory cannot be checked: "
@@ -87,6 +115,12 @@ def _measured_for(report: Any, rules: Rules) -> None:
               help="a multi-process run's ranks compile the same graphs at the same pace")
 @click.option("--max-step-seconds", type=_PositiveSeconds(), default=None,
               metavar="S", help="no steady step may take longer than S seconds")
+@click.option("--max-input-share", type=_Share(), default=None, metavar="SHARE",
+              help="the steady step may wait for its data at most SHARE of its time (0.1 or "
+                   "10%%: XProf's input-bound threshold)")
+@click.option("--max-tracing-share", type=_Share(), default=None, metavar="SHARE",
+              help="the steady step may spend at most SHARE of its time on the host's own work "
+                   "(tracing, on XLA)")
 @click.option("--allow-incomplete", is_flag=True,
               help="check a failed, interrupted or killed run's recorded steps instead of failing")
 @click.option("--max-graph-memory", default=None, metavar="SIZE", callback=size_or_share_option,
@@ -101,6 +135,7 @@ def check_cmd(run_dir: Path, max_recompiles: int | None, max_recompiles_old: int
               warmup_steps: int | None,
               max_syncs_per_step: int | None, no_fallbacks: bool, no_graph_breaks: bool,
               no_rank_divergence: bool, max_step_seconds: float | None,
+              max_input_share: float | None, max_tracing_share: float | None,
               allow_incomplete: bool, max_graph_memory: tuple[int | None, float | None],
               baseline: Path | None, fmt: str) -> int:
     """A CI gate: exit 0 when RUN_DIR obeys the rules, 1 (with the evidence) when not.
@@ -114,7 +149,8 @@ def check_cmd(run_dir: Path, max_recompiles: int | None, max_recompiles_old: int
                   no_fallbacks=no_fallbacks, no_graph_breaks=no_graph_breaks,
                   no_rank_divergence=no_rank_divergence, max_step_seconds=max_step_seconds,
                   allow_incomplete=allow_incomplete, max_graph_memory=max_graph_memory[0],
-                  max_graph_memory_share=max_graph_memory[1])
+                  max_graph_memory_share=max_graph_memory[1], max_input_share=max_input_share,
+                  max_tracing_share=max_tracing_share)
     report = report_and_views(run_dir, warmup_steps=warmup_steps, views=False)
     _measured_for(report, rules)
     base = (report_and_views(baseline, warmup_steps=warmup_steps, views=False)

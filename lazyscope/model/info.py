@@ -79,6 +79,12 @@ class RunInfo:
     loaders: list[dict[str, Any]] | None = None
     #: errors raised in loader worker threads
     thread_errors: list[dict[str, Any]] | None = None
+    #: the program waited for its batches in torch_xla's parallel loader (``MpDeviceLoader``)
+    parallel_loader: bool = False
+    #: the step thread's stack, sampled (:mod:`lazyscope.backends.sampler`): ``hz``,
+    #: ``total``, samples per step part (``phases``) and per user line (``lines``: part, file,
+    #: line, function, samples)
+    samples: dict[str, Any] | None = None
     #: the device's memory at each barrier, where the runtime reports it (``used``, ``peak``,
     #: ``limit`` ...), or why not (``unmeasured``)
     device_memory: dict[str, Any] | None = None

@@ -131,11 +131,14 @@ def test_runtime_counts_are_shown_beside_the_totals(copy) -> None:
 def test_library_syncs_are_named_by_the_api_that_made_them(tmp_path: Path) -> None:
     """Reads inside one torch_xla API (xm.rendezvous reads through helpers of its own: a list
     comprehension, str.split) are one note entry named by the API, not by each helper."""
-    from lazyscope.model import OWNER_LIBRARY, Frame, Meta, Sync
+    from lazyscope.model import OWNER_LIBRARY, Capabilities, Frame, Meta, Sync
+    from lazyscope.model.steps import STEP_FIELDS_V2
     from lazyscope.store import RunWriter
 
     user = Frame("/home/me/train.py", 178, "test_loop_fn", False)
-    writer = RunWriter(tmp_path / "run", Meta(target="t"))
+    # steps of wall time only: the fields it writes are the ones it measures
+    writer = RunWriter(tmp_path / "run", Meta(target="t", capabilities=Capabilities(
+        step_fields=list(STEP_FIELDS_V2))))
     for i, helper in enumerate(("xla_rendezvous", "<listcomp>", "split")):
         stack = (Frame("/sp/torch_xla/core/xla_model.py", 10 + i, helper, True), user)
         writer.write_event("sync", 1, stack=stack, value=1,

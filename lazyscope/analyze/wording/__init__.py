@@ -148,6 +148,9 @@ BASE: dict[str, str] = {
     "sync_after_detail": "{reads} in {nsteps} step{s}, of a value already computed (it cut no "
                          "graph): the host waited {seconds}",
     "sync_every": "it reads every {every} steps, {share}",
+    "sync_price": "over the steady steps it costs {price}: the waits ({wait}) and the overlap "
+                  "lost ({lost}: the host's own work of the steps that read, which ran while "
+                  "the device idled instead of beside it)",
     "sync_fix_every": "it already reads only every N steps, and still costs the run: read it "
                       "less often, or keep the values on the device and read them after the loop",
     "sync_fix_every_cheap": "nothing to change: a read every N steps after the barrier cuts no "
@@ -203,6 +206,34 @@ BASE: dict[str, str] = {
     "growth_fix": "do not keep device tensors across steps in a growing list or torch.cat: "
                   "keep a fixed-size window or a running value (`total += loss.detach()`), or "
                   "move what must be kept to the host at the barrier",
+    # where the step's time goes (analyze/bound.py)
+    "verdict_input_bound": "input-bound: the loop waits for its data {share} of each step",
+    "verdict_host_bound": "host-bound: the host's own work takes {share} of each step and the "
+                          "device idles",
+    "extra_input_bound": "input-bound ({share} of each step waiting for data)",
+    "extra_host_bound": "host-bound ({share} of each step on the host)",
+    "input_detail": "the loop waited {per_step} for its next batch in each {step} step ({share} "
+                    "of the steady step: input wait) from {loader}",
+    "input_sampled": "; sampled while it waited: {lines}",
+    "input_fix_workers": "make the batches ahead of the step: DataLoader(..., num_workers={n}"
+                         "{persist}{pin}) (a batch takes {batch} to make, the rest of the step "
+                         "{rest}: {n} workers keep up)",
+    "input_fix_more_workers": "its {have} worker{s_have} cannot keep up: raise num_workers to "
+                              "{n}{persist}{pin}, or make {where} cheaper (it runs once a sample)",
+    "input_fix_trainer": "make the Trainer's batches ahead of the step: "
+                         "TrainingArguments(..., dataloader_num_workers={n}, "
+                         "dataloader_persistent_workers=True{pin})",
+    "input_fix_device_loader": "",
+    "host_detail": "the host's own work takes {per_step} of each {step} step ({share}), the "
+                   "device's {device}: the device idles about {idle} a step (host-bound)",
+    "host_sampled": "; sampled: {lines} (by file: {files})",
+    "host_fix": "do less on the host per step: fewer, larger operations, or more work per "
+                "step (a larger batch) for the same host time",
+    "host_fix_compiled": "do less on the host per step: fewer, larger operations, or more work "
+                         "per step (a larger batch) for the same host time",
+    "host_fix_optimizer": "most of the host's time is the optimizer's step at {where}, one "
+                          "update per parameter tensor: use its fused or foreach "
+                          "implementation, or fewer, larger parameter tensors",
     # multi-rank
     "rank_diverges_graphs": "rank {rank} compiled {graphs} the other ranks did not: "
                             "ranks that trace different graphs wait for each other at every "

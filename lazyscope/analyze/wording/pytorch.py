@@ -3,6 +3,21 @@
 XLA word may appear here (``tests/unit/test_wording.py``). Plain data: imports nothing."""
 
 COMPILE: dict[str, str] = {
+    "verdict_host_bound": "host-bound: the host (Python, kernel launches) takes {share} of each "
+                          "step and the GPU idles",
+    "host_detail": "the host (Python, kernel launches) takes {per_step} of each {step} step "
+                   "({share}) and the GPU was done by the step's end (the barrier waited "
+                   "{device}): the GPU idles (host-bound)",
+    "host_fix": "launch fewer, larger kernels: torch.compile(model) fuses the small ops; with "
+                "torch.compile(model, mode=\"reduce-overhead\") CUDA graphs replay the step's "
+                "launches at once; more work per step (a larger batch) for the same launches",
+    "host_fix_optimizer": "most of the host's time is the optimizer's step at {where}, "
+                          "kernels launched per parameter tensor: construct it with "
+                          "fused=True (one kernel for the whole update), or torch.compile the "
+                          "step",
+    "host_fix_compiled": "replay the step's launches with CUDA graphs: torch.compile(model, "
+                         "mode=\"reduce-overhead\") (static shapes); more work per step (a "
+                         "larger batch) for the same launches",
     "fix_dims": "{dims} changes between calls: mark it dynamic "
                 "(torch._dynamo.mark_dynamic(x, dim)) or compile with dynamic=True, or pad to a "
                 "few bucket sizes (see `lazyscope advise RUN`)",

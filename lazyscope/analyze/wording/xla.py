@@ -3,6 +3,26 @@
 reads it where torch_xla is not installed."""
 
 WORDS: dict[str, str] = {
+    "verdict_host_bound": "host-bound: tracing (Python building the graph) takes {share} of "
+                          "each step and the device idles",
+    "extra_host_bound": "host-bound ({share} of each step tracing)",
+    "input_fix_device_loader": "; and iterate it through torch_xla's MpDeviceLoader "
+                               "(pl.MpDeviceLoader(loader, device)), which uploads the next "
+                               "batches while the step runs",
+    "host_detail": "Python builds the graph (tracing) for {per_step} of each {step} step "
+                   "({share}), while the device runs it in {device}: the device idles about "
+                   "{idle} a step (host-bound)",
+    "host_fix_optimizer": "most of the tracing is the optimizer's step at {where} (one update "
+                          "traced per parameter tensor, every step): trace it once, "
+                          "opt_step = torch.compile(opt.step, backend=\"openxla\") and call "
+                          "opt_step() there (dynamo captures the update on the first steps, "
+                          "later steps replay the graph); the model too: torch.compile(model, "
+                          "backend=\"openxla\")",
+    "host_fix": "trace less: compile the step with torch.compile(model, backend=\"openxla\") "
+                "(dynamo captures the graph on the first steps, later steps skip LazyTensor "
+                "tracing); run N repeated layers with torch_xla.experimental.scan_layers "
+                "(one layer traced, not N); give each step more work (a larger batch) for the "
+                "same tracing",
     "constant_set_detail": "the Python number set at {set_at} is baked into the graph as a "
                            "constant (XLA passes most Python scalars as data, but not this "
                            "one; it is not one of the special scalars 0 and 1)",

@@ -36,6 +36,7 @@ from lazyscope.backends.base import Collector, Recorder, Runtime, TraceOptions, 
 from lazyscope.backends.pytorch.cudamem import NOT_ON_CPU, CudaMemory
 from lazyscope.backends.pytorch.dynamo import DynamoCollector
 from lazyscope.backends.pytorch.stalls import StallTimer
+from lazyscope.backends.sampler import mark
 from lazyscope.core.errors import MissingDependencyError, UsageError
 from lazyscope.model import Capabilities, Execute, Sync
 from lazyscope.model.ownership import capture_stack, is_own_file
@@ -320,6 +321,9 @@ class TorchCollector(Collector):
                                      payload=Execute(cause="compiled function call"))
         return ({"wall_s": wall, "t_end_s": now - self._recorder.t0, "compile_count": count,
                  "compile_s": seconds}, count)
+
+
+mark(TorchCollector.on_user_barrier, "barrier")
 
 
 class EagerCollector(TorchCollector):

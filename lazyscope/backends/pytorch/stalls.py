@@ -26,6 +26,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from lazyscope.backends.sampler import mark
+
 #: the torch.Tensor methods through which Python reads a device value
 TIMED_READS = ("item", "tolist", "cpu", "to", "numpy", "__bool__", "__float__", "__int__")
 
@@ -95,6 +97,7 @@ class StallTimer:
                     timer._record(message, stack, stall)
                     stall = 0.0  # one wait: the first sync of the call holds it
 
+        mark(timed, "sync")
         return _not_a_frame_to_compile(timed)
 
     def sync(self, message: str, stack: Any) -> None:

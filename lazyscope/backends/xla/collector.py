@@ -48,6 +48,7 @@ from pathlib import Path
 from typing import Any
 
 from lazyscope.backends.base import Collector, Recorder, TraceOptions
+from lazyscope.backends.sampler import mark
 from lazyscope.backends.xla.barrier import barrier_site
 from lazyscope.backends.xla.causes import classify_compile
 from lazyscope.backends.xla.debugfile import DebugFileReader, DebugRecord, graph_memory
@@ -116,6 +117,8 @@ class _SyncPatch:
             if collector is None:
                 return original(*args, **kwargs)
             return collector._sync(original, *args, **kwargs)
+
+        mark(sync, "barrier")
 
         for module in (torch_xla, submodule):
             module.sync = sync
@@ -344,6 +347,8 @@ class XlaCollector(Collector):
 
         original = pl.ParallelLoader.__dict__["next_item"]
 
+        seen = [False]
+
         @functools.wraps(original)
         def next_item(loader: Any, device: Any) -> Any:
             t0 = time.perf_counter()
@@ -353,8 +358,11 @@ class XlaCollector(Collector):
                 recorder = self._recorder
                 if recorder is not None:
                     recorder.add_time("input_s", time.perf_counter() - t0)
+                    if not seen[0]:
+                        seen[0] = True
+                        recorder.set_info(parallel_loader=True)
 
-        pl.ParallelLoader.next_item = next_item
+        pl.ParallelLoader.next_item = mark(next_item, "input")
         self._patched.append((pl.ParallelLoader, "next_item", original))
 
     def thread_started(self) -> None:

@@ -29,6 +29,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from lazyscope.backends.sampler import mark
 from lazyscope.backends.xla.causes import closure_kind, library_call, library_caller
 from lazyscope.model import OWNER_LIBRARY, Frame, Stack, Sync
 from lazyscope.model.ownership import bound_stack, make_frame
@@ -193,6 +194,7 @@ class ValueReadHooks:
                                                  list(getattr(self_t, "shape", [])), pending)
                 hooks._emit(stack, payload, seconds, executed)
 
+        mark(read, "sync")
         read.__name__ = getattr(original, "__name__", "read")
         read.__qualname__ = getattr(original, "__qualname__", read.__name__)
         read.__doc__ = getattr(original, "__doc__", None)

@@ -1,6 +1,7 @@
 # The README's two commands live here: `make demo` and `make test`.
 # Both create .venv/ in the repo root when missing and install lazyscope into it with the
-# xla and test extras (torch==2.9.0, torch_xla==2.9.0, TensorBoard's profile plugin, pytest ...).
+# xla, torchax and test extras (torch==2.9.0, torch_xla==2.9.0, torchax==0.0.13 with
+# jax==0.10.2, TensorBoard's profile plugin, pytest ...).
 
 PYTHON ?= python3
 VENV   ?= .venv
@@ -12,7 +13,7 @@ STAMP  := $(VENV)/.lazyscope-installed
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e '.[xla,test]'
+	$(PY) -m pip install -q -e '.[xla,torchax,test]'
 	touch $(STAMP)
 
 venv: $(STAMP)

@@ -351,8 +351,11 @@ def guard_error(alerts: list[Alert]) -> GuardError:
 
 
 def _default_backend() -> str:
-    """``xla`` when the program uses torch_xla (imported), else ``compile``."""
-    return "xla" if "torch_xla" in sys.modules else "compile"
+    """``xla`` when the program uses torch_xla (imported), else ``torchax`` when it uses
+    torchax, else ``compile``."""
+    if "torch_xla" in sys.modules:
+        return "xla"
+    return "torchax" if "torchax" in sys.modules else "compile"
 
 
 class Guard(contextlib.ContextDecorator):
@@ -362,9 +365,9 @@ class Guard(contextlib.ContextDecorator):
     def __init__(self, rules: Rules, *, warmup_steps: int | None, backend: str = "auto",
                  out: str | os.PathLike[str] | None = None, force: bool = False,
                  target: str = "", on_alert: Callable[[Alert], None] | None = None):
-        if backend not in ("auto", "xla", "compile", "eager"):
+        if backend not in ("auto", "xla", "compile", "eager", "torchax"):
             raise UsageError(f"lazyscope.guard: unknown backend {backend!r}; choose auto, xla, "
-                             "compile or eager")
+                             "compile, eager or torchax")
         self.rules = rules
         self.warmup_steps = warmup_steps
         self.backend = backend

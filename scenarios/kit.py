@@ -244,6 +244,8 @@ def run_length_steps(args: argparse.Namespace, runtime: lazyscope.Runtime, plan:
                             pin_memory=on_cuda)
     real_total = computed_total = 0
     loss = None
+    # a backend that trains only through one compiled step (torchax: jax.jit) gives it here
+    compiled = runtime.compiled_step(forward, opt)
     t0 = time.perf_counter()
     batches = iter(loader)
     for i in range(args.steps):
@@ -259,7 +261,9 @@ def run_length_steps(args: argparse.Namespace, runtime: lazyscope.Runtime, plan:
                                 lengths=list(batch.lengths))
         with runtime.step(i, "train_step" if opt is not None else "eval_step"):
             x = inputs(batch)
-            if opt is not None:
+            if compiled is not None:
+                loss = compiled(x)
+            elif opt is not None:
                 with runtime.region("forward"):
                     loss = forward(x)
                 with runtime.region("backward"):

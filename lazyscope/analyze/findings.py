@@ -26,6 +26,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from lazyscope.analyze.breaks import BreakSite, EagerSite
+from lazyscope.analyze.events import distinct
 from lazyscope.analyze.fallbacks import FallbackOp
 from lazyscope.analyze.libraries import library_fix
 from lazyscope.analyze.makers import (
@@ -40,6 +41,7 @@ from lazyscope.analyze.recompiles import (
     FIXED,
     IDENTICAL,
     LATE,
+    OPS,
     REUSED,
     Recompile,
     SiteCompiles,
@@ -522,7 +524,10 @@ def recompile_finding(backend: str, entry: SiteCompiles, graph_shapes: bool,
                  reasons=("; " + "; ".join(facts.reasons)) if facts.reasons else "")
     if facts.runs is not None:
         detail += "; " + say(backend, "recompile_runs", runs=_runs_text(facts.runs))
-    if entry.outlook is not None and entry.verdict == CHURN:
+    if entry.outlook is not None and entry.verdict == CHURN and \
+            not (entry.evicted.count and not entry.outlook.expected_new):
+        # (a family that churns by compiling the same graphs again expects no *new* graph:
+        # its outlook would say "~0 more graphs" of a cost that goes on)
         detail += "; " + outlook_text(backend, entry.outlook)
     if entry.maker is not None and maker is not None:
         m = entry.maker
@@ -895,7 +900,12 @@ def make_findings(backend: str, *, sites: list[SiteCompiles], syncs: list[SyncSi
     only the user's source says (supplied by the caller: it reads files)."""
     findings: list[Finding] = []
     notes: list[Finding] = []
+    ops = [e for e in sites if e.phase == OPS and e.verdict == CHURN]
+    if ops:
+        findings.append(eager_ops_finding(backend, ops))
     for entry in sites:
+        if entry.phase == OPS:
+            continue
         n = entry.counted_count
         if entry.verdict == CHURN or (entry.verdict == FIXED and n >= 2):
             findings.append(recompile_finding(backend, entry, graph_shapes, sources))
@@ -929,6 +939,29 @@ def make_findings(backend: str, *, sites: list[SiteCompiles], syncs: list[SyncSi
     findings += [break_finding(backend, b) for b in breaks]
     findings += [eager_finding(backend, e) for e in eagers]
     return sorted(findings, key=_rank), sorted(notes, key=_rank)
+
+
+def eager_ops_finding(backend: str, entries: list[SiteCompiles]) -> Finding:
+    """One finding for the lines whose ops, run eagerly, were compiled again for new shapes:
+    at the costliest line, the others named."""
+    entries = sorted(entries, key=lambda e: (-e.counted_seconds, -e.counted_count))
+    main = entries[0]
+    ops = sorted({u.graph.split(":", 1)[-1] for e in entries for u in e.uses})
+    shown = ", ".join(ops[:4]) + (f" and {len(ops) - 4} more" if len(ops) > 4 else "")
+    also = [str(e.site) for e in entries[1:4] if e.site is not None]
+    n = sum(e.counted_count for e in entries)
+    file, line, function = _loc(main.site)
+    steps, step_count = _steps(distinct(np.concatenate([e.counted_steps for e in entries])))
+    detail = say(backend, "recompile_ops_detail", where=str(main.site or "?"),
+                 compiles=sum(e.compiles for e in entries), counted=n, ops=shown,
+                 also=("; also at " + ", ".join(also)) if also else "")
+    facts = RecompileFacts(compiled_at=main.site, changes=[], varying=[],
+                           graphs=sum(e.graphs for e in entries), dynamic=[],
+                           classes={"op": n}, verdict=CHURN,
+                           reasons=["ops run eagerly compiled again for new shapes"])
+    return Finding("recompile", file, line, function, list(main.stack), n, steps, step_count,
+                   sum(e.counted_seconds for e in entries), detail,
+                   say(backend, "fix_eager_ops"), facts)
 
 
 def _reuse_shown(entry: SiteCompiles) -> bool:

@@ -33,6 +33,12 @@ declared (``lazyscope.data.PadToBuckets`` writes them to ``meta.json`` info
 the program bounded its graphs, and a short run that meets most buckets once each would read as
 churn from the executions alone.
 
+Ops run eagerly (phase ``op``: torchax without ``jax.jit``) are compiled one by one, each op's
+program cached by shape: their family is every op compiled at one line, and an op compiled
+again there (its graph id again) in a later step than its first compile met a new shape (again
+in the same step: another shape in the same pass, a second layer); two or more such repeats
+churn. Without steps nothing is counted.
+
 A family that does not churn is warm-up, except its *late* variants: graphs of a family that
 already had a graph, first compiled after the run's warm-up ended (from the first stretch of
 :data:`QUIET_STEPS` steps that compiled nothing on), that are either a *switch* (the family's
@@ -93,6 +99,10 @@ RARE_SHARE = 0.25
 FIRST, STRUCTURE, VARIANT, IDENTICAL = "first", "structure", "variant", "identical"
 #: a graph id compiled again at its site (the compile cache dropped it)
 EVICTED = "evicted"
+
+#: the phase of compilations of single ops run eagerly (torchax without jit): the same op
+#: compiled again at a line (its graph id again) met a new shape
+OPS = "op"
 
 #: a family's verdict
 CHURN = "churn"  # a finding: graphs keep being made and are not reused
@@ -713,6 +723,7 @@ def _explain_site(ctx: _Context, site: Frame | None, stack: Stack, phase: str, f
     graphs: dict[int, _Graph] = {}
     fams: dict[tuple[Any, ...], tuple[SiteCompiles, _SiteIndex, list[int]]] = {}
     family_of_key: dict[int, SiteCompiles] = {}
+    first_step: dict[int, int] = {}
     # plain lists for the loop: a numpy scalar per read costs more than the work here
     firsts = np.flatnonzero(is_first)
     pids, key_l = ev.payload[sel[firsts]].tolist(), keys[firsts].tolist()
@@ -731,6 +742,7 @@ def _explain_site(ctx: _Context, site: Frame | None, stack: Stack, phase: str, f
         fam, index, members = entry
         members.append(pos)
         family_of_key[key] = fam
+        first_step[key] = step
         graph = ev.key_of(key)
         if data.phase == "forward" and graph:
             forward_family[graph] = fam
@@ -776,6 +788,10 @@ def _explain_site(ctx: _Context, site: Frame | None, stack: Stack, phase: str, f
         fam = family_of_key[key]
         at = by_key[(ends[k - 1] if k else 0):ends[k]]
         counted_at = at if warmup is None else at[steps[at] >= warmup]
+        if phase == OPS:
+            # an op compiled again in the step of its first compile ran on another shape in
+            # the same pass (a second layer): warm-up; in a later step, a new shape
+            counted_at = counted_at[steps[counted_at] > first_step[key]]
         fam.compiles += len(at)
         fam.seconds += float(seconds[at].sum())
         fam.evicted.total += len(at)
@@ -950,6 +966,13 @@ def _judge(fam: SiteCompiles, ctx: _Context) -> None:
     """Set the family's verdict and which of its recompilations count (module docstring)."""
     warmup = ctx.run.meta.warmup_steps
     recs = fam.recompiles
+    if fam.phase == OPS:
+        # ops run eagerly (torchax): the backend caches each op's program by shape, so an op
+        # compiled again at a line met a new shape; two or more such repeats churn
+        fam.verdict = CHURN if fam.evicted.count >= CHURN_ONE_SHOTS else (
+            SINGLE if fam.graphs == 1 else REUSED)
+        fam.evicted.count = fam.evicted.count if fam.verdict == CHURN else 0
+        return
     if warmup is not None:
         for r in recs:
             r.counted = r.step >= warmup

@@ -1,7 +1,8 @@
 """Backends: the only package that imports torch_xla or torch internals.
 
 Each backend is a package of its own: ``xla`` (torch_xla), ``pytorch`` (plain PyTorch: the
-``eager`` and ``compile`` backends). A backend package holds its collector and runtime (which
+``eager`` and ``compile`` backends), ``torchax`` (PyTorch on JAX arrays, compiled by
+``jax.jit``). A backend package holds its collector and runtime (which
 import their framework lazily, in methods) and a ``wording`` module: the sentences its reports
 use and the capabilities it declares, plain data that imports nothing (the analysis reads it
 on machines without the framework).
@@ -27,6 +28,8 @@ BACKENDS: dict[str, tuple[str, str]] = {
               "lazyscope.backends.pytorch.collector:EagerRuntime"),
     "compile": ("lazyscope.backends.pytorch.collector:CompileCollector",
                 "lazyscope.backends.pytorch.collector:CompileRuntime"),
+    "torchax": ("lazyscope.backends.torchax.collector:TorchaxCollector",
+                "lazyscope.backends.torchax.collector:TorchaxRuntime"),
 }
 
 __all__ = ["BACKENDS", "get_collector", "get_runtime"]

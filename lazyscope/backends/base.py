@@ -9,7 +9,8 @@ A backend has two separate faces:
   window;
 * a :class:`Runtime` is what a scenario runs on so the same workload runs on every backend:
   ``device()``, ``barrier()``, ``step(i)`` (a region that ends at a step barrier),
-  ``region(name)`` (a profiler annotation) and ``prepare_model(model)``.
+  ``region(name)`` (a profiler annotation), ``prepare_model(model)`` and ``compiled_step``
+  (the step as one compiled function, where the backend needs it).
 
 Options reach a backend explicitly (:class:`TraceOptions`), never through attributes set from
 outside. There is one active trace per process (:func:`active`): the public API
@@ -392,6 +393,10 @@ class Collector:
         """``lazyscope.barrier()`` was called by the program (backends without barriers of
         their own record a step here)."""
 
+    def on_program_error(self, exc: BaseException) -> None:
+        """The program ended with ``exc`` (before :meth:`stop`): a backend whose own errors are
+        evidence (torchax's ``OperatorNotFound``: an op with no lowering) records them here."""
+
 
 class Runtime:
     """Base class of what a scenario runs on (see the module docstring)."""
@@ -419,6 +424,12 @@ class Runtime:
     def prepare_model(self, model: Any) -> Any:
         """Wrap a model the way this backend runs it (``torch.compile`` for example)."""
         return model
+
+    def compiled_step(self, forward: Any, optimizer: Any) -> Any:
+        """The whole step (``forward(x)`` gives the loss; with ``optimizer``, the backward and
+        the update too) as one compiled function ``step(x) -> loss``, for a backend that runs
+        training only that way (torchax); None: run the eager loop."""
+        return None
 
 
 @dataclass

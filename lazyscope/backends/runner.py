@@ -23,6 +23,7 @@ records the steps; both runs say so), and entering one trace object twice is a U
 
 from __future__ import annotations
 
+import ast
 import contextlib
 import errno
 import importlib
@@ -158,6 +159,34 @@ def resolve_target(spec: str, argv: list[str] | tuple[str, ...] = ()) -> Target:
         f"unknown scenario {spec!r}; scenarios: {', '.join(scenario_names())} "
         "(or give the path of a .py script)"
     )
+
+
+def imported_packages(source: str) -> set[str]:
+    """The top-level packages a program's source imports (``import torchax.interop`` ->
+    ``torchax``), at any depth of its code; empty for source that does not parse."""
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError):
+        return set()
+    out: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            out.update(alias.name.partition(".")[0] for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            out.add(node.module.partition(".")[0])
+    return out
+
+
+def default_backend(target: Target) -> str:
+    """The backend a trace of ``target`` runs on when ``--backend`` is not given: ``torchax``
+    for a script that imports torchax and not torch_xla, else ``xla``."""
+    if target.kind != "script":
+        return "xla"
+    try:
+        packages = imported_packages(target.path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError):
+        return "xla"
+    return "torchax" if "torchax" in packages and "torch_xla" not in packages else "xla"
 
 
 def validate_scenario_args(target: Target) -> None:
@@ -556,6 +585,9 @@ class Tracer:
         set_active(None)
         assert self.writer is not None and self.recorder is not None
         stop_error: BaseException | None = None
+        if exc is not None and isinstance(exc, Exception):
+            with contextlib.suppress(Exception):  # evidence only: the run is finalised anyway
+                self.collector.on_program_error(exc)
         try:
             if self.profile is not None:
                 self.profile.close(self.recorder.next_index)

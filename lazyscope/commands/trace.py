@@ -11,7 +11,12 @@ import click
 from lazyscope.backends import BACKENDS
 from lazyscope.backends.base import TraceOptions
 from lazyscope.backends.profiling import ProfileWindow, default_steps, parse_profile_steps
-from lazyscope.backends.runner import launcher_rank, resolve_target, trace_target
+from lazyscope.backends.runner import (
+    default_backend,
+    launcher_rank,
+    resolve_target,
+    trace_target,
+)
 from lazyscope.commands.common import (
     PROGRAM_LINE,
     default_out,
@@ -61,8 +66,9 @@ DYNAMIC = {"auto": None, "true": True, "false": False}
               help="run directory (default runs/NAME-TIMESTAMP), or a URL (gs://bucket/run, "
               "s3://..., file://...): each host of a pod writes its part URL/host<N>/")
 @click.option("--force", is_flag=True, help="replace an existing run directory")
-@click.option("--backend", type=click.Choice(sorted(BACKENDS)), default="xla", show_default=True,
-              help="where the program runs")
+@click.option("--backend", type=click.Choice(sorted(BACKENDS)), default=None,
+              help="where the program runs (default: torchax for a script that imports torchax "
+              "and not torch_xla, else xla)")
 @click.option("--device", type=click.Choice(["auto", "cpu", "cuda"]), default="auto",
               show_default=True, help="eager/compile backends: the device scenarios run on")
 @click.option("--dynamic", type=click.Choice(sorted(DYNAMIC)), default="auto",
@@ -88,7 +94,7 @@ DYNAMIC = {"auto": None, "true": True, "false": False}
 # compare's channel for its policies' progress (render/console.py ProgressPipe)
 @click.option("--progress-fd", type=int, default=None, hidden=True)
 def trace_cmd(target: str, target_args: tuple[str, ...], steps: int | None, out: str | None,
-              force: bool, backend: str, device: str, dynamic: str, warmup_steps: int | None,
+              force: bool, backend: str | None, device: str, dynamic: str, warmup_steps: int | None,
               profile: bool, profile_steps: str | None, graph_shapes: bool, views: bool,
               quiet: bool, progress_fd: int | None) -> None:
     """Run a scenario or a script under instrumentation and print its report.
@@ -109,7 +115,8 @@ def trace_cmd(target: str, target_args: tuple[str, ...], steps: int | None, out:
     out = out if out is not None else str(default_out(target))
     window = _profile_window(profile, profile_steps, steps,
                              Path(".") if is_remote(out) else local_path(out))
-    options = TraceOptions(backend=backend, device=device, dynamic=DYNAMIC[dynamic],
+    options = TraceOptions(backend=backend or default_backend(resolved), device=device,
+                           dynamic=DYNAMIC[dynamic],
                            graph_shapes=graph_shapes, max_steps=steps,
                            warmup_steps=warmup_steps)
     misplaced = misplaced_options(trace_cmd, args, resolved)

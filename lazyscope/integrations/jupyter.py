@@ -3,7 +3,7 @@
 ::
 
     %load_ext lazyscope
-    %%lazyscope [--out DIR] [--backend xla|eager|compile] [--device auto|cpu|cuda]
+    %%lazyscope [--out DIR] [--backend xla|eager|compile|torchax] [--device auto|cpu|cuda]
                 [--steps N] [--force] [--no-graph-shapes]
     for batch in loader:
         ...

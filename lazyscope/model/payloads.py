@@ -192,6 +192,10 @@ class Compile:
     memory: GraphMemory | None = None
     #: the inputs the graph computes new values of, donated or not (XLA: from its HLO)
     updates: list[Update] | None = None
+    #: the compile's seconds by phase, where the backend times them apart (JAX: ``trace``,
+    #: ``lower``, ``compile``, from its own jax.monitoring events); the event's seconds are
+    #: their sum
+    phases: dict[str, float] | None = None
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {}

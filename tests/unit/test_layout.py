@@ -263,3 +263,23 @@ def test_checker_counts_the_package_init_a_submodule_import_runs(planted) -> Non
         upward_imports(graph)
     # render.text imports analyze.report, which runs analyze/__init__, which imports render.text
     assert cycles(graph)
+
+
+#: the frameworks only ``lazyscope/backends`` may import (docs/backends.md)
+FRAMEWORKS = frozenset({"torch_xla", "jax", "jaxlib", "torchax", "optax"})
+
+
+def test_only_the_backends_import_the_frameworks() -> None:
+    """torch_xla, jax and torchax are imported in ``lazyscope/backends`` only (any import,
+    inside functions too): the analysis and the renderers run where none is installed."""
+    found = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        if (PACKAGE / "backends") in path.parents:
+            continue
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
+                [node.module] if isinstance(node, ast.ImportFrom) and node.module and \
+                not node.level else []
+            found += [f"{path.relative_to(REPO)}:{node.lineno}: {n}" for n in names
+                      if n.partition(".")[0] in FRAMEWORKS]
+    assert not found, found

@@ -17,6 +17,7 @@ from __future__ import annotations
 from typing import Any
 
 from lazyscope.analyze.wording import pytorch as pytorch_words
+from lazyscope.analyze.wording import torchax as torchax_words
 from lazyscope.analyze.wording import xla as xla_words
 
 BASE: dict[str, str] = {
@@ -130,6 +131,10 @@ BASE: dict[str, str] = {
     "fix_identical": "identical code was compiled again: look for state that changes between "
                      "steps without changing the computation",
     "fix_no_shapes": "trace the program again with graph shapes recorded to see what changes",
+    "fix_eager_ops": "each op runs on its own and is compiled again for each new shape: "
+                     "compile the step as one function, and pad the shapes to a few buckets",
+    "recompile_ops_detail": "{where}: ops run eagerly were compiled {compiles} times, {counted} "
+                            "of them again for a new shape ({ops}){also}",
     "sync_forced": "",
     "sync_closure_detail": "{reads} after the step in {nsteps} step{s}: the host waited "
                            "{seconds} each time",
@@ -241,6 +246,7 @@ TABLES: dict[str, dict[str, str]] = {
     "xla": {**BASE, **xla_words.WORDS},
     "compile": {**BASE, **pytorch_words.COMPILE},
     "eager": {**BASE, **pytorch_words.EAGER},
+    "torchax": {**BASE, **torchax_words.WORDS},
 }
 
 

@@ -239,7 +239,7 @@ class XlaCollector(Collector):
         _SyncPatch.install(torch_xla)
         _SyncPatch.current = self
         self._reads = ValueReadHooks(self._on_read, self._executions,
-                                     lambda: self.span("lazyscope: host read")
+                                     span=lambda: self.span("lazyscope: host read")
                                      if self.profiling else None)
         self._reads.install()
         self._watch = CallWatch(Counters(met))

@@ -114,12 +114,28 @@ def has_pending_ir(tensor: Any) -> bool | None:
 
 class ValueReadHooks:
     """Installs the wrappers on ``torch.Tensor``; ``emit(stack, payload, seconds, executions)``
-    receives one call per read."""
+    receives one call per read.
+
+    Another backend's tensors reuse the same wrappers: ``cls`` is the class whose methods are
+    wrapped (a ``torch.Tensor`` subclass such as torchax's), ``methods`` the attributes and how
+    reads through them are named, ``is_mine(tensor)`` which tensors are read from a device
+    (default: an XLA tensor that is not a tracing fake), ``pending(tensor)`` whether the value
+    still had to be computed (see :func:`has_pending_ir`). :meth:`wrap_function` wraps a plain
+    function that reads its first argument (``jax.device_get``); every wrapper of one instance
+    shares one depth, so only the outermost read is recorded."""
 
     def __init__(self, emit: Callable[[Stack, Sync, float, int], None],
-                 executions: Callable[[], int], span: Callable[[], Any] | None = None):
+                 executions: Callable[[], int], *, cls: Any = None,
+                 methods: dict[str, str] | None = None,
+                 is_mine: Callable[[Any], bool] | None = None,
+                 pending: Callable[[Any], bool | None] = has_pending_ir,
+                 span: Callable[[], Any] | None = None):
         self._emit = emit
         self._executions = executions
+        self._cls = cls
+        self._methods = READ_METHODS if methods is None else methods
+        self._is_mine = is_mine or _xla_tensor
+        self._pending = pending
         #: a context manager naming the read in a profile being captured, or None
         self._span = span or (lambda: None)
         self._saved: dict[str, Any] = {}
@@ -132,34 +148,43 @@ class ValueReadHooks:
     def install(self) -> None:
         import torch
 
-        for name, label in READ_METHODS.items():
-            original = getattr(torch.Tensor, name, None)
+        cls = self._cls if self._cls is not None else torch.Tensor
+        for name, label in self._methods.items():
+            original = getattr(cls, name, None)
             if original is None:
                 continue
-            self._saved[name] = torch.Tensor.__dict__.get(name, original)
-            setattr(torch.Tensor, name, self._wrap(original, label))
+            self._saved[name] = cls.__dict__.get(name, _INHERITED)
+            setattr(cls, name, self._wrap(original, label))
 
     def uninstall(self) -> None:
         import torch
 
+        cls = self._cls if self._cls is not None else torch.Tensor
         for name, original in self._saved.items():
-            setattr(torch.Tensor, name, original)
+            if original is _INHERITED:
+                delattr(cls, name)
+            else:
+                setattr(cls, name, original)
         self._saved = {}
+
+    def wrap_function(self, original: Any, label: str) -> Any:
+        """``original(x, ...)`` wrapped as a read of ``x`` (when ``is_mine(x)``)."""
+        return self._wrap(original, label)
 
     def _wrap(self, original: Any, label: str) -> Any:
         hooks = self
         local = self._local
+        mine = self._is_mine
 
         def read(self_t: Any, *args: Any, **kwargs: Any) -> Any:
             try:
-                is_xla = (getattr(local, "depth", 0) == 0 and self_t.device.type == "xla"
-                          and not _traced(self_t))
+                is_read = getattr(local, "depth", 0) == 0 and mine(self_t)
             except Exception:  # noqa: BLE001 - odd subclasses: just call through
-                is_xla = False
-            if not is_xla:
+                is_read = False
+            if not is_read:
                 return original(self_t, *args, **kwargs)
             local.depth = 1
-            pending = has_pending_ir(self_t)
+            pending = hooks._pending(self_t)
             execs_before = hooks._executions()
             span = hooks._span()
             tic = time.perf_counter()
@@ -181,3 +206,11 @@ class ValueReadHooks:
         read.__qualname__ = getattr(original, "__qualname__", read.__name__)
         read.__doc__ = getattr(original, "__doc__", None)
         return read
+
+
+#: a wrapped attribute the class did not define itself (inherited): deleted again on uninstall
+_INHERITED = object()
+
+
+def _xla_tensor(tensor: Any) -> bool:
+    return bool(tensor.device.type == "xla") and not _traced(tensor)

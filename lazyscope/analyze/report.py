@@ -24,6 +24,7 @@ from lazyscope.analyze.anatomy import Anatomy, AnatomySection, anatomy, anatomy_
 from lazyscope.analyze.bound import time_findings
 from lazyscope.analyze.breaks import eager_fallbacks, graph_breaks
 from lazyscope.analyze.buckets import Advice, advice_if_recompiling
+from lazyscope.analyze.compilebill import CompileBill, compile_bill, graph_inputs, op_count
 from lazyscope.analyze.events import EventGroup, event_groups, id_counts
 from lazyscope.analyze.fallbacks import FallbackOp, fallback_ops
 from lazyscope.analyze.findings import (
@@ -117,6 +118,9 @@ class CompilationRow:
     executions: int | None = field(default=None, metadata=_OPTIONAL)
     #: what the graph holds on the device while it runs, in bytes (see ``memory``)
     memory_bytes: int | None = field(default=None, metadata=_OPTIONAL)
+    #: its op count and inputs (where the backend recorded them: XLA's HLO dump)
+    ops: int | None = field(default=None, metadata=_OPTIONAL)
+    inputs: str | None = field(default=None, metadata=_OPTIONAL)
 
 
 @dataclass
@@ -186,6 +190,8 @@ class Report:
     memory: MemorySection | None = field(default=None, metadata=_OPTIONAL)
     #: where the steady step's time goes: input, host (tracing), compile, device, syncs
     anatomy: AnatomySection | None = field(default=None, metadata=_OPTIONAL)
+    #: what compiling cost the run, by line, and the persistent compilation cache
+    compile_bill: CompileBill | None = field(default=None, metadata=_OPTIONAL)
     schema_version: int = REPORT_SCHEMA
     # -- for the views only
     recompiles: list[SiteCompiles] = field(default_factory=list, metadata=_VIEW)
@@ -314,7 +320,8 @@ def _compilation_rows(run: Run, limit: int) -> tuple[list[CompilationRow], int]:
             phase=getattr(data, "phase", ""), cause=getattr(data, "cause", ""),
             owner=getattr(data, "owner", ""), site=str(site) if site else "",
             executions=runs.get(int(ev.key[i]), 0) if runs and int(ev.key[i]) else None,
-            memory_bytes=mem.total if mem is not None else None))
+            memory_bytes=mem.total if mem is not None else None, ops=op_count(data),
+            inputs=graph_inputs(data)))
     return rows, len(idx)
 
 
@@ -326,7 +333,7 @@ def _distinct_graphs(run: Run) -> int:
 
 
 def verdict(backend: str, summary: Summary, capabilities: Capabilities, findings: list[Finding],
-            notes: list[Finding]) -> tuple[str, bool]:
+            notes: list[Finding], times: AnatomySection | None = None) -> tuple[str, bool]:
     """One line that says what matters most, and whether the run is clean: from the typed
     findings and the summary, never from a finding's sentences."""
     b = backend
@@ -371,11 +378,21 @@ def verdict(backend: str, summary: Summary, capabilities: Capabilities, findings
     # is wrong, the largest part first
     bound = sorted((f for f in findings if isinstance(f.facts, TimeFacts)),
                    key=lambda f: -f.facts.share if isinstance(f.facts, TimeFacts) else 0)
-    for i, f in enumerate(bound):
+    leads = not recompiles and not summary.idle and not summary.eager_mode
+    syncing_sites = [f for f in findings if f.kind == "sync"]
+    if times is not None and syncing_sites and times.largest()[0] == "syncs":
+        # the step waits in host reads more than anywhere else: that leads
+        share = f"{times.largest()[1]:.0%}"
+        where = syncing_sites[0].where
+        if leads and not bound:
+            main = say(b, "verdict_syncs", share=share, where=where) + "; " + main
+            leads = False
+    for f in bound:
         assert isinstance(f.facts, TimeFacts)
         share = f"{f.facts.share:.0%}"
-        if i == 0 and not recompiles and not summary.idle and not summary.eager_mode:
+        if leads:
             main = say(b, f"verdict_{f.kind}", share=share) + "; " + main
+            leads = False
         else:
             extras.append(say(b, f"extra_{f.kind}", share=share))
     if summary.steps == 0 and compiles and not capabilities.lazy:
@@ -458,7 +475,7 @@ def build_report(run: Run, *, warmup_steps: int | None = None,
     findings = sorted(findings + lost_aliasing(b, run)
                       + [g for g in growth if owner[id(g)] is None], key=_rank)
     device, device_note = device_memory(info)
-    text, clean = verdict(b, summary, run.meta.capabilities, findings, notes)
+    text, clean = verdict(b, summary, run.meta.capabilities, findings, notes, time_parts)
     rows, total = _compilation_rows(run, MAX_COMPILE_ROWS)
     series = step_series(run.steps, time_parts=time_parts)
     per_step_syncs = syncs_per_step(run)
@@ -472,7 +489,7 @@ def build_report(run: Run, *, warmup_steps: int | None = None,
         advice=advice_if_recompiling(run, sites),
         profile=info.profile,
         memory=memory_section(run, device, device_note, out_of_memory(run)),
-        anatomy=time_parts,
+        anatomy=time_parts, compile_bill=compile_bill(run),
         recompiles=sites, syncs=syncs, fallbacks=fallbacks, series=series, steps=run.steps,
         syncs_per_step=per_step_syncs, sources=info.sources,
     )

@@ -79,6 +79,9 @@ class RunInfo:
     loaders: list[dict[str, Any]] | None = None
     #: errors raised in loader worker threads
     thread_errors: list[dict[str, Any]] | None = None
+    #: the persistent compilation cache (:mod:`lazyscope.backends.compile_cache`): ``kind``
+    #: (xla / inductor), ``configured``, ``path``, ``entries_before``, ``hits``, ``misses`` ...
+    compile_cache: dict[str, Any] | None = None
     #: the program waited for its batches in torch_xla's parallel loader (``MpDeviceLoader``)
     parallel_loader: bool = False
     #: the step thread's stack, sampled (:mod:`lazyscope.backends.sampler`): ``hz``,

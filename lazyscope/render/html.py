@@ -29,6 +29,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from lazyscope.analyze.buckets import Advice
+from lazyscope.analyze.compilebill import bill_lines
 from lazyscope.analyze.findings import (
     Finding,
     RecompileFacts,
@@ -428,12 +429,21 @@ def render_html(report: Report, images: Mapping[str, bytes] | None = None, *,
                          "analysis)", _memory(report), "memory"))
     rows = [to_jsonable(r) for r in report.compilations]
     more = report.compilations_total - len(rows)
+    bill = report.compile_bill
+    bill_html = ""
+    if bill is not None:
+        bill_html = ("".join(f'<p class="sub">{esc(t)}</p>' for t in bill_lines(bill))
+                     + table([to_jsonable(b) for b in bill.lines],
+                             ["site", "graphs", "seconds", "share", "ops", "inputs"],
+                             {"site": "user line", "share": "of compile time",
+                              "ops": "ops (largest graph)", "inputs": "its inputs"}))
     parts.append(section(
         f"Compilations ({report.compilations_total})",
+        bill_html +
         table(rows, ["step", "seconds", "graph", "phase", "cause", "owner", "site",
-                     "executions", "memory_bytes"], {"graph": "graph id", "site": "user site",
-                                                     "executions": "runs",
-                                                     "memory_bytes": "memory (B)"})
+                     "executions", "memory_bytes", "ops", "inputs"],
+              {"graph": "graph id", "site": "user site", "executions": "runs",
+               "memory_bytes": "memory (B)"})
         + (f'<p class="sub">{more} more in the JSON report</p>' if more > 0 else ""),
         "compilations"))
     syncs = _groups(report, "sync")

@@ -5,6 +5,7 @@ backend does not measure reads "not measured", never 0."""
 from __future__ import annotations
 
 from lazyscope.analyze.anatomy import PARTS, AnatomySection, anatomy_line
+from lazyscope.analyze.compilebill import bill_lines
 from lazyscope.analyze.findings import Finding
 from lazyscope.analyze.report import HostRow, RankRow, Report
 from lazyscope.analyze.wording import plural
@@ -100,6 +101,10 @@ def render_summary_text(report: Report) -> list[str]:
         f"  wall            {fmt_seconds(s.wall_seconds)}",
         f"  compilations    {comp}",
     ]
+    if report.compile_bill is not None:
+        head = "  compile bill    "
+        lines += [head + text if i == 0 else " " * len(head) + text
+                  for i, text in enumerate(bill_lines(report.compile_bill))]
     if s.real_tokens is not None:
         eff = (f", padding efficiency {s.padding_efficiency:.2f}"
                if s.padding_efficiency is not None else "")

@@ -206,10 +206,27 @@ BASE: dict[str, str] = {
     "growth_fix": "do not keep device tensors across steps in a growing list or torch.cat: "
                   "keep a fixed-size window or a running value (`total += loss.detach()`), or "
                   "move what must be kept to the host at the barrier",
+    # the compile bill's cache (analyze/compilebill.py)
+    "cache_none": "no persistent compilation cache: every new process compiles every graph "
+                  "again",
+    "cache_none_cheap": "no persistent compilation cache (compiling is a small part of this "
+                        "run)",
+    "cache_failed_loads": "persistent cache at {path}: {failed} failed to load "
+                          "({hits}, {misses})",
+    "cache_cold": "persistent cache at {path}: {misses}, {hits}; the directory was "
+                  "empty when the program started: this run filled it, the next run of the same "
+                  "program should hit",
+    "cache_stale": "persistent cache at {path}: {misses}, {hits}, with {entries} "
+                   "there at the start that did not match (the key holds the graph and "
+                   "the compiler's settings and version)",
+    "cache_hits": "persistent cache at {path}: {hits}, no miss: every graph came from "
+                  "the cache",
+    "cache_unused": "persistent cache at {path}: no lookup counted",
     # where the step's time goes (analyze/bound.py)
     "verdict_input_bound": "input-bound: the loop waits for its data {share} of each step",
     "verdict_host_bound": "host-bound: the host's own work takes {share} of each step and the "
                           "device idles",
+    "verdict_syncs": "the step waits in host reads {share} of its time ({where})",
     "extra_input_bound": "input-bound ({share} of each step waiting for data)",
     "extra_host_bound": "host-bound ({share} of each step on the host)",
     "input_detail": "the loop waited {per_step} for its next batch in each {step} step ({share} "

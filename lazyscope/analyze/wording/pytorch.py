@@ -3,6 +3,15 @@
 XLA word may appear here (``tests/unit/test_wording.py``). Plain data: imports nothing."""
 
 COMPILE: dict[str, str] = {
+    "cache_none": "torch.compile's FX graph cache is off (TORCHINDUCTOR_FX_GRAPH_CACHE"
+                           "=0): every new process compiles again",
+    "cache_cold": "torch.compile's FX graph cache at {path}: {misses}, {hits}; "
+                           "it was empty when the program started: the next run should "
+                           "hit",
+    "cache_stale": "torch.compile's FX graph cache at {path}: {misses}, {hits}, "
+                            "{entries} there at the start (its key holds the graph, "
+                            "the inductor settings and the torch version)",
+    "cache_hits": "torch.compile's FX graph cache at {path}: {hits}, no miss",
     "verdict_host_bound": "host-bound: the host (Python, kernel launches) takes {share} of each "
                           "step and the GPU idles",
     "host_detail": "the host (Python, kernel launches) takes {per_step} of each {step} step "

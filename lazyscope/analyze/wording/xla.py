@@ -3,6 +3,17 @@
 reads it where torch_xla is not installed."""
 
 WORDS: dict[str, str] = {
+    "cache_none": "no persistent compilation cache: every new process compiles every "
+                      "graph again; torch_xla.runtime.initialize_cache(\"/path/to/cache\") "
+                      "before the first computation keeps compiled graphs across runs",
+    "cache_stale": "persistent cache at {path}: {misses}, {hits}, with {entries} "
+                       "there at the start that did not match: the key holds the graph, "
+                       "the XLA flags and the torch_xla version, so a changed graph, XLA_FLAGS "
+                       "or torch_xla makes new entries",
+    "cache_failed_loads": "persistent cache at {path}: {failed} failed to "
+                              "load ({hits}, {misses}): on XLA:CPU torch_xla cannot "
+                              "read back what it wrote; on a TPU, a cache written by another "
+                              "torch_xla or libtpu",
     "verdict_host_bound": "host-bound: tracing (Python building the graph) takes {share} of "
                           "each step and the device idles",
     "extra_host_bound": "host-bound ({share} of each step tracing)",

@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from lazyscope.backends.base import Collector, Recorder, Runtime, TraceOptions, active
+from lazyscope.backends.compile_cache import COMPILE_CACHE, InductorCache
 from lazyscope.backends.pytorch.cudamem import NOT_ON_CPU, CudaMemory
 from lazyscope.backends.pytorch.dynamo import DynamoCollector
 from lazyscope.backends.pytorch.stalls import StallTimer
@@ -146,6 +147,7 @@ class TorchCollector(Collector):
         self._sync_state: tuple[Any, Any] | None = None
         self._stalls: StallTimer | None = None
         self._memory: CudaMemory | None = None
+        self._cache: InductorCache | None = None
 
     def capabilities(self) -> Capabilities:
         return Capabilities(
@@ -176,6 +178,7 @@ class TorchCollector(Collector):
     # -- collection ---------------------------------------------------------------------
     def start(self, recorder: Recorder) -> None:
         self._recorder = recorder
+        self._cache = InductorCache()
         self._dynamo = DynamoCollector(recorder)
         self._dynamo.start()
         for note in self._dynamo.notes:
@@ -288,6 +291,9 @@ class TorchCollector(Collector):
                                 "reported at their lines")
         if self._dynamo is not None:
             self._dynamo.stop()
+        cache = self._cache.result() if self._cache is not None else None
+        if cache is not None:
+            self._recorder.set_info(**{COMPILE_CACHE: cache})
         self._recorder = None
 
     def on_user_barrier(self) -> None:

@@ -48,6 +48,7 @@ from pathlib import Path
 from typing import Any
 
 from lazyscope.backends.base import Collector, Recorder, TraceOptions
+from lazyscope.backends.compile_cache import COMPILE_CACHE, XlaCache
 from lazyscope.backends.sampler import mark
 from lazyscope.backends.xla.barrier import barrier_site
 from lazyscope.backends.xla.causes import classify_compile
@@ -138,6 +139,7 @@ class XlaCollector(Collector):
         self._met: Any = None
         self._last: Metrics | None = None
         self._runtime_base: dict[str, int] = {}
+        self._cache: XlaCache | None = None
         #: the source of the last program barrier (see barrier_source)
         self._last_barrier = ""
         self._t_last = 0.0
@@ -235,6 +237,7 @@ class XlaCollector(Collector):
         self._last = Metrics(met, getattr(torch_xla._XLAC, "_xla_metric_data", None))
         self._use_eager_mode = getattr(torch_xla._XLAC, "_get_use_eager_mode", bool)
         self._runtime_base = runtime_counts(met)
+        self._cache = XlaCache(met)
         self._t_last = time.perf_counter()
         _SyncPatch.install(torch_xla)
         _SyncPatch.current = self
@@ -279,6 +282,8 @@ class XlaCollector(Collector):
         if barrier and thread == self._step_thread and self.step_gate is not None:
             barrier = self.step_gate()  # a trainer's callback says which barriers end steps
         recorder = self._recorder
+        if self._cache is not None and self._cache.info is None:
+            self._cache.first_use()  # the cache as the program set it up, before it compiles
         t_enter = time.perf_counter()
         if self._lines.held and barrier and thread == self._step_thread:
             self._in_barrier = True
@@ -432,6 +437,10 @@ class XlaCollector(Collector):
             self._recorder.set_info(device_memory={
                 "source": "torch_xla get_memory_info", "used": self._memory_used,
                 "peak": self._memory_peak, "limit": self._memory_limit})
+        try:  # the persistent cache: what the program configured, what it did
+            self._recorder.set_info(**{COMPILE_CACHE: self._cache.result()})
+        except Exception:  # noqa: BLE001 - descriptive only
+            pass
         try:  # torch_xla's own count of the same run, for the report to set beside lazyscope's
             end = runtime_counts(self._met)
             self._recorder.set_info(runtime_counts={

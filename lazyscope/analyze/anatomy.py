@@ -32,7 +32,8 @@ measured interval, and ``host`` is what remains (clipped at 0; a negative remain
 only measurement noise can give, is reported in :attr:`AnatomySection.unaccounted_s`).
 
 Statistics are over the steady steps (:func:`anatomy_steps`: the timed steps of
-:func:`lazyscope.analyze.summary.timed_steps`, less the step right after a compilation): the
+:func:`lazyscope.analyze.summary.timed_steps`, less the first step, which holds the program's
+start, and the step right after a compilation): the
 ``steady`` anatomy is the mean of each part over them, so its parts sum to the mean steady
 step; shares are of that sum. A run recorded before these intervals existed (schema 2), or a
 backend that does not measure them, has no anatomy (None). Pure: no I/O.
@@ -113,15 +114,19 @@ class AnatomySection:
 
 def anatomy_steps(steps: StepTable, warmup_steps: int | None) -> tuple[np.ndarray, str]:
     """The steps the anatomy's statistics cover: the timed steps
-    (:func:`~lazyscope.analyze.summary.timed_steps`) without the step right after one that
-    compiled (lazyscope reads a compilation's records at the next barrier: its own time there
-    is warm-up's), unless too few would be left."""
+    (:func:`~lazyscope.analyze.summary.timed_steps`) without the first step (it holds the
+    program's start: its imports, building the model, moving it to the device, all before the
+    first barrier) and the step right after one that compiled (lazyscope reads a compilation's
+    records at the next barrier: its own time there is warm-up's), unless too few would be
+    left."""
     timed, basis = timed_steps(steps, warmup_steps)
     compiles = steps.col("compile_count")
-    if compiles is None or not len(steps):
+    if not len(steps):
         return timed, basis
     after = np.zeros(len(steps), dtype=bool)
-    after[1:] = np.nan_to_num(compiles[:-1]) > 0
+    after[0] = True
+    if compiles is not None:
+        after[1:] = np.nan_to_num(compiles[:-1]) > 0
     kept = timed & ~after
     return (kept, basis) if int(kept.sum()) >= MIN_STEADY_STEPS else (timed, basis)
 

@@ -51,10 +51,12 @@ MAX_WORKERS = 16
 #: a part of the step that costs less than this a step is no finding, whatever its share
 #: (a DataLoader worker's hand-over: nothing a fix removes)
 MIN_PART_S = 0.002
-#: XLA: the device idles less than this a step for the host: no finding (tracing a small
-#: model's step with its optimizer costs milliseconds of Python on any host: the LazyTensor
-#: tax, not a problem to fix; the anatomy still shows it)
-MIN_TRACING_IDLE_S = 0.05
+#: XLA: the device idles less than this a step for the host: no finding. Tracing a model's
+#: step with its optimizer costs milliseconds to tens of milliseconds of Python on any host
+#: (the LazyTensor tax: a 4-layer scan_layers loop traces 30-65 ms a step on a busy 2-core
+#: VM), which only a toy program cannot hide behind its device work; the anatomy still shows
+#: it. A deep stack of small layers traces hundreds of milliseconds to seconds a step.
+MIN_TRACING_IDLE_S = 0.1
 
 
 def hot_lines(info_samples: dict[str, Any] | None, part: str) -> list[HotLine]:
@@ -208,7 +210,9 @@ def host_finding(backend: str, section: AnatomySection, run: Run, device_s: floa
                  cuda: bool) -> Finding | None:
     """The host-bound finding, or None (see the module docstring)."""
     lazy = bool(run.meta.capabilities.lazy)
-    if not (lazy or cuda) or device_s is None:
+    if not (lazy or cuda) or device_s is None or section.basis != "steady":
+        # too few steady steps: the steps averaged hold the program's start and its
+        # compilations, not the host's share of a step
         return None
     steady = section.steady
     share = steady.shares()["host"]

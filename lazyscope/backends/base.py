@@ -106,6 +106,17 @@ def foreign_options(options: TraceOptions) -> list[str]:
 _NO_TIME = dict.fromkeys(INTERVAL_FIELDS, 0.0)
 
 
+def _with_intervals(values: dict[str, float | None],
+                    intervals: dict[str, float]) -> dict[str, float | None]:
+    """A step's values with the intervals added during it: 0 where none was, the sum where
+    the collector gives one too."""
+    out = {**_NO_TIME, **values}
+    for key, seconds in intervals.items():
+        given = out.get(key)
+        out[key] = seconds + (given if given is not None and given == given else 0.0)
+    return out
+
+
 class Recorder:
     """Receives steps and events from a collector and writes them to the run directory.
 
@@ -290,8 +301,9 @@ class Recorder:
             if self.steps == 0:
                 self.step_thread = threading.get_ident()
             # an interval nothing was added to is 0 (the backend's capabilities say whether
-            # it is measured at all)
-            values = {**_NO_TIME, **self._intervals, **values}
+            # it is measured at all); one the collector also gives (the barrier it timed, after
+            # a barrier merged into this step earlier) is the sum
+            values = _with_intervals(values, self._intervals)
             self._intervals = {}
             if self.failed is None:
                 try:
@@ -318,7 +330,7 @@ class Recorder:
         with self._lock:
             if self.failed is not None or self.forgotten:
                 return
-            values = {**_NO_TIME, **self._intervals, **values}
+            values = _with_intervals(values, self._intervals)
             self._intervals = {}
             try:
                 self.writer.write_step(self.steps, values, tail=True,

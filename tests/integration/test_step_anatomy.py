@@ -134,7 +134,8 @@ def test_each_fix_moves_the_anatomy_the_way_its_finding_said(runs, fixed) -> Non
     before = runs["input_bound"][1]["anatomy"]["steady"]
     after = fixed["input_bound"][1]
     print("input_bound:", before, after["anatomy"]["steady"])
-    assert "input_bound" not in kinds(after)
+    # the wait drops from ~88 ms to a few (9 workers make 80 ms batches ahead of a step of a
+    # few ms: a steady wait may remain, and is said again at its size)
     assert after["anatomy"]["steady"]["input_s"] < 0.2 * before["input_s"]
     assert after["anatomy"]["steady"]["wall_s"] < 0.5 * before["wall_s"]
     before = runs["host_bound"][1]["anatomy"]["steady"]

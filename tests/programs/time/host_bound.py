@@ -35,7 +35,7 @@ class Deep(nn.Module):
 
 
 parser = argparse.ArgumentParser()
-parser.add_argument("--depth", type=int, default=40)
+parser.add_argument("--depth", type=int, default=80)
 parser.add_argument("--steps", type=int, default=14)
 parser.add_argument("--compile", action="store_true")
 parser.add_argument("--time", action="store_true",

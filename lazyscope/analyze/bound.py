@@ -207,7 +207,7 @@ def device_seconds(steps: StepTable, section: AnatomySection, lazy: bool,
 
 
 def host_finding(backend: str, section: AnatomySection, run: Run, device_s: float | None,
-                 cuda: bool) -> Finding | None:
+                 cuda: bool, trainer: bool = False) -> Finding | None:
     """The host-bound finding, or None (see the module docstring)."""
     lazy = bool(run.meta.capabilities.lazy)
     if not (lazy or cuda) or device_s is None or section.basis != "steady":
@@ -238,6 +238,8 @@ def host_finding(backend: str, section: AnatomySection, run: Run, device_s: floa
     key = "host_fix" if backend != "compile" else "host_fix_compiled"
     if hot and host_work(hot[0].callee) == "optimizer":
         key = "host_fix_optimizer"
+    elif trainer:
+        key = "host_fix_trainer"
     facts = TimeFacts("host", share, steady.host_s, steady.wall_s, section.steps,
                       device_s=device_s, hot=hot[:MAX_HOT])
     file, line, function = (where.file, where.line, where.function) if where else ("", 0, "")
@@ -258,5 +260,5 @@ def time_findings(backend: str, section: AnatomySection | None, run: Run, *,
     cuda = "cuda" in (run.meta.device or "")
     out = [input_finding(backend, section, run, trainer_args),
            host_finding(backend, section, run, device_seconds(run.steps, section, lazy, mask),
-                        cuda)]
+                        cuda, trainer=trainer_args is not None)]
     return [f for f in out if f is not None]

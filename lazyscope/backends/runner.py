@@ -520,7 +520,8 @@ class Tracer:
             raise
         self._loaders.install()
         recorder = self.recorder
-        self._sampler = Sampler(lambda: recorder.step_thread)
+        self._sampler = Sampler(lambda: recorder.step_thread,
+                                counting=lambda: recorder.steps > 0)
         self._sampler.start()
         if self.remote is not None:
             self.remote.start()

@@ -10,7 +10,7 @@ work (``host``: on XLA, tracing). So a slow ``Dataset.__getitem__`` under a load
 workers shows as ``input`` samples at the ``__getitem__`` line, and a model whose graph takes
 long to build as ``host`` samples at its ``forward`` lines.
 
-Cost: one sample reads one thread's frames and walks at most :data:`MAX_DEPTH` of them (tens of
+Samples start once the first step ended (before it: the program's start). Cost: one sample reads one thread's frames and walks at most :data:`MAX_DEPTH` of them (tens of
 microseconds, on a thread that holds the GIL only while it samples); 100 a second by default,
 ``LAZYSCOPE_SAMPLE_HZ`` to change, 0 to turn it off. Nothing is written while the program runs:
 :meth:`Sampler.info` is the run's ``samples`` info at the end.
@@ -64,8 +64,12 @@ def sample_rate() -> float:
 class Sampler:
     """Samples the thread ``thread()`` returns (the recorder's step thread) until stopped."""
 
-    def __init__(self, thread: Any, rate: float | None = None):
+    def __init__(self, thread: Any, rate: float | None = None,
+                 counting: Any = None):
         self._thread = thread
+        #: whether a sample now counts (the runner: once the program's first step ended; what
+        #: runs before it is the program's start, imports and model building)
+        self._counting = counting or (lambda: True)
         self.rate = sample_rate() if rate is None else rate
         self._stop = threading.Event()
         self._lock = threading.Lock()
@@ -100,6 +104,8 @@ class Sampler:
         its locals alive, and on XLA a tensor kept alive is one more output of the next graph
         (a different graph: a compilation the program never made; seen as 2-6 compilations of
         a loop that compiles 2 when a frame was held across the wait)."""
+        if not self._counting():
+            return
         frames = sys._current_frames()
         frame = frames.get(self._thread())
         del frames

@@ -248,6 +248,8 @@ BASE: dict[str, str] = {
                 "step (a larger batch) for the same host time",
     "host_fix_compiled": "do less on the host per step: fewer, larger operations, or more work "
                          "per step (a larger batch) for the same host time",
+    "host_fix_trainer": "do less on the host per step: a larger per_device_train_batch_size "
+                        "for the same host work per step",
     "host_fix_optimizer": "most of the host's time is the optimizer's step at {where}, one "
                           "update per parameter tensor: use its fused or foreach "
                           "implementation, or fewer, larger parameter tensors",

@@ -20,6 +20,8 @@ COMPILE: dict[str, str] = {
     "host_fix": "launch fewer, larger kernels: torch.compile(model) fuses the small ops; with "
                 "torch.compile(model, mode=\"reduce-overhead\") CUDA graphs replay the step's "
                 "launches at once; more work per step (a larger batch) for the same launches",
+    "host_fix_trainer": "launch fewer, larger kernels: TrainingArguments(torch_compile=True); "
+                        "a larger per_device_train_batch_size for the same launches",
     "host_fix_optimizer": "most of the host's time is the optimizer's step at {where}, "
                           "kernels launched per parameter tensor: construct it with "
                           "fused=True (one kernel for the whole update), or torch.compile the "

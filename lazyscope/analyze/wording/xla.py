@@ -23,6 +23,11 @@ WORDS: dict[str, str] = {
     "host_detail": "Python builds the graph (tracing) for {per_step} of each {step} step "
                    "({share}), while the device runs it in {device}: the device idles about "
                    "{idle} a step (host-bound)",
+    "host_fix_trainer": "trace less: TrainingArguments(torch_compile=True, "
+                        "torch_compile_backend=\"openxla\") compiles the model with dynamo "
+                        "(its graph traced once, later steps skip LazyTensor tracing); a larger "
+                        "per_device_train_batch_size gives each step more device work for the "
+                        "same tracing",
     "host_fix_optimizer": "most of the tracing is the optimizer's step at {where} (one update "
                           "traced per parameter tensor, every step): trace it once, "
                           "opt_step = torch.compile(opt.step, backend=\"openxla\") and call "

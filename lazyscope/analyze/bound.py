@@ -129,7 +129,8 @@ def _workers_needed(wait_s: float, rest_s: float, have: int) -> int:
 
 
 def input_finding(backend: str, section: AnatomySection, run: Run,
-                  trainer_args: Frame | None = None) -> Finding | None:
+                  trainer_args: Frame | None = None,
+                  loader_line: Frame | None = None) -> Finding | None:
     """The input-bound finding, or None when the loop does not wait for its data."""
     steady = section.steady
     share = steady.shares()["input"]
@@ -138,6 +139,8 @@ def input_finding(backend: str, section: AnatomySection, run: Run,
     info = run.meta.run_info
     loader = _waited_loader(info.loaders)
     made, stack = _made_at(loader)
+    if made is None:  # made before the trace began: the program's DataLoader(...) call
+        made = loader_line
     hot = hot_lines(info.samples, "input")
     settings = loader or {}
     workers = int(settings.get("num_workers") or 0)
@@ -249,7 +252,8 @@ def host_finding(backend: str, section: AnatomySection, run: Run, device_s: floa
 
 
 def time_findings(backend: str, section: AnatomySection | None, run: Run, *,
-                  trainer_args: Frame | None = None) -> list[Finding]:
+                  trainer_args: Frame | None = None,
+                  loader_line: Frame | None = None) -> list[Finding]:
     """The input-bound and host-bound findings of a run (see the module docstring)."""
     if section is None or not section.steps:
         return []
@@ -258,7 +262,7 @@ def time_findings(backend: str, section: AnatomySection | None, run: Run, *,
     mask, _ = anatomy_steps(run.steps, run.meta.warmup_steps)
     lazy = bool(run.meta.capabilities.lazy)
     cuda = "cuda" in (run.meta.device or "")
-    out = [input_finding(backend, section, run, trainer_args),
+    out = [input_finding(backend, section, run, trainer_args, loader_line),
            host_finding(backend, section, run, device_seconds(run.steps, section, lazy, mask),
                         cuda, trainer=trainer_args is not None)]
     return [f for f in out if f is not None]

@@ -468,7 +468,12 @@ def build_report(run: Run, *, warmup_steps: int | None = None,
     recompiling = [f for f in [*findings, *notes] if isinstance(f.facts, RecompileFacts)]
     trainer_args = (sources.call_line(_user_files(run), ["TrainingArguments"])
                     if sources is not None and _trainer_loader(info.loaders) else None)
-    findings += time_findings(b, time_parts, run, trainer_args=trainer_args)
+    # a loader made before the trace began (a guard entered around the loop) has no stack:
+    # the one DataLoader(...) call of the program's files is its line
+    loader_line = (sources.call_line(_user_files(run), ["DataLoader"])
+                   if sources is not None and _unmade_loader(info.loaders) else None)
+    findings += time_findings(b, time_parts, run, trainer_args=trainer_args,
+                              loader_line=loader_line)
     growth = growing_memory(b, run, growth_at)
     owner = {id(g): next((f for f in recompiling if _same_place(f, g)), None) for g in growth}
     findings = [_with_growth(f, [g for g in growth if owner[id(g)] is f], b) for f in findings]
@@ -504,6 +509,11 @@ def _trainer_loader(loaders: Any) -> bool:
                 "transformers" in str(r[0]) for r in rows if isinstance(r, list) and r):
             return True
     return False
+
+
+def _unmade_loader(loaders: Any) -> bool:
+    """A loader the program iterated whose making the trace did not see."""
+    return any(isinstance(rec, dict) and not rec.get("made_at") for rec in loaders or [])
 
 
 def _user_files(run: Run) -> list[str]:

@@ -169,3 +169,37 @@ def test_the_sampler_never_changes_the_programs_graphs(tmp_path: Path) -> None:
         assert proc.returncode == 0, proc.stderr
         counts = report_json(out)["runtime_counts"]
         assert counts["CompileTime"] == own, (i, counts, own)
+
+
+def test_a_guard_with_an_input_share_rule_fails_at_the_loader_line(tmp_path: Path) -> None:
+    """``lazyscope.guard(max_input_share=0.1)`` around the input-bound loop raises GuardError
+    naming the rule and the finding at the loader's line (run untraced, in a fresh process)."""
+    script = CASES["input_bound"]
+    env = {**os.environ, "PJRT_DEVICE": "CPU", "TMPDIR": str(tmp_path),
+           "PYTHONPATH": os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH", ""))
+                                         if p)}
+    proc = subprocess.run([sys.executable, str(script), "--guard"], env=env, cwd=tmp_path,
+                          capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert "GuardError" in proc.stderr and "max-input-share" in proc.stderr, proc.stderr
+    assert f"[input_bound] {script}:{marked(script, 'input')} " in proc.stderr, proc.stderr
+
+
+def test_xprof_shows_the_steps_parts_and_lazyscopes_events(tmp_path: Path) -> None:
+    """--profile: the capture holds lazyscope's spans (input wait, the barrier) and a marker
+    per step with its parts, on the host's timeline."""
+    import gzip
+    import json
+
+    out = tmp_path / "prof"
+    proc = lazyscope_cmd("trace", "--out", str(out), "--no-views", "--profile",
+                         "--profile-steps", "3:6", str(CASES["input_bound"]))
+    assert proc.returncode == 0, proc.stderr
+    (capture,) = sorted((out / "tensorboard" / "plugins" / "profile").iterdir())
+    (trace,) = capture.glob("*.trace.json.gz")
+    names = [str(e.get("name", "")) for e in
+             json.loads(gzip.decompress(trace.read_bytes()))["traceEvents"]]
+    assert names.count("lazyscope: input wait") >= 3
+    assert any(n.startswith("lazyscope: step barrier") for n in names)
+    steps = [n for n in names if n.startswith("lazyscope: step ") and "input wait" in n]
+    assert len(steps) >= 3 and all("tracing" in n and "device wait" in n for n in steps)

@@ -132,7 +132,24 @@ def query(trace: Path, sqls: list[str], *, screenshot: Path | None = None,
     """Load ``trace`` in the Perfetto UI and run ``sqls``: ``{sql: [row dicts]}``, or
     ``{"error": ...}`` when the UI could not load it. ``screenshot``: a PNG of the UI after
     the queries (the trace's timeline)."""
-    with _vizviewer(Path(trace).resolve()) as ui, _chromium(width, height) as devtools:
+    with _vizviewer(Path(trace).resolve()) as ui, devtools_page(width, height) as call:
+        call("Page.navigate", url=f"http://127.0.0.1:{ui}/")
+        result = call("Runtime.evaluate", expression=_QUERY_JS % json.dumps(sqls),
+                      awaitPromise=True, returnByValue=True)
+        if "exceptionDetails" in result:
+            return {"error": str(result["exceptionDetails"])}
+        value = result["result"].get("value")
+        if screenshot is not None:
+            time.sleep(2.0)  # the timeline draws after the load
+            capture(call, screenshot)
+        return value if isinstance(value, dict) else {"error": f"no result: {value!r}"}
+
+
+@contextmanager
+def devtools_page(width: int = 1600, height: int = 1000) -> Iterator[Any]:
+    """A headless Chromium page of ``width`` x ``height``: yields ``call(method, **params)``,
+    one DevTools-protocol command (its result; RuntimeError on an error)."""
+    with _chromium(width, height) as devtools:
         req = urllib.request.Request(f"http://127.0.0.1:{devtools}/json/new?about:blank",
                                      method="PUT")
         with urllib.request.urlopen(req, timeout=10) as resp:
@@ -154,19 +171,15 @@ def query(trace: Path, sqls: list[str], *, screenshot: Path | None = None,
         try:
             call("Emulation.setDeviceMetricsOverride", width=width, height=height,
                  deviceScaleFactor=1, mobile=False)
-            call("Page.navigate", url=f"http://127.0.0.1:{ui}/")
-            result = call("Runtime.evaluate", expression=_QUERY_JS % json.dumps(sqls),
-                          awaitPromise=True, returnByValue=True)
-            if "exceptionDetails" in result:
-                return {"error": str(result["exceptionDetails"])}
-            value = result["result"].get("value")
-            if screenshot is not None:
-                time.sleep(2.0)  # the timeline draws after the load
-                shot = call("Page.captureScreenshot", format="png")
-                Path(screenshot).write_bytes(base64.b64decode(shot["data"]))
-            return value if isinstance(value, dict) else {"error": f"no result: {value!r}"}
+            yield call
         finally:
             ws.close()
+
+
+def capture(call: Any, path: Path) -> None:
+    """A PNG of the page as it is now."""
+    shot = call("Page.captureScreenshot", format="png")
+    Path(path).write_bytes(base64.b64decode(shot["data"]))
 
 
 def main(argv: list[str]) -> int:

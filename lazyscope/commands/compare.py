@@ -11,6 +11,8 @@ from lazyscope.backends.runner import resolve_target
 from lazyscope.commands.cases import DEFAULT_POLICIES, parse_backends, parse_policies, run_compare
 from lazyscope.commands.common import (
     PROGRAM_LINE,
+    LocalPath,
+    Whole,
     default_out,
     misplaced_options,
     order_hint,
@@ -31,8 +33,8 @@ from lazyscope.store.layout import COMPARE_PNG, REPORT_HTML
 @click.option("--policies", default=DEFAULT_POLICIES, show_default=True,
               help="comma-separated padding policies (bucket:B1,B2,... keeps its commas; "
               "auto: what `lazyscope advise` recommends for the scenario's own lengths)")
-@click.option("--steps", type=click.IntRange(min=1), default=40, show_default=True)
-@click.option("--repeat", type=click.IntRange(min=1), default=1, show_default=True,
+@click.option("--steps", type=Whole(minimum=1), default=40, show_default=True)
+@click.option("--repeat", type=Whole(minimum=1), default=1, show_default=True,
               help="run every policy N times, rounds in alternating order; each row shows its "
               "median run (a busy machine's noise)")
 @click.option("--backends", default=None,
@@ -40,7 +42,7 @@ from lazyscope.store.layout import COMPARE_PNG, REPORT_HTML
 @click.option("--preset", default=None,
               help="the scenario's --preset (decoder: tiny|seed; hf-gpt2: tiny|small)")
 @click.option("--mode", default=None, help="the scenario's --mode (train|eval)")
-@click.option("--out", type=click.Path(path_type=Path), default=None,
+@click.option("--out", type=LocalPath("the comparison directory"), default=None,
               help="comparison directory (default runs/compare-SCENARIO-TIMESTAMP)")
 @click.option("--force", is_flag=True, help="replace an existing comparison directory")
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text",

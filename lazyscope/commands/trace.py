@@ -14,6 +14,7 @@ from lazyscope.backends.profiling import ProfileWindow, default_steps, parse_pro
 from lazyscope.backends.runner import launcher_rank, resolve_target, trace_target
 from lazyscope.commands.common import (
     PROGRAM_LINE,
+    Whole,
     default_out,
     echo_as_is,
     misplaced_options,
@@ -54,7 +55,7 @@ DYNAMIC = {"auto": None, "true": True, "false": False}
 @click.command("trace", context_settings=PROGRAM_LINE)
 @click.argument("target")
 @click.argument("target_args", nargs=-1, type=click.UNPROCESSED, metavar="[ARGS]...")
-@click.option("--steps", type=click.IntRange(min=1), default=None,
+@click.option("--steps", type=Whole(minimum=1), default=None,
               help="the run records N steps, then the program ends: a scenario is told to run N "
               "steps (its --steps), a script is stopped at its Nth step barrier")
 @click.option("--out", default=None,
@@ -67,7 +68,7 @@ DYNAMIC = {"auto": None, "true": True, "false": False}
               show_default=True, help="eager/compile backends: the device scenarios run on")
 @click.option("--dynamic", type=click.Choice(sorted(DYNAMIC)), default="auto",
               show_default=True, help="compile backend: torch.compile's dynamic= for scenarios")
-@click.option("--warmup-steps", type=click.IntRange(min=0), default=None, metavar="N",
+@click.option("--warmup-steps", type=Whole(minimum=0), default=None, metavar="N",
               help="count every compilation from step N on as a recompilation (default: "
               "found by the analysis: a graph's first compile at a new site or phase is never "
               "one)")

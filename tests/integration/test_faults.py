@@ -1934,8 +1934,8 @@ CASES3: list[Case] = [
          r"lazyscope: lengths file /dev/zero line 1 is longer than 64 bytes: not a length$",
          inproc=True),
     Case("check-max-step-seconds-nan", ["check", "{d}/R", "--max-step-seconds", "nan"], 2,
-         r"lazyscope: Invalid value for '--max-step-seconds': 'nan' is not a number of "
-         r"seconds above 0$", inproc=True, setup=_make_runs("R")),
+         r"lazyscope: Invalid value for '--max-step-seconds': 'nan' is not a number$",
+         inproc=True, setup=_make_runs("R")),
     Case("check-max-step-seconds-inf", ["check", "{d}/R", "--max-step-seconds", "inf"], 0,
          None, inproc=True, setup=_make_runs("R")),
     Case("check-option-alias-twice", ["check", "{d}/R", "--max-recompiles", "0",

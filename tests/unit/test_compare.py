@@ -152,9 +152,9 @@ def test_policy_of_a_scenario_run() -> None:
          "malformed bucket list"),
         (["compare", "--policies", "max", "nope"], "unknown scenario 'nope'"),
         (["advise", "--lengths", "/no/such/file"], "cannot read lengths file"),
-        (["advise", "--lengths", "LENGTHS", "--max-buckets", "0"], "0 is not in the range"),
+        (["advise", "--lengths", "LENGTHS", "--max-buckets", "0"], "'0' is out of range: at least 1"),
         (["advise"], "either RUN_DIR or --lengths"),
-        (["advise", "GARBAGE"], "not an integer"),
+        (["advise", "GARBAGE"], "line 2: 'hello' is not a whole number"),
     ],
 )
 def test_bad_input_is_one_line_exit_2(argv, needle, tmp_path: Path, capsys) -> None:

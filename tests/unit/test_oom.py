@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import pytest
 
+from lazyscope.core.numbers import parse_size, parse_size_or_share
 from lazyscope.core.oom import parse_out_of_memory, size_bytes
-from lazyscope.core.units import nbytes, parse_size, parse_size_or_share
+from lazyscope.core.units import nbytes
 from tests.conftest import DATA
 
 G, M, K = 1 << 30, 1 << 20, 1 << 10

@@ -33,7 +33,7 @@ import stat
 import sys
 import threading
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
@@ -430,6 +430,14 @@ class Tracer:
         return os.getpid() != self.owner_pid
 
     def __enter__(self) -> Tracer:
+        try:
+            return self._enter()
+        except BaseException:
+            if self.remote is not None and self.recorder is None:
+                self.remote.abandon()  # nothing was recorded: no claim, no spool left behind
+            raise
+
+    def _enter(self) -> Tracer:
         if self.writer is not None:
             raise UsageError(
                 f"the trace into {show_path(self.out)} was already entered once: a "
@@ -684,6 +692,19 @@ class Tracer:
             self.moved_to = where
             self.path = where
 
+    def kept_in(self) -> str:
+        """Where the run is kept, for the line a trace ends with: its directory; for a run at a
+        URL, this host's part there once uploaded (its spool is removed after the report is
+        shown), else the spool that keeps it until the next lazyscope command uploads it."""
+        if self.remote is None:
+            return show_path(self.out)
+        spool = self.remote.spool
+        part = f"{spool.url}/host{spool.host if spool.host is not None else 0}"
+        if self.upload_error is None:
+            return part
+        return (f"{show_path(spool.path)} (not uploaded to {part}: {self.upload_error}; the next "
+                "lazyscope command on this host uploads it)")
+
     def ended_by(self, code: int | None, why: str) -> int:
         """The program is ending the process without unwinding (``os._exit(code)``; None:
         ``os.abort()``): finalise the run now; the exit status to end with."""
@@ -717,9 +738,22 @@ def api_tracer(out: str | os.PathLike[str], *, options: TraceOptions, force: boo
     callback): it writes ``out``, or ``out/rank<N>`` under a launcher that sets ``RANK``; a URL
     through this host's spool (:func:`remote_out`)."""
     out, remote = remote_out(out, force)
-    run_dir, rank, world = ranked_out(out)
-    return Tracer(run_dir, options=options, force=force, target=target,
-                  target_kind=target_kind, rank=rank, world_size=world, remote=remote)
+    with abandoned_on_error(remote):
+        run_dir, rank, world = ranked_out(out)
+        return Tracer(run_dir, options=options, force=force, target=target,
+                      target_kind=target_kind, rank=rank, world_size=world, remote=remote)
+
+
+@contextlib.contextmanager
+def abandoned_on_error(remote: Uploader | None) -> Iterator[None]:
+    """A URL's claim and spool, made before the Tracer that uses them, go when making the
+    Tracer fails (an option the backend refuses): nothing was recorded."""
+    try:
+        yield
+    except BaseException:
+        if remote is not None:
+            remote.abandon()
+        raise
 
 
 def remote_out(out: str | os.PathLike[str], force: bool) -> tuple[Path, Uploader | None]:
@@ -778,24 +812,25 @@ def trace_target(
         validate_scenario_args(target)
         options = TraceOptions(**{**options.__dict__, "max_steps": None})
     out, remote = remote_out(out, force)
-    run_dir, rank, world = ranked_out(out)
-    tracer = Tracer(
-        run_dir,
-        options=options,
-        force=force,
-        target=target.name if target.kind == "scenario" else str(target.path),
-        target_kind=target.kind,
-        args=argv,
-        profile=profile,
-        rank=rank,
-        world_size=world,
-        observers=observers,
-        unique_out=unique_out and rank is None and remote is None,
-        protect=(target.path,) if target.kind == "script" else (),
-        remote=remote,
-        on_hard_exit=(lambda code, status: on_hard_exit(tracer, code))
-        if on_hard_exit is not None else None,
-    )
+    with abandoned_on_error(remote):
+        run_dir, rank, world = ranked_out(out)
+        tracer = Tracer(
+            run_dir,
+            options=options,
+            force=force,
+            target=target.name if target.kind == "scenario" else str(target.path),
+            target_kind=target.kind,
+            args=argv,
+            profile=profile,
+            rank=rank,
+            world_size=world,
+            observers=observers,
+            unique_out=unique_out and rank is None and remote is None,
+            protect=(target.path,) if target.kind == "script" else (),
+            remote=remote,
+            on_hard_exit=(lambda code, status: on_hard_exit(tracer, code))
+            if on_hard_exit is not None else None,
+        )
     if target.kind == "scenario" and steps is not None:
         tracer.meta.steps_requested = steps
     saved_argv, saved_path = sys.argv[:], sys.path[:]
@@ -820,7 +855,7 @@ def trace_target(
             if entered and isinstance(exc, LazyscopeError):
                 exc.run_dir = tracer.path
             raise
-        kept = show_path(tracer.out)
+        kept = tracer.kept_in()
         if isinstance(exc, KeyboardInterrupt):
             err: LazyscopeError = Interrupted(
                 f"interrupted; the run so far is kept in {kept} (status interrupted)")
@@ -840,7 +875,7 @@ def trace_target(
             os.umask(UMASK)
     if tracer.foreign:
         raise SystemExit(0)  # a forked child that fell off the end of the program
-    shown = show_path(tracer.out)
+    shown = tracer.kept_in()
     if tracer.status == STATUS_FAILED:
         if isinstance(tracer.exception, LazyscopeError):
             # lazyscope itself refused inside the program (no CUDA device, say): keep its code

@@ -47,7 +47,7 @@ from lazyscope.core.errors import (
 from lazyscope.online import LiveAlerts
 from lazyscope.render import render_text
 from lazyscope.store.layout import META_FILE
-from lazyscope.store.remote import is_remote, local_path
+from lazyscope.store.remote import drop_uploaded_spool, is_remote, local_path
 
 DYNAMIC = {"auto": None, "true": True, "false": False}
 
@@ -141,6 +141,8 @@ def trace_cmd(target: str, target_args: tuple[str, ...], steps: int | None, out:
             # on a full disk
             err.after = _show_kept(err.run_dir,
                                    views=views and not isinstance(err, NoSpaceError))
+        if err.run_dir:  # a URL's part that reached its bucket: its spool goes now
+            drop_uploaded_spool(Path(err.run_dir))
         if misplaced and isinstance(err, TargetFailed) and "exited with status 2" in str(err):
             # a program that refused its arguments (argparse's exit 2): the option was meant
             # for lazyscope; a program that took them and failed later is told nothing of it
@@ -187,7 +189,7 @@ def _ended_without_unwinding(tracer: Any, code: int | None, name: str, views: bo
             _show_run(tracer, views, quiet)
             return 0
         line = (f"lazyscope: {show_path(name)} failed: {tracer.error}; the run so far is kept "
-                f"in {show_path(tracer.out)} (status {tracer.status})")
+                f"in {tracer.kept_in()} (status {tracer.status})")
         streams.echo(one_line(line), to_err=True)
         return EXIT_TARGET_FAILED if code is not None else None
     except LazyscopeError as err:

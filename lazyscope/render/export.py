@@ -25,7 +25,7 @@ from typing import Any
 
 from lazyscope.analyze.report import Report
 from lazyscope.core.errors import MissingDependencyError, OutputError
-from lazyscope.model import RankedRun, Run
+from lazyscope.model import PodRun, RankedRun, Run
 from lazyscope.model.dataframes import INSTALL_HINT
 from lazyscope.render.perfetto import render_perfetto
 from lazyscope.store import atomic_write_text
@@ -84,7 +84,7 @@ def _write_atomic(path: Path, write: Callable[[str], None]) -> None:
         raise
 
 
-def export_tables(target: Run | RankedRun, fmt: str, out_dir: Path) -> list[Path]:
+def export_tables(target: Run | RankedRun | PodRun, fmt: str, out_dir: Path) -> list[Path]:
     """Write ``steps.<fmt>`` and ``events.<fmt>`` (``parquet`` or ``csv``) into ``out_dir``."""
     frames = {"steps": _jsonable(target.steps_frame(tail=True)),
               "events": _jsonable(target.events_frame())}

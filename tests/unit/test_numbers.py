@@ -151,3 +151,33 @@ def test_lengths_in_a_file_or_on_stdin(text: str, tmp_path, monkeypatch,
     monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(f"12\n{text}\n".encode())))
     assert main(["advise", "--lengths", "-"]) == EXIT_USAGE
     assert "lengths file standard input line 2: " in _one_line(capsys)
+
+
+@pytest.mark.parametrize("value", ["abc", "-1", SUPERSCRIPT, FULL_WIDTH, HUGE, "1.0"])
+def test_a_host_index_from_the_environment(value: str, monkeypatch) -> None:
+    from lazyscope.backends.hosts import host_index
+
+    monkeypatch.setenv("CLOUD_TPU_TASK_ID", value)
+    with pytest.raises(BadNumber, match=r"^CLOUD_TPU_TASK_ID \(the host index\): "):
+        host_index()
+    monkeypatch.setenv("CLOUD_TPU_TASK_ID", "3")
+    assert host_index() == 3
+    monkeypatch.delenv("CLOUD_TPU_TASK_ID")
+    monkeypatch.setenv("TPU_WORKER_ID", "-1")
+    with pytest.raises(BadNumber, match=r"^TPU_WORKER_ID \(the host index\): '-1' is out of "):
+        host_index()
+
+
+@pytest.mark.parametrize("value", ["inf", "1e309", "nan", "0", "-2", FULL_WIDTH, HUGE])
+def test_the_upload_period_from_the_environment(value: str, monkeypatch) -> None:
+    from lazyscope.store.remote import UPLOAD_SECONDS, upload_seconds
+
+    monkeypatch.setenv("LAZYSCOPE_UPLOAD_SECONDS", value)
+    with pytest.raises(BadNumber, match="^LAZYSCOPE_UPLOAD_SECONDS: "):
+        upload_seconds()
+    monkeypatch.setenv("LAZYSCOPE_UPLOAD_SECONDS", "0.3")
+    assert upload_seconds() == 0.3
+    monkeypatch.setenv("LAZYSCOPE_UPLOAD_SECONDS", "0.001")
+    assert upload_seconds() == 0.05
+    monkeypatch.delenv("LAZYSCOPE_UPLOAD_SECONDS")
+    assert upload_seconds() == UPLOAD_SECONDS

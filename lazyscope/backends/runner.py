@@ -568,6 +568,33 @@ class Tracer:
         failed = self.recorder.failed
         if isinstance(exc, TraceAborted):
             failed = exc.error
+        try:
+            self._classify(exc_type, exc, tb, failed, stop_error)
+        except Exception as err:  # noqa: BLE001 - lazyscope's own bug: the run still ends
+            # how the program ended could not be described: the run's status is still written
+            # (never left "running") with what is known
+            if self.status in (None, STATUS_OK) or self.error is None:
+                self.status = STATUS_FAILED
+                self.error = (f"lazyscope could not describe how the program ended "
+                              f"({type(err).__name__}: {one_line(str(err), 200)})")
+            if exc is not None and not isinstance(exc, (StepLimitReached, SystemExit)):
+                self._write_error_file(exc_type, exc, tb)
+        try:
+            self._finish()
+        except LazyscopeError as err:  # the run cannot be finalised (its directory is gone)
+            self.aborted = err
+            raise
+        if failed is not None:
+            raise failed
+        return exc is None or isinstance(exc, StepLimitReached)
+
+    def _classify(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                  tb: TracebackType | None, failed: BaseException | None,
+                  stop_error: BaseException | None) -> None:
+        """How the program ended: the run's status and error, its error file and site, what an
+        out-of-memory error said. Raises only on a bug of lazyscope's (then the run is still
+        finalised, see :meth:`_finalise`)."""
+        assert self.writer is not None and self.recorder is not None
         if self.recorder.past_limit:
             self.recorder.note(
                 f"the program caught lazyscope's stop at --steps {self.recorder.max_steps} and "
@@ -593,16 +620,15 @@ class Tracer:
                 self.error = f"the program exited with status {one_line(str(exc.code), 200)}"
             else:
                 self.exception = exc
+                self._write_error_file(exc_type, exc, tb)
                 self.error = describe_exception(exc)
                 site = raised_at(exc)
                 if site is not None:  # the line a report of the run names for its error
                     self.writer.meta.info[ERROR_SITE] = site.to_json()
-                self._note_out_of_memory(exc)
                 try:
-                    self.writer.write_text(ERROR_FILE, "".join(
-                        traceback.format_exception(exc_type, exc, tb)))
-                except Exception:  # noqa: BLE001 - the run's status matters more
-                    pass
+                    self._note_out_of_memory(exc)
+                except Exception:  # noqa: BLE001 - descriptive: the run fails as any error does
+                    self.out_of_memory = None
         if stop_error is not None and self.status == STATUS_OK:
             self.status = STATUS_FAILED
             self.error = f"lazyscope failed to stop collection: {describe_exception(stop_error)}"
@@ -618,14 +644,17 @@ class Tracer:
             at = first.get("at")
             if at and not is_library_file(at[0]):
                 self.writer.meta.info[ERROR_SITE] = make_frame(*at).to_json()
+
+    def _write_error_file(self, exc_type: type[BaseException] | None, exc: BaseException,
+                          tb: TracebackType | None) -> None:
+        """The program's whole traceback in ``RUN/error.txt`` (never raises: the run's status
+        matters more)."""
+        assert self.writer is not None
         try:
-            self._finish()
-        except LazyscopeError as err:  # the run cannot be finalised (its directory is gone)
-            self.aborted = err
-            raise
-        if failed is not None:
-            raise failed
-        return exc is None or isinstance(exc, StepLimitReached)
+            self.writer.write_text(ERROR_FILE, "".join(
+                traceback.format_exception(exc_type, exc, tb)))
+        except Exception:  # noqa: BLE001 - the run's status matters more
+            pass
 
     def _note_out_of_memory(self, exc: BaseException) -> None:
         """An out-of-memory error of the program (XLA's RESOURCE_EXHAUSTED, CUDA's

@@ -1,5 +1,6 @@
-"""Writing a run directory as the run happens: atomic text and JSON writes, the memory-mapped
-append-only logs, and :class:`RunWriter` (records appended, stacks and payloads interned).
+"""Writing a run directory as the run happens: atomic text and JSON writes (never over what is
+not a regular file), the append-only logs, and :class:`RunWriter` (records appended, stacks and
+payloads interned).
 
 Writing errors: a full disk or an unwritable file raises :class:`~lazyscope.core.errors.OutputError`
 (exit 3) naming the file; what was written before stays readable.
@@ -26,6 +27,7 @@ import errno
 import json
 import mmap
 import os
+import stat
 import weakref
 from pathlib import Path
 from typing import Any
@@ -68,6 +70,34 @@ def _create(name: str | os.PathLike[str], flags: int, dir_fd: int | None) -> int
 # --------------------------------------------------------------------------- writing
 
 
+_KINDS = ((stat.S_ISLNK, "a symbolic link"), (stat.S_ISFIFO, "a FIFO"),
+          (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
+          (stat.S_ISSOCK, "a socket"), (stat.S_ISDIR, "a directory"))
+
+
+def check_replaceable(path: str | os.PathLike[str], *, dir_fd: int | None = None) -> None:
+    """Refuse to replace what is not a regular file: a device (``/dev/full``), a FIFO, a socket,
+    a directory, a symbolic link (``/dev/stdout``'s, or one to a file of the user's): an
+    atomic write would turn it into a regular file, and a device node replaced by root is a
+    broken machine. OutputError (exit 3) naming what is there; nothing is touched."""
+    try:
+        st = os.stat(path, dir_fd=dir_fd, follow_symlinks=False)
+    except FileNotFoundError:
+        return
+    except OSError:
+        return  # the write itself says what is wrong
+    if stat.S_ISREG(st.st_mode):
+        return
+    kind = next((name for test, name in _KINDS if test(st.st_mode)), "not a regular file")
+    if stat.S_ISLNK(st.st_mode):
+        try:
+            kind += f" (to {show_path(os.readlink(path, dir_fd=dir_fd))})"
+        except OSError:
+            pass
+    raise OutputError(f"{show_path(path)} is {kind}: lazyscope writes a new file or replaces a "
+                      "regular one, never anything else; give another path")
+
+
 def atomic_write_text(path: Path, text: str, *, reserve: int = 0,
                       dir_fd: int | None = None) -> None:
     """Replace ``path`` with ``text``, atomically (a reader sees the old or the new file; a
@@ -77,6 +107,7 @@ def atomic_write_text(path: Path, text: str, *, reserve: int = 0,
     ``reserve``: pad the file with spaces to that many bytes. ``dir_fd``: ``path`` is a name
     in that directory."""
     path = Path(path)
+    check_replaceable(path, dir_fd=dir_fd)
     tmp = path.with_name(path.name + ".tmp")
     data = text.encode("utf-8", "backslashreplace")
     if reserve > len(data):

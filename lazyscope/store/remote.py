@@ -115,7 +115,7 @@ def stale_after(every: float) -> float:
 SPOOL_FILE = "spool.json"
 #: the host's part inside a spool directory
 PART_DIR = "part"
-#: files rewritten in place through a memory map: their size and time do not say they changed
+#: record files, compared by checksum (a run of an older lazyscope rewrote them in place)
 MAPPED = frozenset({STEPS_FILE, EVENTS_FILE, INTERN_FILE, ANNOTATIONS_FILE})
 #: files of a local run never uploaded (the lock means something on this machine only)
 LOCAL_ONLY = frozenset({LOCK_FILE, WRITE_TEST})

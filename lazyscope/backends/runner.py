@@ -33,6 +33,7 @@ import stat
 import sys
 import threading
 import traceback
+import weakref
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -274,6 +275,12 @@ def _free_name(path: Path) -> Path:
     return candidate
 
 
+#: held while a trace is entered (see Tracer.__enter__)
+_ENTERING = threading.RLock()
+#: the thread that entered each active trace (by its recorder)
+_THREADS: weakref.WeakKeyDictionary[Recorder, str] = weakref.WeakKeyDictionary()
+
+
 class _HardExits:
     """``os._exit`` and ``os.abort`` end the process without unwinding: no ``__exit__``, no
     ``finally``. While a trace is live they are wrapped: the innermost live trace of this
@@ -404,6 +411,7 @@ class Tracer:
         #: the run directory of the trace of this process this one was entered inside (it
         #: records nothing itself then)
         self.nested_in: Path | None = None
+        self.outer_thread: str | None = None
         self._outer: ActiveTrace | None = None
         self._ending = threading.Lock()
         self._ended = False
@@ -431,7 +439,11 @@ class Tracer:
 
     def __enter__(self) -> Tracer:
         try:
-            return self._enter()
+            # one thread at a time decides whether a trace of this process is active and
+            # becomes it: two traces entered together from two threads never both record
+            # (each would see none active; the later one's recorder would get every step)
+            with _ENTERING:
+                return self._enter()
         except BaseException:
             if self.remote is not None and self.recorder is None:
                 self.remote.abandon()  # nothing was recorded: no claim, no spool left behind
@@ -498,6 +510,7 @@ class Tracer:
         if self.remote is not None:
             self.remote.start()
         set_active(ActiveTrace(self.recorder, self.collector, self.options, self.info_so_far))
+        _THREADS[self.recorder] = threading.current_thread().name
         _HardExits.enter(self)
         return self
 
@@ -506,6 +519,10 @@ class Tracer:
         per process at a time, so this one records nothing and both runs say why."""
         self._outer = outer
         self.nested_in = outer.recorder.writer.path
+        #: the thread that entered the active trace, when it is not this one
+        here = threading.current_thread().name
+        self.outer_thread = None if _THREADS.get(outer.recorder, here) == here else \
+            _THREADS.get(outer.recorder)
         run_dir = prepare_run_dir(self.path, self.force, protect=self.protect,
                                   unique=self.unique_out, command=self._command())
         self.path, self.out = run_dir.path, self.out.with_name(run_dir.path.name)

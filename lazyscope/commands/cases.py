@@ -200,8 +200,9 @@ def run_compare(
                                            extra, out, slug, env, timeout, on_step)
             except OSError as exc:  # compare's own write (a policy's log): as trace says it
                 raise OutputError.from_os(exc, exc.filename or out / f"{slug}.log") from None
-            if row is None and err is not None and err.startswith(NO_SPACE_LINE):
-                # the disk filled under the policy's trace: every policy after it would too
+            if err is not None and err.startswith(NO_SPACE_LINE):
+                # the disk filled under the policy's trace (its run is kept, status no_space):
+                # every policy after it would fill it too
                 raise OutputError(f"{policy}: {err.removeprefix('lazyscope: ')}")
             took.append(time.monotonic() - began)
             left = _time_left(took, total - n, steps)
@@ -322,8 +323,14 @@ def _run_process(cmd: list[str], env: dict[str, str], log: Path, timeout: float 
             raise
         reader.join(timeout=10)
         err_file.seek(0)
-        with open(log, "a", encoding="utf-8") as out_file:
-            out_file.write(err_file.read())
+        try:
+            with open(log, "a", encoding="utf-8") as out_file:
+                out_file.write(err_file.read())
+        except OSError:
+            if not err.startswith(NO_SPACE_LINE):
+                raise
+            # the trace filled the disk its log is on: its own line says where, and wins
+            return code, err
     if code != 0 and err == "no output":
         err = _last_line(log.read_text(encoding="utf-8", errors="replace"))
     return code, err

@@ -7,9 +7,10 @@ from typing import Any
 
 import click
 
+from lazyscope.analyze.baseline import baseline_unusable
 from lazyscope.analyze.check import Rules, check_graph_memory_unmeasured, check_report
 from lazyscope.commands.common import RUN, Real, Whole, report_and_views
-from lazyscope.core.errors import EXIT_CHECK_FAILED, UsageError
+from lazyscope.core.errors import EXIT_CHECK_FAILED, RunDirError, UsageError, show_path
 from lazyscope.core.numbers import parse_size_or_share
 from lazyscope.render.check import CHECK_RENDERERS
 
@@ -99,6 +100,9 @@ def check_cmd(run_dir: Path, max_recompiles: int | None, max_recompiles_old: int
     _measured_for(report, rules)
     base = (report_and_views(baseline, warmup_steps=warmup_steps, views=False)
             if baseline is not None else None)
+    why = baseline_unusable(base) if base is not None else None
+    if why is not None:
+        raise RunDirError(f"the baseline {show_path(baseline)} cannot be compared: {why}")
     result = check_report(report, rules, baseline=base)
     click.echo(CHECK_RENDERERS[fmt](result), nl=False)
     return 0 if result.passed else EXIT_CHECK_FAILED

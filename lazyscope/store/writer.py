@@ -285,6 +285,7 @@ class AppendLog:
             sparse = os.lseek(fd, 0, os.SEEK_HOLE) < self._pos
         except (OSError, AttributeError):
             sparse = False
+        self._park(fd)  # SEEK_HOLE moved the offset that tells this descriptor is ours
         if not sparse and os.pread(fd, 1, 0) != b"\0":
             return None
         data = os.pread(fd, self._pos, 0)

@@ -111,3 +111,19 @@ def test_a_line_cut_before_the_padding_is_a_warning(tmp_path: Path, cut: bytes) 
     warnings: list[str] = []
     assert _lines(path, warnings) == [b'"a"']
     assert "cut off mid-write" in warnings[0]
+
+
+def test_a_finished_run_leaves_no_descriptor_open(tmp_path: Path) -> None:
+    """The end's check for a truncated file seeks the descriptor: it is still recognised as
+    lazyscope's and closed (an open file keeps a read-only remount busy)."""
+    from lazyscope.model import Meta
+    from lazyscope.store import RunWriter
+
+    before = set(os.listdir("/proc/self/fd"))
+    writer = RunWriter(tmp_path / "r", Meta(target="t"))
+    for i in range(3):
+        writer.write_step(i, {"wall_s": 0.1})
+    writer.finish("ok")
+    opened = {fd for fd in set(os.listdir("/proc/self/fd")) - before
+              if os.path.exists(f"/proc/self/fd/{fd}")}
+    assert not opened, {fd: os.readlink(f"/proc/self/fd/{fd}") for fd in opened}

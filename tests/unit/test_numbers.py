@@ -181,3 +181,27 @@ def test_the_upload_period_from_the_environment(value: str, monkeypatch) -> None
     assert upload_seconds() == 0.05
     monkeypatch.delenv("LAZYSCOPE_UPLOAD_SECONDS")
     assert upload_seconds() == UPLOAD_SECONDS
+
+
+@pytest.mark.parametrize(("text", "why"), [
+    (f"{FULL_WIDTH}:5", f"--profile-steps must be two whole numbers A:B: '{FULL_WIDTH}' is not a "
+                        "whole number: write it with the digits 0-9"),
+    (f"1:{HUGE[:40]}", "has 40 digits: too large"),
+    ("-1:3", "--profile-steps A:B needs 0 <= A < B, got '-1:3'"),
+])
+def test_profile_steps(text: str, why: str) -> None:
+    from lazyscope.backends.profiling import parse_profile_steps
+
+    with pytest.raises(UsageError) as err:
+        parse_profile_steps(text)
+    assert why in str(err.value)
+    assert parse_profile_steps("2:5") == (2, 5)
+
+
+@pytest.mark.parametrize("text", [FULL_WIDTH, "0", HUGE])
+def test_the_notebook_magic_steps(text: str) -> None:
+    from lazyscope.integrations.jupyter import parser
+
+    with pytest.raises(UsageError, match="^%%lazyscope: argument --steps: "):
+        parser().parse_args(["--steps", text])
+    assert parser().parse_args(["--steps", "3"]).steps == 3

@@ -22,7 +22,7 @@ import traceback
 import click
 
 from lazyscope.commands import COMMANDS
-from lazyscope.commands.common import CONTEXT, warn
+from lazyscope.commands.common import CONTEXT, user_named, warn
 from lazyscope.core import signals, streams
 from lazyscope.core.errors import (
     EXIT_INTERNAL,
@@ -101,9 +101,10 @@ def _no_such_option(err: click.NoSuchOption) -> str:
 
 
 def _say(message: str) -> None:
-    """The one line of an error, on lazyscope's own stderr."""
+    """The one line of an error, on lazyscope's own stderr (a run at a URL named by its URL,
+    not by its local copy)."""
     if message:
-        streams.echo(f"lazyscope: {one_line(message)}", to_err=True)
+        streams.echo(f"lazyscope: {one_line(user_named(message))}", to_err=True)
 
 
 def _crash_file(exc: BaseException) -> str | None:

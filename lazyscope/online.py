@@ -45,7 +45,7 @@ from lazyscope.analyze.findings import Finding
 from lazyscope.analyze.report import Report, build_report
 from lazyscope.backends.base import Recorder, TraceOptions, active
 from lazyscope.backends.runner import Tracer, api_tracer
-from lazyscope.core.errors import GuardError, UsageError, one_line
+from lazyscope.core.errors import GuardError, LazyscopeError, UsageError, one_line
 from lazyscope.model import EVENT_KINDS, KIND_CODE, Frame, Run, location
 from lazyscope.model.source_files import SOURCES
 from lazyscope.render.text import finding_lines
@@ -169,7 +169,8 @@ class OnlineCheck:
                  if index >= self._next.get(k, 0)]
         if not kinds and not self._again:  # a steady step: back to the program at once
             return []
-        return self._look(kinds, index, lambda: self.report(recorder.writer.io_path()),
+        return self._look(kinds, index, lambda: self.report(recorder.writer.io_path(),
+                                                            shown=recorder.writer.path),
                           recorder.elapsed())
 
     def after_steps(self, run: Run, first: int) -> list[Alert]:
@@ -213,8 +214,17 @@ class OnlineCheck:
         return alerts
 
     # -- the real part: the report's own rules --------------------------------------------
-    def report(self, path: str | os.PathLike[str]) -> Report:
-        run = load_run(path)
+    def report(self, path: str | os.PathLike[str],
+               shown: str | os.PathLike[str] | None = None) -> Report:
+        """The report of the run at ``path`` so far; ``shown``: the run's own path, named in
+        an error instead of ``path`` (``/proc/self/fd/N``, how the writer reaches its directory
+        wherever it is now)."""
+        try:
+            run = load_run(path)
+        except LazyscopeError as err:
+            if shown is not None and os.fspath(path) != os.fspath(shown):
+                err.args = (str(err).replace(os.fspath(path), os.fspath(shown)),)
+            raise
         live = active()
         so_far = getattr(live, "info_so_far", None)
         if so_far is not None:  # what this process's trace holds until its end
@@ -397,14 +407,34 @@ class Guard(contextlib.ContextDecorator):
             self._clean()
             raise
         self._tracer = tracer
+        refused: UsageError | None = None
         if tracer.nested_in is not None:
-            tracer.__exit__(None, None, None)
+            where = f" (thread {tracer.outer_thread}'s)" if tracer.outer_thread else ""
+            refused = UsageError(
+                "lazyscope.guard() cannot be entered inside a lazyscope trace of the same "
+                f"process{where} (the one writing {tracer.nested_in}): one trace per process at "
+                "a time, whatever thread enters it; guard one thread, or the whole process")
+        else:
+            why = self._unmeasured(tracer)
+            if why is not None:
+                refused = UsageError(f"lazyscope.guard: {why}")
+        if refused is not None:
+            with contextlib.suppress(Exception):  # the run (out=) says it was refused
+                tracer.__exit__(UsageError, refused, None)
             self._tracer = None
             self._clean()
-            raise UsageError(
-                "lazyscope.guard() cannot be entered inside a lazyscope trace of the same "
-                f"process (the one writing {tracer.nested_in}): one trace per process at a time")
+            raise refused
         return self
+
+    def _unmeasured(self, tracer: Tracer) -> str | None:
+        """A rule on a metric the backend does not measure here, which would pass whatever the
+        program did (``check`` refuses the same rule): why, or None."""
+        caps = tracer.meta.capabilities
+        if self.rules.max_syncs_per_step is not None and "sync" not in caps.events:
+            return (f"max_syncs_per_step cannot be checked: host syncs are not measured by the "
+                    f"{tracer.meta.backend} backend on {tracer.meta.device or 'this device'} "
+                    "(as `lazyscope check --max-syncs-per-step` refuses it)")
+        return None
 
     def _observe(self, recorder: Recorder) -> None:
         recorder.step_hooks.append(lambda _index: self._after_step(recorder))

@@ -11,6 +11,11 @@ On XLA a guard has to be entered before torch_xla compiles anything in the proce
 its debug settings then): once the tests are collected, when any of them is guarded, the
 plugin sets up lazyscope's XLA session (environment variables only: no runtime is started).
 
+Each marker is checked when the tests are collected (``marker_error``): positional arguments,
+an unknown keyword, a bad value or no rule at all is pytest's usage error naming the test and
+the marker, before anything runs. Given with ``-p lazyscope.pytest_plugin`` while the entry
+point is installed too, the plugin is loaded once.
+
 Loading the plugin imports lazyscope (no torch, no torch_xla); a test without the marker or
 the fixture runs as it would without it.
 """
@@ -18,6 +23,8 @@ the fixture runs as it would without it.
 from __future__ import annotations
 
 import importlib.util
+import os
+import sys
 from collections.abc import Generator
 from typing import Any
 
@@ -32,8 +39,29 @@ MARKER_HELP = (
     "it fails at the step barrier where a rule breaks, naming the line to change")
 
 
+#: the marker's keyword arguments (lazyscope.guard's, but ``target``) and the types they take
+MARKER_KWARGS: dict[str, tuple[type, ...]] = {
+    "max_recompiles": (int, type(None)), "warmup_steps": (int, type(None)),
+    "max_syncs_per_step": (int, type(None)), "no_fallbacks": (bool,),
+    "no_graph_breaks": (bool,), "backend": (str,), "out": (str, os.PathLike, type(None)),
+    "force": (bool,)}
+#: the name of the installed entry point (``pytest11``)
+ENTRY_POINT = "lazyscope"
+
+
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", MARKER_HELP)
+
+
+def pytest_plugin_registered(plugin: Any, plugin_name: str, manager: Any) -> None:
+    """Loaded once under either name: ``-p lazyscope.pytest_plugin`` with the entry point
+    installed too would register this module twice (pluggy refuses, and pytest prints a page of
+    its plugins); the other name is blocked once this module is registered."""
+    if plugin is not sys.modules[__name__]:
+        return
+    other = ENTRY_POINT if plugin_name != ENTRY_POINT else __name__
+    if manager.get_plugin(other) is None and not manager.is_blocked(other):
+        manager.set_blocked(other)
 
 
 def _guarded(item: pytest.Item) -> bool:
@@ -41,8 +69,46 @@ def _guarded(item: pytest.Item) -> bool:
         FIXTURE in getattr(item, "fixturenames", ())
 
 
+def marker_error(marker: Any) -> str | None:
+    """What is wrong with a ``@pytest.mark.lazyscope(...)`` (positional arguments, an unknown
+    keyword, a value of the wrong type or range, no rule at all), or None."""
+    from lazyscope.core.errors import UsageError
+    from lazyscope.online import make_guard
+
+    if marker.args:
+        return (f"takes keyword arguments only, got {len(marker.args)} positional "
+                f"({', '.join(repr(a) for a in marker.args[:3])})")
+    unknown = [k for k in marker.kwargs if k not in MARKER_KWARGS]
+    if unknown:
+        return (f"unknown argument{'s' if len(unknown) > 1 else ''} {', '.join(unknown)}; it "
+                f"takes {', '.join(MARKER_KWARGS)}")
+    for name, value in marker.kwargs.items():
+        if not isinstance(value, MARKER_KWARGS[name]) or (
+                bool not in MARKER_KWARGS[name] and isinstance(value, bool)):
+            kinds = " or ".join("None" if t is type(None) else t.__name__
+                                for t in MARKER_KWARGS[name])
+            return f"{name}={value!r}: {kinds} expected"
+    try:
+        make_guard(**marker.kwargs)
+    except UsageError as err:
+        return str(err).removeprefix("lazyscope.guard: ")
+    return None
+
+
 def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config,
                                   items: list[pytest.Item]) -> None:
+    """Every ``lazyscope`` marker is checked here, at collection: a bad one is pytest's usage
+    error naming the test and the marker (exit 4), before any test runs; then, when a test is
+    guarded, lazyscope's XLA session is set up."""
+    errors = []
+    for item in items:
+        marker = item.get_closest_marker(MARKER)
+        why = marker_error(marker) if marker is not None else None
+        if why is not None:
+            errors.append(f"{item.nodeid}: @pytest.mark.{MARKER}(...): {why}")
+    if errors:
+        more = f" (and {len(errors) - 3} more)" if len(errors) > 3 else ""
+        raise pytest.UsageError(*errors[:3], *([more.strip()] if more else []))
     if any(_guarded(item) for item in items) and importlib.util.find_spec("torch_xla"):
         from lazyscope.backends.xla.session import session as xla_session
 
@@ -54,9 +120,6 @@ def _make(item: pytest.Item) -> Any:
 
     marker = item.get_closest_marker(MARKER)
     kwargs = dict(marker.kwargs) if marker is not None else {}
-    if marker is not None and marker.args:
-        raise pytest.UsageError(f"{item.nodeid}: @pytest.mark.lazyscope takes keyword "
-                                "arguments only (max_recompiles=0, warmup_steps=2 ...)")
     return make_guard(**kwargs, target=str(getattr(item, "path", "")))
 
 

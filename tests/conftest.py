@@ -6,8 +6,10 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import socket
 import subprocess
 import sys
+import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -83,3 +85,40 @@ def lazytensor_runs(tmp_path_factory) -> dict[str, Path]:
         runs[mode] = out
         runs[mode + "_stdout"] = proc.stdout
     return runs
+
+
+#: the bucket the session's GCS API server starts with
+GCS_BUCKET = "lazyscope-pod"
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.fixture(scope="session")
+def gcs() -> dict[str, str]:
+    """A GCS API server for the session: the environment that points gcsfs at it."""
+    exe = shutil.which("gcp-storage-emulator") or str(
+        Path(sys.executable).parent / "gcp-storage-emulator")
+    if not os.path.exists(exe):
+        pytest.skip("gcp-storage-emulator is not installed (pip install gcp-storage-emulator)")
+    port = _free_port()
+    proc = subprocess.Popen([exe, "start", "--port", str(port), "-H", "127.0.0.1",
+                             "--default-bucket", GCS_BUCKET, "-q", "-M"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
+            break
+        except OSError:
+            if proc.poll() is not None or time.monotonic() > deadline:
+                proc.kill()
+                pytest.fail("the storage emulator did not start")
+            time.sleep(0.1)
+    yield {"STORAGE_EMULATOR_HOST": f"http://127.0.0.1:{port}",
+           "GCSFS_EXPERIMENTAL_ZB_HNS_SUPPORT": "false"}
+    proc.terminate()
+    proc.wait(timeout=10)

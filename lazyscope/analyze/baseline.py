@@ -185,6 +185,18 @@ def _syncs(run: Report, base: Report, out: BaselineResult) -> None:
         evidence=sites))
 
 
+def baseline_unusable(base: Report) -> str | None:
+    """Why ``base`` cannot be a baseline, or None: its files are damaged (a record file missing
+    or cut, values no step can have: what it lost would be compared as nothing), or it holds no
+    step at all (a comparison against "0 compilations in 0 steps" passes anything)."""
+    s = base.summary
+    if s.warnings:
+        return f"its files are damaged: {'; '.join(s.warnings[:2])}"
+    if s.steps == 0:
+        return f"it holds no step (status {s.status})"
+    return None
+
+
 def compare_to_baseline(run: Report, base: Report) -> BaselineResult:
     """The baseline rules applied to ``run`` against ``base`` (see the module docstring)."""
     out = BaselineResult(rules=[], regressions=[])

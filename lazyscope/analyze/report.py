@@ -332,6 +332,16 @@ def _distinct_graphs(run: Run) -> int:
     return int(len(id_counts(keys[keys != 0])[0]) + np.count_nonzero(keys == 0))
 
 
+
+def compiles_unexplained(summary: Summary, capabilities: Capabilities) -> bool:
+    """Compilations the backend counted, none recorded with its graph and cause (torch_xla
+    compiled before the trace began: it writes its analysis for a process's first settings
+    only): recompilation cannot be told from the events."""
+    compiles = summary.compiles if summary.compiles is not None else 0
+    return bool(compiles and summary.distinct_graphs == 0 and capabilities.lazy
+                and "compile" in capabilities.events and not summary.eager_mode)
+
+
 def verdict(backend: str, summary: Summary, capabilities: Capabilities, findings: list[Finding],
             notes: list[Finding], times: AnatomySection | None = None) -> tuple[str, bool]:
     """One line that says what matters most, and whether the run is clean: from the typed
@@ -346,8 +356,7 @@ def verdict(backend: str, summary: Summary, capabilities: Capabilities, findings
         prefix = f"run {summary.status} after {summary.steps} steps: "
     recompiles = [f for f in findings if f.kind == "recompile"]
     compiles = summary.compiles if summary.compiles is not None else 0
-    unexplained = bool(compiles and summary.distinct_graphs == 0 and capabilities.lazy
-                       and "compile" in capabilities.events and not summary.eager_mode)
+    unexplained = compiles_unexplained(summary, capabilities)
     if summary.idle:
         main = say(b, "verdict_idle", why=summary.idle)
     elif summary.eager_mode:

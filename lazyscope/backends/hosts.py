@@ -13,8 +13,17 @@ from __future__ import annotations
 import os
 import sys
 
-from lazyscope.core.errors import RunDirError, one_line
-from lazyscope.store.remote import Spool, Uploader, host_dir_name, open_fs
+from lazyscope.core.numbers import parse_int
+from lazyscope.store.remote import (
+    Spool,
+    Uploader,
+    beat_seconds,
+    claim_part,
+    open_fs,
+    probe_bucket,
+    release_claim,
+    upload_seconds,
+)
 
 HOST_ENV = ("CLOUD_TPU_TASK_ID", "TPU_WORKER_ID")
 
@@ -23,11 +32,18 @@ def _on_tpu() -> bool:
     return os.environ.get("PJRT_DEVICE", "").upper() == "TPU"
 
 
+#: the largest host index taken from the environment
+MAX_HOST = 1 << 20
+
+
 def _env_host() -> int | None:
+    """The host index the environment gives (the first variable of :data:`HOST_ENV` set), None
+    when none is set; a value that is no host index (``abc``, ``-1``, ``²``) is a
+    ``BadNumber`` (exit 2), never host 0."""
     for name in HOST_ENV:
-        value = os.environ.get(name, "").strip()
-        if value.isdigit():
-            return int(value)
+        value = os.environ.get(name, "")
+        if value.strip():
+            return parse_int(value, f"{name} (the host index)", minimum=0, maximum=MAX_HOST)
     return None
 
 
@@ -50,24 +66,23 @@ def host_index() -> int | None:
 
 
 def start_part(url: str, *, force: bool) -> Uploader:
-    """The spool and uploader of this host's part of the run at ``url``. A part the host wrote
-    there before is refused (``--force`` replaces it), when the host is known now."""
+    """The spool and uploader of this host's part of the run at ``url``, checked before the
+    program starts: a URL with no bucket, a bucket that does not exist or cannot be written, a
+    host index the environment gives wrong (``abc``, ``-1``) are one line each; the host's part
+    is claimed in the bucket (:func:`~lazyscope.store.remote.claim_part`): a part another trace
+    of the same host index writes is refused, and so is one that holds a run already (unless
+    ``force``). A host not known yet (a TPU whose runtime is not up) is claimed once known."""
     host = host_index()
-    if host is not None:
-        fs, root = open_fs(url)
-        where = f"{root}/{host_dir_name(host)}"
-        try:
-            taken = bool(fs.exists(where))
-        except FileNotFoundError:
-            taken = False
-        except Exception as err:  # noqa: BLE001 - the filesystem's own error, one line
-            raise RunDirError(f"cannot reach {url}: {type(err).__name__}: "
-                              f"{one_line(str(err), 300)}") from None
-        if taken:
-            if not force:
-                raise RunDirError(f"{url.rstrip('/')}/{host_dir_name(host)} already holds this "
-                                  "host's part of a run: use --force to replace it, or another "
-                                  "URL")
-            fs.rm(where, recursive=True)
-    spool = Spool.create(url, host)
-    return Uploader(spool, host=host_index)
+    interval = upload_seconds()
+    if host is None:
+        probe_bucket(url)
+        claim = None
+    else:
+        _, claim = claim_part(url, host, force=force, every=beat_seconds(interval))
+    try:
+        spool = Spool.create(url, host)
+    except BaseException:
+        if claim is not None:
+            release_claim(open_fs(url)[0], claim)
+        raise
+    return Uploader(spool, host=host_index, interval=interval, claim=claim, force=force)

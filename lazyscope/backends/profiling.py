@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from lazyscope.core.errors import UsageError
+from lazyscope.core.numbers import BadNumber, parse_int
 from lazyscope.store.layout import TENSORBOARD_DIR
 
 DEFAULT_STEPS = (2, 5)
@@ -41,9 +42,9 @@ def parse_profile_steps(text: str) -> tuple[int, int]:
     if len(parts) != 2:
         raise UsageError(f"--profile-steps must look like A:B (e.g. 2:5), got {text!r}")
     try:
-        first, last = int(parts[0]), int(parts[1])
-    except ValueError:
-        raise UsageError(f"--profile-steps must be two integers A:B, got {text!r}") from None
+        first, last = (parse_int(p) for p in parts)
+    except BadNumber as err:
+        raise UsageError(f"--profile-steps must be two whole numbers A:B: {err}") from None
     if first < 0 or last <= first:
         raise UsageError(f"--profile-steps A:B needs 0 <= A < B, got {text!r}")
     return first, last

@@ -34,7 +34,8 @@ import stat
 import sys
 import threading
 import traceback
-from collections.abc import Callable
+import weakref
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
@@ -304,6 +305,12 @@ def _free_name(path: Path) -> Path:
     return candidate
 
 
+#: held while a trace is entered (see Tracer.__enter__)
+_ENTERING = threading.RLock()
+#: the thread that entered each active trace (by its recorder)
+_THREADS: weakref.WeakKeyDictionary[Recorder, str] = weakref.WeakKeyDictionary()
+
+
 class _HardExits:
     """``os._exit`` and ``os.abort`` end the process without unwinding: no ``__exit__``, no
     ``finally``. While a trace is live they are wrapped: the innermost live trace of this
@@ -434,6 +441,7 @@ class Tracer:
         #: the run directory of the trace of this process this one was entered inside (it
         #: records nothing itself then)
         self.nested_in: Path | None = None
+        self.outer_thread: str | None = None
         self._outer: ActiveTrace | None = None
         self._ending = threading.Lock()
         self._ended = False
@@ -462,6 +470,18 @@ class Tracer:
         return os.getpid() != self.owner_pid
 
     def __enter__(self) -> Tracer:
+        try:
+            # one thread at a time decides whether a trace of this process is active and
+            # becomes it: two traces entered together from two threads never both record
+            # (each would see none active; the later one's recorder would get every step)
+            with _ENTERING:
+                return self._enter()
+        except BaseException:
+            if self.remote is not None and self.recorder is None:
+                self.remote.abandon()  # nothing was recorded: no claim, no spool left behind
+            raise
+
+    def _enter(self) -> Tracer:
         if self.writer is not None:
             raise UsageError(
                 f"the trace into {show_path(self.out)} was already entered once: a "
@@ -526,6 +546,7 @@ class Tracer:
         if self.remote is not None:
             self.remote.start()
         set_active(ActiveTrace(self.recorder, self.collector, self.options, self.info_so_far))
+        _THREADS[self.recorder] = threading.current_thread().name
         _HardExits.enter(self)
         return self
 
@@ -534,6 +555,10 @@ class Tracer:
         per process at a time, so this one records nothing and both runs say why."""
         self._outer = outer
         self.nested_in = outer.recorder.writer.path
+        #: the thread that entered the active trace, when it is not this one
+        here = threading.current_thread().name
+        self.outer_thread = None if _THREADS.get(outer.recorder, here) == here else \
+            _THREADS.get(outer.recorder)
         run_dir = prepare_run_dir(self.path, self.force, protect=self.protect,
                                   unique=self.unique_out, command=self._command())
         self.path, self.out = run_dir.path, self.out.with_name(run_dir.path.name)
@@ -599,6 +624,33 @@ class Tracer:
         failed = self.recorder.failed
         if isinstance(exc, TraceAborted):
             failed = exc.error
+        try:
+            self._classify(exc_type, exc, tb, failed, stop_error)
+        except Exception as err:  # noqa: BLE001 - lazyscope's own bug: the run still ends
+            # how the program ended could not be described: the run's status is still written
+            # (never left "running") with what is known
+            if self.status in (None, STATUS_OK) or self.error is None:
+                self.status = STATUS_FAILED
+                self.error = (f"lazyscope could not describe how the program ended "
+                              f"({type(err).__name__}: {one_line(str(err), 200)})")
+            if exc is not None and not isinstance(exc, (StepLimitReached, SystemExit)):
+                self._write_error_file(exc_type, exc, tb)
+        try:
+            self._finish()
+        except LazyscopeError as err:  # the run cannot be finalised (its directory is gone)
+            self.aborted = err
+            raise
+        if failed is not None:
+            raise failed
+        return exc is None or isinstance(exc, StepLimitReached)
+
+    def _classify(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                  tb: TracebackType | None, failed: BaseException | None,
+                  stop_error: BaseException | None) -> None:
+        """How the program ended: the run's status and error, its error file and site, what an
+        out-of-memory error said. Raises only on a bug of lazyscope's (then the run is still
+        finalised, see :meth:`_finalise`)."""
+        assert self.writer is not None and self.recorder is not None
         if self.recorder.past_limit:
             self.recorder.note(
                 f"the program caught lazyscope's stop at --steps {self.recorder.max_steps} and "
@@ -624,16 +676,15 @@ class Tracer:
                 self.error = f"the program exited with status {one_line(str(exc.code), 200)}"
             else:
                 self.exception = exc
+                self._write_error_file(exc_type, exc, tb)
                 self.error = describe_exception(exc)
                 site = raised_at(exc)
                 if site is not None:  # the line a report of the run names for its error
                     self.writer.meta.info[ERROR_SITE] = site.to_json()
-                self._note_out_of_memory(exc)
                 try:
-                    self.writer.write_text(ERROR_FILE, "".join(
-                        traceback.format_exception(exc_type, exc, tb)))
-                except Exception:  # noqa: BLE001 - the run's status matters more
-                    pass
+                    self._note_out_of_memory(exc)
+                except Exception:  # noqa: BLE001 - descriptive: the run fails as any error does
+                    self.out_of_memory = None
         if stop_error is not None and self.status == STATUS_OK:
             self.status = STATUS_FAILED
             self.error = f"lazyscope failed to stop collection: {describe_exception(stop_error)}"
@@ -649,14 +700,17 @@ class Tracer:
             at = first.get("at")
             if at and not is_library_file(at[0]):
                 self.writer.meta.info[ERROR_SITE] = make_frame(*at).to_json()
+
+    def _write_error_file(self, exc_type: type[BaseException] | None, exc: BaseException,
+                          tb: TracebackType | None) -> None:
+        """The program's whole traceback in ``RUN/error.txt`` (never raises: the run's status
+        matters more)."""
+        assert self.writer is not None
         try:
-            self._finish()
-        except LazyscopeError as err:  # the run cannot be finalised (its directory is gone)
-            self.aborted = err
-            raise
-        if failed is not None:
-            raise failed
-        return exc is None or isinstance(exc, StepLimitReached)
+            self.writer.write_text(ERROR_FILE, "".join(
+                traceback.format_exception(exc_type, exc, tb)))
+        except Exception:  # noqa: BLE001 - the run's status matters more
+            pass
 
     def _note_out_of_memory(self, exc: BaseException) -> None:
         """An out-of-memory error of the program (XLA's RESOURCE_EXHAUSTED, CUDA's
@@ -728,6 +782,19 @@ class Tracer:
             self.moved_to = where
             self.path = where
 
+    def kept_in(self) -> str:
+        """Where the run is kept, for the line a trace ends with: its directory; for a run at a
+        URL, this host's part there once uploaded (its spool is removed after the report is
+        shown), else the spool that keeps it until the next lazyscope command uploads it."""
+        if self.remote is None:
+            return show_path(self.out)
+        spool = self.remote.spool
+        part = f"{spool.url}/host{spool.host if spool.host is not None else 0}"
+        if self.upload_error is None:
+            return part
+        return (f"{show_path(spool.path)} (not uploaded to {part}: {self.upload_error}; the next "
+                "lazyscope command on this host uploads it)")
+
     def ended_by(self, code: int | None, why: str) -> int:
         """The program is ending the process without unwinding (``os._exit(code)``; None:
         ``os.abort()``): finalise the run now; the exit status to end with."""
@@ -761,9 +828,22 @@ def api_tracer(out: str | os.PathLike[str], *, options: TraceOptions, force: boo
     callback): it writes ``out``, or ``out/rank<N>`` under a launcher that sets ``RANK``; a URL
     through this host's spool (:func:`remote_out`)."""
     out, remote = remote_out(out, force)
-    run_dir, rank, world = ranked_out(out)
-    return Tracer(run_dir, options=options, force=force, target=target,
-                  target_kind=target_kind, rank=rank, world_size=world, remote=remote)
+    with abandoned_on_error(remote):
+        run_dir, rank, world = ranked_out(out)
+        return Tracer(run_dir, options=options, force=force, target=target,
+                      target_kind=target_kind, rank=rank, world_size=world, remote=remote)
+
+
+@contextlib.contextmanager
+def abandoned_on_error(remote: Uploader | None) -> Iterator[None]:
+    """A URL's claim and spool, made before the Tracer that uses them, go when making the
+    Tracer fails (an option the backend refuses): nothing was recorded."""
+    try:
+        yield
+    except BaseException:
+        if remote is not None:
+            remote.abandon()
+        raise
 
 
 def remote_out(out: str | os.PathLike[str], force: bool) -> tuple[Path, Uploader | None]:
@@ -822,24 +902,25 @@ def trace_target(
         validate_scenario_args(target)
         options = TraceOptions(**{**options.__dict__, "max_steps": None})
     out, remote = remote_out(out, force)
-    run_dir, rank, world = ranked_out(out)
-    tracer = Tracer(
-        run_dir,
-        options=options,
-        force=force,
-        target=target.name if target.kind == "scenario" else str(target.path),
-        target_kind=target.kind,
-        args=argv,
-        profile=profile,
-        rank=rank,
-        world_size=world,
-        observers=observers,
-        unique_out=unique_out and rank is None and remote is None,
-        protect=(target.path,) if target.kind == "script" else (),
-        remote=remote,
-        on_hard_exit=(lambda code, status: on_hard_exit(tracer, code))
-        if on_hard_exit is not None else None,
-    )
+    with abandoned_on_error(remote):
+        run_dir, rank, world = ranked_out(out)
+        tracer = Tracer(
+            run_dir,
+            options=options,
+            force=force,
+            target=target.name if target.kind == "scenario" else str(target.path),
+            target_kind=target.kind,
+            args=argv,
+            profile=profile,
+            rank=rank,
+            world_size=world,
+            observers=observers,
+            unique_out=unique_out and rank is None and remote is None,
+            protect=(target.path,) if target.kind == "script" else (),
+            remote=remote,
+            on_hard_exit=(lambda code, status: on_hard_exit(tracer, code))
+            if on_hard_exit is not None else None,
+        )
     if target.kind == "scenario" and steps is not None:
         tracer.meta.steps_requested = steps
     saved_argv, saved_path = sys.argv[:], sys.path[:]
@@ -864,7 +945,7 @@ def trace_target(
             if entered and isinstance(exc, LazyscopeError):
                 exc.run_dir = tracer.path
             raise
-        kept = show_path(tracer.out)
+        kept = tracer.kept_in()
         if isinstance(exc, KeyboardInterrupt):
             err: LazyscopeError = Interrupted(
                 f"interrupted; the run so far is kept in {kept} (status interrupted)")
@@ -884,7 +965,7 @@ def trace_target(
             os.umask(UMASK)
     if tracer.foreign:
         raise SystemExit(0)  # a forked child that fell off the end of the program
-    shown = show_path(tracer.out)
+    shown = tracer.kept_in()
     if tracer.status == STATUS_FAILED:
         if isinstance(tracer.exception, LazyscopeError):
             # lazyscope itself refused inside the program (no CUDA device, say): keep its code

@@ -9,8 +9,10 @@ import click
 
 from lazyscope.analyze.buckets import DEFAULT_HORIZON
 from lazyscope.commands.cases import advise_target
+from lazyscope.commands.common import RUN, LocalPath, Whole
 from lazyscope.core.errors import UsageError
-from lazyscope.core.units import parse_size
+from lazyscope.core.numbers import parse_size
+from lazyscope.core.padding import MAX_BATCH, MAX_LENGTH
 from lazyscope.render.advice import render_advice_json, render_advice_text, render_emit
 
 
@@ -19,34 +21,31 @@ def size_option(ctx: Any, param: Any, value: str | None) -> int | None:
     error (exit 2)."""
     if value is None:
         return None
-    try:
-        size = parse_size(value)
-    except ValueError as err:
-        raise UsageError(f"--device-memory: {err}") from None
+    size = parse_size(value, "--device-memory")
     if size <= 0:
         raise UsageError(f"--device-memory: {value!r} is no memory at all")
     return size
 
 
 @click.command("advise")
-@click.argument("run_dir", type=click.Path(path_type=Path), required=False)
-@click.option("--lengths", "lengths_path", type=click.Path(path_type=Path), default=None,
+@click.argument("run_dir", type=RUN, required=False)
+@click.option("--lengths", "lengths_path", type=LocalPath("a lengths file"), default=None,
               help="a file of sequence lengths, one per line (instead of RUN_DIR)")
-@click.option("--horizon", type=click.IntRange(min=1), default=None, metavar="STEPS",
+@click.option("--horizon", type=Whole(minimum=1), default=None, metavar="STEPS",
               help=f"steps of your run to plan for (default {DEFAULT_HORIZON:,}: a long "
               "training run; compilation weighs more in a short one)")
-@click.option("--max-buckets", type=click.IntRange(min=1), default=8, show_default=True,
+@click.option("--max-buckets", type=Whole(minimum=1), default=8, show_default=True,
               help="largest K to try")
-@click.option("--batch", type=click.IntRange(min=1), default=None,
+@click.option("--batch", type=Whole(1, MAX_BATCH), default=None,
               help="sequences per batch, with --lengths (default 8; a run says its own)")
-@click.option("--max-len", type=click.IntRange(min=1), default=None,
+@click.option("--max-len", type=Whole(1, MAX_LENGTH), default=None,
               help="the longest length a batch may hold (default: the run's max_len, else "
               "the longest seen)")
 @click.option("--grouped", is_flag=True, help="batches formed inside buckets (--lengths)")
 @click.option("--no-model-changes", is_flag=True,
               help="leave out policies the model must change for (packed rows need a "
               "document mask or position_ids)")
-@click.option("--compare", "compare_dir", type=click.Path(path_type=Path), default=None,
+@click.option("--compare", "compare_dir", type=RUN, default=None,
               help="a `lazyscope compare` directory of the same workload: its measured numbers "
               "beside the predicted ones (default: the comparison RUN_DIR belongs to)")
 @click.option("--device-memory", "device_memory", default=None, metavar="SIZE",

@@ -56,10 +56,11 @@ from lazyscope.core.padding import Policy, read_lengths
 from lazyscope.core.signals import Terminated
 from lazyscope.core.units import counted
 from lazyscope.core.units import seconds as fmt_seconds
+from lazyscope.model import Run, runs_by_rank
 from lazyscope.model.codec import decode
 from lazyscope.model.info import Workload
 from lazyscope.render.json import dumps
-from lazyscope.store import atomic_write_text, load_run
+from lazyscope.store import atomic_write_text, load_run, load_target
 from lazyscope.store.layout import COMPARE_JSON, META_FILE
 
 DEFAULT_POLICIES = "max,longest,pow2,bucket:auto,packed,auto"
@@ -199,8 +200,9 @@ def run_compare(
                                            extra, out, slug, env, timeout, on_step)
             except OSError as exc:  # compare's own write (a policy's log): as trace says it
                 raise OutputError.from_os(exc, exc.filename or out / f"{slug}.log") from None
-            if row is None and err is not None and err.startswith(NO_SPACE_LINE):
-                # the disk filled under the policy's trace: every policy after it would too
+            if err is not None and err.startswith(NO_SPACE_LINE):
+                # the disk filled under the policy's trace (its run is kept, status no_space):
+                # every policy after it would fill it too
                 raise OutputError(f"{policy}: {err.removeprefix('lazyscope: ')}")
             took.append(time.monotonic() - began)
             left = _time_left(took, total - n, steps)
@@ -321,8 +323,14 @@ def _run_process(cmd: list[str], env: dict[str, str], log: Path, timeout: float 
             raise
         reader.join(timeout=10)
         err_file.seek(0)
-        with open(log, "a", encoding="utf-8") as out_file:
-            out_file.write(err_file.read())
+        try:
+            with open(log, "a", encoding="utf-8") as out_file:
+                out_file.write(err_file.read())
+        except OSError:
+            if not err.startswith(NO_SPACE_LINE):
+                raise
+            # the trace filled the disk its log is on: its own line says where, and wins
+            return code, err
     if code != 0 and err == "no output":
         err = _last_line(log.read_text(encoding="utf-8", errors="replace"))
     return code, err
@@ -486,6 +494,13 @@ def _run_of_comparison(comparison: Comparison, where: Path) -> Path:
     raise UsageError(f"{where}: no policy of this comparison ran: nothing to advise on")
 
 
+def _one_run(path: Path) -> Run:
+    """The run to advise on: ``path``'s run; of a pod (a run at a URL) or a multi-process run,
+    its first host's (rank's) run: every host reads the same data."""
+    target = load_target(path)
+    return target if isinstance(target, Run) else min(runs_by_rank(target).items())[1]
+
+
 def advise_target(target: Path | None, *, lengths_file: Path | None = None,
                   max_buckets: int = 8, horizon: int | None = None, batch: int | None = None,
                   max_len: int | None = None, grouped: bool = False, packing: bool = True,
@@ -521,7 +536,7 @@ def advise_target(target: Path | None, *, lengths_file: Path | None = None,
         run_dir = target
         if (target / COMPARE_JSON).is_file() and not (target / META_FILE).exists():
             run_dir = _run_of_comparison(load_comparison(target), target)
-        run = load_run(run_dir)
+        run = _one_run(run_dir)
         try:
             advice = advice_for_run(run, max_buckets=max_buckets, horizon=horizon,
                                     top=max_len, packing=packing, device_memory=device_memory)

@@ -2,42 +2,26 @@
 
 from __future__ import annotations
 
-import math
 from pathlib import Path
 from typing import Any
 
 import click
 
+from lazyscope.analyze.baseline import baseline_unusable
 from lazyscope.analyze.check import (
     Rules,
     check_graph_memory_unmeasured,
     check_report,
     check_time_unmeasured,
 )
-from lazyscope.commands.common import RUN, report_and_views
-from lazyscope.core.errors import EXIT_CHECK_FAILED, UsageError
-from lazyscope.core.units import parse_size_or_share
+from lazyscope.commands.common import RUN, Real, Whole, report_and_views
+from lazyscope.core.errors import EXIT_CHECK_FAILED, RunDirError, UsageError, show_path
+from lazyscope.core.numbers import BadNumber, parse_float, parse_size_or_share
 from lazyscope.render.check import CHECK_RENDERERS
 
 
-class _PositiveSeconds(click.ParamType):
-    """Seconds > 0 (``inf``: a limit that never fails); ``nan`` is refused (every comparison
-    with it is false: the rule would pass anything)."""
-
-    name = "seconds"
-
-    def convert(self, value: Any, param: Any, ctx: Any) -> float:
-        try:
-            seconds = float(value)
-        except (TypeError, ValueError):
-            self.fail(f"{value!r} is not a number of seconds", param, ctx)
-        if math.isnan(seconds) or seconds <= 0:
-            self.fail(f"{value!r} is not a number of seconds above 0", param, ctx)
-        return seconds
-
-
 class _Share(click.ParamType):
-    """A share of the step: ``0.25`` or ``25%`` (0 to 1)."""
+    """A share of the step: ``0.25`` or ``25%`` (0 to 1), through the one number parser."""
 
     name = "share"
 
@@ -46,12 +30,11 @@ class _Share(click.ParamType):
             return value
         text = str(value).strip()
         try:
-            share = float(text[:-1]) / 100 if text.endswith("%") else float(text)
-        except ValueError:
-            self.fail(f"{value!r} is not a share (0.25 or 25%)", param, ctx)
-        if not 0 <= share <= 1:
-            self.fail(f"{value!r} is not a share between 0 and 1 (0%..100%)", param, ctx)
-        return share
+            if text.endswith("%"):
+                return parse_float(text[:-1], minimum=0, maximum=100) / 100
+            return parse_float(text, minimum=0, maximum=1)
+        except BadNumber as err:
+            self.fail(f"{err} (a share: 0.25 or 25%)", param, ctx)
 
 
 def _one_rule(new: int | None, old: int | None) -> int | None:
@@ -70,10 +53,7 @@ def size_or_share_option(ctx: Any, param: Any, value: str | None
     (exit 2)."""
     if value is None:
         return None, None
-    try:
-        return parse_size_or_share(value)
-    except ValueError as err:
-        raise UsageError(f"--max-graph-memory: {err}") from None
+    return parse_size_or_share(value, "--max-graph-memory")
 
 
 def _measured_for(report: Any, rules: Rules) -> None:
@@ -100,20 +80,20 @@ def _measured_for(report: Any, rules: Rules) -> None:
 @click.command("check")
 @click.argument("run_dir", type=RUN)
 @click.option("--max-recompiles", "max_recompiles",
-              type=click.IntRange(min=0), default=None, metavar="N",
+              type=Whole(minimum=0), default=None, metavar="N",
               help="at most N recompilations in steady state (the default rule, N=0)")
 @click.option("--max-compiles-after-warmup", "max_recompiles_old",
-              type=click.IntRange(min=0), default=None, metavar="N", hidden=True,
+              type=Whole(minimum=0), default=None, metavar="N", hidden=True,
               help="the old name of --max-recompiles")
-@click.option("--warmup-steps", type=click.IntRange(min=0), default=None, metavar="N",
+@click.option("--warmup-steps", type=Whole(minimum=0), default=None, metavar="N",
               help="steady state starts at step N: every compilation from there on counts")
-@click.option("--max-syncs-per-step", type=click.IntRange(min=0), default=None, metavar="N",
+@click.option("--max-syncs-per-step", type=Whole(minimum=0), default=None, metavar="N",
               help="at most N host syncs in any step")
 @click.option("--no-fallbacks", is_flag=True, help="no CPU-fallback op may run")
 @click.option("--no-graph-breaks", is_flag=True, help="no torch.compile graph break")
 @click.option("--no-rank-divergence", is_flag=True,
               help="a multi-process run's ranks compile the same graphs at the same pace")
-@click.option("--max-step-seconds", type=_PositiveSeconds(), default=None,
+@click.option("--max-step-seconds", type=Real(above=0, infinite=True), default=None,
               metavar="S", help="no steady step may take longer than S seconds")
 @click.option("--max-input-share", type=_Share(), default=None, metavar="SHARE",
               help="the steady step may wait for its data at most SHARE of its time (0.1 or "
@@ -155,6 +135,9 @@ def check_cmd(run_dir: Path, max_recompiles: int | None, max_recompiles_old: int
     _measured_for(report, rules)
     base = (report_and_views(baseline, warmup_steps=warmup_steps, views=False)
             if baseline is not None else None)
+    why = baseline_unusable(base) if base is not None else None
+    if why is not None:
+        raise RunDirError(f"the baseline {show_path(baseline)} cannot be compared: {why}")
     result = check_report(report, rules, baseline=base)
     click.echo(CHECK_RENDERERS[fmt](result), nl=False)
     return 0 if result.passed else EXIT_CHECK_FAILED

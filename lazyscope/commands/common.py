@@ -13,6 +13,7 @@ import click
 from lazyscope.analyze.hosts import build_any
 from lazyscope.core import streams
 from lazyscope.core.errors import RunDirError, one_line, show_path
+from lazyscope.core.numbers import BadNumber, parse_float, parse_int
 from lazyscope.model import PodRun
 from lazyscope.model.source_files import SOURCES
 from lazyscope.store import load_target
@@ -54,6 +55,63 @@ class RunArg(click.ParamType):
 RUN = RunArg()
 
 
+class LocalPath(click.ParamType):
+    """A path lazyscope writes or reads on this machine (``compare --out``, ``export --out``,
+    ``advise --lengths``): a ``file://`` URL is its path; a URL of another filesystem is
+    refused before anything runs (it would be a local ``./gs:/...`` directory)."""
+
+    name = "path"
+
+    def __init__(self, what: str):
+        self.what = what
+
+    def convert(self, value: Any, param: Any, ctx: Any) -> Path:
+        from lazyscope.store.remote import is_remote, local_path
+
+        if isinstance(value, Path):
+            return value
+        if is_remote(str(value)):
+            self.fail(f"{one_line(str(value))} is a URL: {self.what} is a path on this machine",
+                      param, ctx)
+        return local_path(str(value))
+
+
+class Whole(click.ParamType):
+    """A click option's whole number through :func:`~lazyscope.core.numbers.parse_int`."""
+
+    name = "integer"
+
+    def __init__(self, minimum: int | None = None, maximum: int | None = None):
+        self.minimum = minimum
+        self.maximum = maximum
+
+    def convert(self, value: Any, param: Any, ctx: Any) -> int:
+        try:
+            return parse_int(str(value), minimum=self.minimum, maximum=self.maximum)
+        except BadNumber as err:
+            self.fail(str(err), param, ctx)
+
+
+class Real(click.ParamType):
+    """A click option's finite number through :func:`~lazyscope.core.numbers.parse_float`."""
+
+    name = "number"
+
+    def __init__(self, minimum: float | None = None, maximum: float | None = None, *,
+                 above: float | None = None, infinite: bool = False):
+        self.minimum = minimum
+        self.maximum = maximum
+        self.above = above
+        self.infinite = infinite
+
+    def convert(self, value: Any, param: Any, ctx: Any) -> float:
+        try:
+            return parse_float(str(value), minimum=self.minimum, maximum=self.maximum,
+                               above=self.above, infinite=self.infinite)
+        except BadNumber as err:
+            self.fail(str(err), param, ctx)
+
+
 #: how a command that runs a program parses its line: lazyscope's options, then the target;
 #: everything after the target is the program's, untouched (as python, pyinstrument and py-spy)
 PROGRAM_LINE = {**CONTEXT, "allow_interspersed_args": False}
@@ -74,9 +132,18 @@ def default_out(name: str) -> Path:
     return Path("runs") / f"{stem}-{stamp}"
 
 
+def user_named(text: str) -> str:
+    """``text`` with each local copy of a run at a URL named by its URL: a message about a
+    downloaded run names what the user gave (``gs://b/r/host0/meta.json``), never lazyscope's
+    download cache."""
+    for path, url in URLS.items():
+        text = text.replace(str(path), url)
+    return text
+
+
 def warn(lines: list[str]) -> None:
     for line in lines:
-        streams.echo(f"lazyscope: warning: {one_line(line)}", to_err=True)
+        streams.echo(f"lazyscope: warning: {one_line(user_named(line))}", to_err=True)
 
 
 def report_and_views(run_dir: Path, *, warmup_steps: int | None = None,

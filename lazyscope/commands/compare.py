@@ -11,13 +11,17 @@ from lazyscope.backends.runner import resolve_target
 from lazyscope.commands.cases import DEFAULT_POLICIES, parse_backends, parse_policies, run_compare
 from lazyscope.commands.common import (
     PROGRAM_LINE,
+    LocalPath,
+    Whole,
     default_out,
     misplaced_options,
     order_hint,
     program_args,
+    warn,
 )
 from lazyscope.commands.console import CompareProgress, is_terminal, live_wanted
-from lazyscope.core.errors import EXIT_TARGET_FAILED, UsageError
+from lazyscope.core.errors import EXIT_TARGET_FAILED, OutputError, UsageError, one_line
+from lazyscope.core.units import counted
 from lazyscope.render.compare import compare_page, render_compare_text
 from lazyscope.render.json import dumps
 from lazyscope.render.plots import write_compare_png
@@ -31,8 +35,8 @@ from lazyscope.store.layout import COMPARE_PNG, REPORT_HTML
 @click.option("--policies", default=DEFAULT_POLICIES, show_default=True,
               help="comma-separated padding policies (bucket:B1,B2,... keeps its commas; "
               "auto: what `lazyscope advise` recommends for the scenario's own lengths)")
-@click.option("--steps", type=click.IntRange(min=1), default=40, show_default=True)
-@click.option("--repeat", type=click.IntRange(min=1), default=1, show_default=True,
+@click.option("--steps", type=Whole(minimum=1), default=40, show_default=True)
+@click.option("--repeat", type=Whole(minimum=1), default=1, show_default=True,
               help="run every policy N times, rounds in alternating order; each row shows its "
               "median run (a busy machine's noise)")
 @click.option("--backends", default=None,
@@ -40,7 +44,7 @@ from lazyscope.store.layout import COMPARE_PNG, REPORT_HTML
 @click.option("--preset", default=None,
               help="the scenario's --preset (decoder: tiny|seed; hf-gpt2: tiny|small)")
 @click.option("--mode", default=None, help="the scenario's --mode (train|eval)")
-@click.option("--out", type=click.Path(path_type=Path), default=None,
+@click.option("--out", type=LocalPath("the comparison directory"), default=None,
               help="comparison directory (default runs/compare-SCENARIO-TIMESTAMP)")
 @click.option("--force", is_flag=True, help="replace an existing comparison directory")
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text",
@@ -79,14 +83,14 @@ def compare_cmd(scenario: str, scenario_args: tuple[str, ...], policies: str, st
         if misplaced:  # the scenario refused an option that was meant for lazyscope
             raise UsageError(f"{err}; {order_hint('compare', misplaced, scenario)}") from None
         raise
-    try:
-        write_compare_png(result, out / COMPARE_PNG)
-    except OSError as err:
-        click.echo(f"lazyscope: warning: could not write {out / COMPARE_PNG}: {err}", err=True)
-    try:
-        write_compare_html(out, result)
-    except OSError as err:
-        click.echo(f"lazyscope: warning: could not write {out / REPORT_HTML}: {err}", err=True)
+    for name, write in ((COMPARE_PNG, lambda: write_compare_png(result, out / COMPARE_PNG)),
+                        (REPORT_HTML, lambda: write_compare_html(out, result))):
+        try:
+            write()
+        except OSError as err:
+            warn([str(OutputError.from_os(err, out / name))])
+        except OutputError as err:
+            warn([str(err)])
     if fmt == "json":
         click.echo(dumps(result))
     else:
@@ -94,7 +98,14 @@ def compare_cmd(scenario: str, scenario_args: tuple[str, ...], policies: str, st
         click.echo(render_compare_text(result), nl=False)
         click.echo(f"comparison saved in {out} (compare.json, compare.png, report.html, one run "
                    f"per {'backend x policy' if backends else 'policy'})")
-    return EXIT_TARGET_FAILED if result.failed else 0
+    if result.failed:  # the table says it too; the exit status's own line, on stderr
+        rows = {r.policy: r for r in result.rows}
+        said = "; ".join(f"{p}: {(rows[p].error or '').removeprefix('lazyscope: ')}"
+                         if p in rows and rows[p].error else p for p in result.failed[:3])
+        click.echo(one_line(f"lazyscope: {counted(len(result.failed), 'policy', 'policies')} "
+                            f"of {len(result.rows)} failed: {said}"), err=True)
+        return EXIT_TARGET_FAILED
+    return 0
 
 
 def write_compare_html(compare_dir: Path, result: Comparison) -> Path:

@@ -7,8 +7,9 @@ from pathlib import Path
 import click
 
 from lazyscope.analyze.report import build_report
-from lazyscope.commands.common import RUN, warn
-from lazyscope.model import RankedRun, runs_by_rank
+from lazyscope.commands.common import RUN, URLS, LocalPath, Whole, warn
+from lazyscope.core.errors import UsageError
+from lazyscope.model import PodRun, RankedRun, runs_by_rank
 from lazyscope.render.export import FORMATS as EXPORT_FORMATS
 from lazyscope.render.export import default_out as export_default_out
 from lazyscope.render.export import export_perfetto, export_tables
@@ -21,10 +22,10 @@ from lazyscope.store import load_target
               show_default=True,
               help="perfetto: a Chrome trace JSON (ui.perfetto.dev, chrome://tracing, "
               "vizviewer); parquet, csv: steps and events tables (pandas)")
-@click.option("--out", type=click.Path(path_type=Path), default=None,
+@click.option("--out", type=LocalPath("the exported file or directory"), default=None,
               help="perfetto: the file (default RUN_DIR/trace.json); parquet, csv: the "
               "directory of steps.EXT and events.EXT (default RUN_DIR)")
-@click.option("--warmup-steps", type=click.IntRange(min=0), default=None, metavar="N",
+@click.option("--warmup-steps", type=Whole(minimum=0), default=None, metavar="N",
               help="perfetto: the findings marked on events count every compilation from "
               "step N on")
 def export_cmd(run_dir: Path, fmt: str, out: Path | None, warmup_steps: int | None) -> None:
@@ -33,11 +34,18 @@ def export_cmd(run_dir: Path, fmt: str, out: Path | None, warmup_steps: int | No
     A multi-process run is one file: a process (track group) per rank in the trace, a rank
     column in the tables."""
 
+    url = URLS.get(Path(run_dir))
+    if url is not None and out is None:  # never into lazyscope's download cache
+        raise UsageError(f"{url} is a run at a URL: give --out, the file or directory to write "
+                         "on this machine")
     target = load_target(run_dir)
     # what the run's files lost is said here too: an export of a damaged run is not silent
-    ranked = target.ranks if isinstance(target, RankedRun) else {None: target}
-    warn([(f"rank {rank}: " if rank is not None else "") + w
-           for rank, run in ranked.items() for w in run.warnings])
+    if isinstance(target, PodRun):
+        warn(target.warnings)
+    else:
+        ranked = target.ranks if isinstance(target, RankedRun) else {None: target}
+        warn([(f"rank {rank}: " if rank is not None else "") + w
+               for rank, run in ranked.items() for w in run.warnings])
     default = export_default_out(run_dir, fmt)
     out = out if out is not None else default
     if fmt == "perfetto" and out.is_dir():  # one file: into the directory, as cp does

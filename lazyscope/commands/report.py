@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from lazyscope.commands.common import RUN, echo_as_is, report_and_views
+from lazyscope.commands.common import RUN, Whole, echo_as_is, report_and_views
 from lazyscope.render import RENDERERS, render_text
 from lazyscope.store.layout import COMPARE_JSON, META_FILE, REPORT_HTML
 
@@ -15,7 +15,7 @@ from lazyscope.store.layout import COMPARE_JSON, META_FILE, REPORT_HTML
 @click.argument("run_dir", type=RUN)
 @click.option("--format", "fmt", type=click.Choice(["text", "json", "html"]), default="text",
               show_default=True, help="html writes RUN_DIR/report.html and prints its path")
-@click.option("--warmup-steps", type=click.IntRange(min=0), default=None, metavar="N",
+@click.option("--warmup-steps", type=Whole(minimum=0), default=None, metavar="N",
               help="count every compilation from step N on as a recompilation")
 def report_cmd(run_dir: Path, fmt: str, warmup_steps: int | None) -> None:
     """Re-render a saved run as text or json, or write its views (--format html:

@@ -21,7 +21,7 @@ from typing import Any
 import click
 
 from lazyscope.analyze.report import Report
-from lazyscope.commands.common import RUN, URLS, report_and_views
+from lazyscope.commands.common import RUN, URLS, Whole, report_and_views
 from lazyscope.core.errors import LazyscopeError
 from lazyscope.render.tensorboard import check_tensorboard, tensorboard_dir, write_scalars
 
@@ -159,7 +159,7 @@ def _profiled_on_cpu(report: Any) -> bool:
 
 @click.command("tensorboard")
 @click.argument("run_dir", type=RUN)
-@click.option("--port", type=click.IntRange(0, 65535), default=6006, show_default=True,
+@click.option("--port", type=Whole(0, 65535), default=6006, show_default=True,
               help="port to serve on (0: any free port)")
 @click.option("--host", default="127.0.0.1", show_default=True,
               help="address to bind: 0.0.0.0 serves every interface (a TPU VM you reach "

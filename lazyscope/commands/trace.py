@@ -19,6 +19,7 @@ from lazyscope.backends.runner import (
 )
 from lazyscope.commands.common import (
     PROGRAM_LINE,
+    Whole,
     default_out,
     echo_as_is,
     misplaced_options,
@@ -51,7 +52,7 @@ from lazyscope.core.errors import (
 from lazyscope.online import LiveAlerts
 from lazyscope.render import render_text
 from lazyscope.store.layout import META_FILE
-from lazyscope.store.remote import is_remote, local_path
+from lazyscope.store.remote import drop_uploaded_spool, is_remote, local_path
 
 DYNAMIC = {"auto": None, "true": True, "false": False}
 
@@ -59,7 +60,7 @@ DYNAMIC = {"auto": None, "true": True, "false": False}
 @click.command("trace", context_settings=PROGRAM_LINE)
 @click.argument("target")
 @click.argument("target_args", nargs=-1, type=click.UNPROCESSED, metavar="[ARGS]...")
-@click.option("--steps", type=click.IntRange(min=1), default=None,
+@click.option("--steps", type=Whole(minimum=1), default=None,
               help="the run records N steps, then the program ends: a scenario is told to run N "
               "steps (its --steps), a script is stopped at its Nth step barrier")
 @click.option("--out", default=None,
@@ -73,7 +74,7 @@ DYNAMIC = {"auto": None, "true": True, "false": False}
               show_default=True, help="eager/compile backends: the device scenarios run on")
 @click.option("--dynamic", type=click.Choice(sorted(DYNAMIC)), default="auto",
               show_default=True, help="compile backend: torch.compile's dynamic= for scenarios")
-@click.option("--warmup-steps", type=click.IntRange(min=0), default=None, metavar="N",
+@click.option("--warmup-steps", type=Whole(minimum=0), default=None, metavar="N",
               help="count every compilation from step N on as a recompilation (default: "
               "found by the analysis: a graph's first compile at a new site or phase is never "
               "one)")
@@ -147,6 +148,8 @@ def trace_cmd(target: str, target_args: tuple[str, ...], steps: int | None, out:
             # on a full disk
             err.after = _show_kept(err.run_dir,
                                    views=views and not isinstance(err, NoSpaceError))
+        if err.run_dir:  # a URL's part that reached its bucket: its spool goes now
+            drop_uploaded_spool(Path(err.run_dir))
         if misplaced and isinstance(err, TargetFailed) and "exited with status 2" in str(err):
             # a program that refused its arguments (argparse's exit 2): the option was meant
             # for lazyscope; a program that took them and failed later is told nothing of it
@@ -193,7 +196,7 @@ def _ended_without_unwinding(tracer: Any, code: int | None, name: str, views: bo
             _show_run(tracer, views, quiet)
             return 0
         line = (f"lazyscope: {show_path(name)} failed: {tracer.error}; the run so far is kept "
-                f"in {show_path(tracer.out)} (status {tracer.status})")
+                f"in {tracer.kept_in()} (status {tracer.status})")
         streams.echo(one_line(line), to_err=True)
         return EXIT_TARGET_FAILED if code is not None else None
     except LazyscopeError as err:

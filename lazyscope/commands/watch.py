@@ -24,10 +24,11 @@ import click
 import numpy as np
 
 from lazyscope.analyze.report import build_report
-from lazyscope.commands.common import CONTEXT
+from lazyscope.commands.common import CONTEXT, Real, Whole
 from lazyscope.commands.console import TraceProgress, live_wanted, progress_parts
 from lazyscope.core import streams
 from lazyscope.core.errors import RunDirError, one_line
+from lazyscope.core.numbers import MAX_SECONDS
 from lazyscope.model import Run
 from lazyscope.model.meta import STATUS_RUNNING
 from lazyscope.model.source_files import SOURCES
@@ -93,11 +94,13 @@ def _wait_for_run(source: Any, timeout: float) -> None:
 
 @click.command("watch", context_settings=CONTEXT)
 @click.argument("run")
-@click.option("--timeout", type=click.FloatRange(min=0), default=60.0, show_default=True,
+@click.option("--timeout", type=Real(minimum=0, maximum=MAX_SECONDS), default=60.0,
+              show_default=True,
               metavar="S", help="how long to wait for RUN to appear (a trace just starting)")
-@click.option("--every", type=click.FloatRange(min=0), default=5.0, show_default=True,
+@click.option("--every", type=Real(minimum=0, maximum=MAX_SECONDS), default=5.0,
+              show_default=True,
               metavar="S", help="not on a terminal: at most one progress line every S seconds")
-@click.option("--warmup-steps", type=click.IntRange(min=0), default=None, metavar="N",
+@click.option("--warmup-steps", type=Whole(minimum=0), default=None, metavar="N",
               help="count every compilation from step N on as a recompilation (as the trace's "
                    "--warmup-steps)")
 @click.option("--quiet", "-q", is_flag=True, help="no progress: the alerts and the verdict only")

@@ -9,10 +9,14 @@ Exit codes (also in docs/faults.md):
 0     success
 1     a ``lazyscope check`` rule was violated (a finding, not an error)
 2     bad input: unknown scenario, bad option value, unreadable script, a value the Python
-      API refuses (a tensor handed to ``lazyscope.annotate_step``)
+      API refuses (a tensor handed to ``lazyscope.annotate_step``), a number no parser takes
+      (:mod:`lazyscope.core.numbers`: options, lengths files, the environment), a URL with no
+      bucket
 3     a run directory problem: exists without --force, being written by another trace,
       corrupt, newer schema, cannot be created, read or written (permissions, read-only file
-      system, a full disk, a name too long), stdout cannot be written
+      system, a full disk, a name too long), stdout cannot be written, an output path that is
+      not a regular file; a bucket or storage server that cannot be written, a host part
+      another trace writes; a damaged baseline
 4     a missing optional dependency (torch_xla, a GPU, a browser ...)
 5     the traced scenario or script raised or exited with a non-zero status (``sys.exit(3)``,
       ``os._exit(3)``); the run is kept, status ``failed``

@@ -50,12 +50,31 @@ _LABEL_RE = re.compile(r"^\s*XLA label: (?P<label>\S+)", re.M)
 MAX_BUFFERS = 3
 
 
+#: a message that says RESOURCE_EXHAUSTED without sizes is out of memory only when it speaks of
+#: memory: the same status is gRPC's for a quota or a rate limit (a storage or API call)
+_MEMORY_WORDS = re.compile(r"memory|allocat|\bOOM\b|\bhbm\b|\bvmem\b", re.I)
+_QUOTA_WORDS = re.compile(r"quota|rate.?limit|too many requests|\b429\b", re.I)
+#: the most digits of a size in a message (more is no size a device has)
+_MAX_SIZE_DIGITS = 24
+
+
 def size_bytes(text: str) -> int:
-    """``21.95G`` / ``530.00M`` / ``0B`` (XLA) or ``20.00 MiB`` (PyTorch) in bytes."""
-    m = re.fullmatch(r"\s*(?P<n>\d+(?:\.\d+)?)\s*(?P<u>[A-Za-z]*)\s*", text)
-    if m is None or m["u"].upper() not in _UNITS:
-        raise ValueError(f"not a size: {text!r}")
+    """``21.95G`` / ``530.00M`` / ``0B`` (XLA) or ``20.00 MiB`` (PyTorch) in bytes; ValueError
+    for anything else, a size of more than 24 digits included."""
+    m = re.fullmatch(r"\s*(?P<n>[0-9]+(?:\.[0-9]+)?)\s*(?P<u>[A-Za-z]*)\s*", text)
+    if m is None or m["u"].upper() not in _UNITS or len(m["n"]) > _MAX_SIZE_DIGITS:
+        raise ValueError(f"not a size: {text[:40]!r}")
     return int(round(float(m["n"]) * _UNITS[m["u"].upper()]))
+
+
+def _size(text: str | None) -> int | None:
+    """:func:`size_bytes`, None where the message's size cannot be one (a 400-digit number)."""
+    if text is None:
+        return None
+    try:
+        return size_bytes(text)
+    except (ValueError, OverflowError):
+        return None
 
 
 @dataclass
@@ -120,7 +139,8 @@ class OutOfMemoryText:
             head = f"XLA runtime: allocating {human(self.needed)} failed, {human(self.free)} free" \
                    f"{space}"
         else:
-            head = f"CUDA: allocating {human(self.needed)} failed"
+            head = "CUDA: an allocation failed" if self.needed is None else \
+                f"CUDA: allocating {human(self.needed)} failed"
             if self.limit is not None:
                 head += f", {human(self.free)} free of {human(self.limit)}"
         if self.over:
@@ -137,9 +157,8 @@ def parse_out_of_memory(text: str) -> OutOfMemoryText | None:
         return None
     m = _COMPILE_RE.search(text)
     if m is not None:
-        oom = OutOfMemoryText("compile", space=m["space"], needed=size_bytes(m["used"]),
-                              limit=size_bytes(m["limit"]),
-                              over=size_bytes(m["over"]) if m["over"] else None)
+        oom = OutOfMemoryText("compile", space=m["space"], needed=_size(m["used"]),
+                              limit=_size(m["limit"]), over=_size(m["over"]))
         oom.buffers = _buffers(text)
         return oom
     m = _SPACE_RE.search(text)
@@ -149,20 +168,21 @@ def parse_out_of_memory(text: str) -> OutOfMemoryText | None:
     if m is not None:
         space = re.search(r"\(\w+_(?P<space>[A-Z]+)\d*\)", text)
         oom = OutOfMemoryText("runtime", space=space["space"].lower() if space else "",
-                              needed=size_bytes(m["asked"]), free=size_bytes(m["free"]))
+                              needed=_size(m["asked"]), free=_size(m["free"]))
         if oom.needed is not None and oom.free is not None and oom.needed > oom.free:
             oom.over = oom.needed - oom.free
         oom.buffers = _buffers(text)
         return oom
     m = _CUDA_RE.search(text)
     if m is not None:
-        oom = OutOfMemoryText("cuda", needed=size_bytes(m["asked"]))
+        oom = OutOfMemoryText("cuda", needed=_size(m["asked"]))
         total = _CUDA_TOTAL_RE.search(text) or _CUDA_OLD_RE.search(text)
         if total is not None:
-            oom.limit = size_bytes(total["total"])
-            oom.free = size_bytes(total["free"])
+            oom.limit = _size(total["total"])
+            oom.free = _size(total["free"])
         return oom
-    if "RESOURCE_EXHAUSTED" in text or "Resource exhausted" in text:
+    if ("RESOURCE_EXHAUSTED" in text or "Resource exhausted" in text) and \
+            _MEMORY_WORDS.search(text) and not _QUOTA_WORDS.search(text):
         return OutOfMemoryText("runtime", buffers=_buffers(text))
     return None
 
@@ -177,8 +197,10 @@ def _buffers(text: str) -> list[Buffer]:
         label = _LABEL_RE.search(body)
         where = (f"{source['file'].rsplit('/', 1)[-1]}:{source['line']}" if source
                  else label["label"] if label else "")
-        out.append(Buffer(size_bytes(m["size"]),
-                          re.sub(r"\{.*$", "", shape["shape"]) if shape else "",
+        size = _size(m["size"])
+        if size is None:
+            continue
+        out.append(Buffer(size, re.sub(r"\{.*$", "", shape["shape"]) if shape else "",
                           kind["kind"] if kind else "", where))
         if len(out) >= MAX_BUFFERS:
             break

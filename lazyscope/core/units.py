@@ -73,34 +73,3 @@ def ratio(x: float | None) -> str:
 def share(x: float | None) -> str:
     """A fraction as a percentage (``12.5%``); "-" for None."""
     return "-" if x is None or not math.isfinite(x) else f"{100 * x:.1f}%"
-
-
-_SIZE_UNITS = {"": 1, "B": 1, "KB": 10**3, "MB": 10**6, "GB": 10**9, "TB": 10**12,
-               "KIB": 1 << 10, "MIB": 1 << 20, "GIB": 1 << 30, "TIB": 1 << 40,
-               "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
-
-
-def parse_size(text: str) -> int:
-    """Bytes from ``1MB`` (10**6), ``16GiB`` (2**34), ``512K`` (XLA's K: 2**10) or a bare
-    number of bytes; ValueError for anything else (a negative size, an unknown unit)."""
-    import re
-
-    m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([A-Za-z]*)\s*", text)
-    if m is None or m[2].upper() not in _SIZE_UNITS:
-        raise ValueError(f"{text!r} is not a size (a number of bytes, or with a unit: 1MB, "
-                         "16GiB)")
-    return int(round(float(m[1]) * _SIZE_UNITS[m[2].upper()]))
-
-
-def parse_size_or_share(text: str) -> tuple[int | None, float | None]:
-    """``(bytes, None)`` for a size, ``(None, share)`` for a share of the device (``80%``)."""
-    t = text.strip()
-    if t.endswith("%"):
-        try:
-            share = float(t[:-1]) / 100
-        except ValueError:
-            raise ValueError(f"{text!r} is not a share of the device (80%)") from None
-        if not 0 < share <= 1:
-            raise ValueError(f"{text!r} is not a share of the device between 0% and 100%")
-        return None, share
-    return parse_size(t), None

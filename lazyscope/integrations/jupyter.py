@@ -43,6 +43,7 @@ from lazyscope.backends import BACKENDS
 from lazyscope.backends.base import TraceOptions
 from lazyscope.backends.runner import Tracer, api_tracer
 from lazyscope.core.errors import LazyscopeError, UsageError
+from lazyscope.core.numbers import BadNumber, parse_int
 from lazyscope.model.ownership import add_own_file, is_library_file
 from lazyscope.store import load_target
 
@@ -56,12 +57,20 @@ class _Parser(argparse.ArgumentParser):
         raise UsageError(f"%%{MAGIC}: {message}")
 
 
+def _steps(text: str) -> int:
+    """``--steps N`` through the one number parser (:mod:`lazyscope.core.numbers`)."""
+    try:
+        return parse_int(text, minimum=1)
+    except BadNumber as err:
+        raise argparse.ArgumentTypeError(str(err)) from None
+
+
 def parser() -> argparse.ArgumentParser:
     p = _Parser(prog=f"%%{MAGIC}", add_help=False)
     p.add_argument("--out", type=Path, default=None)
     p.add_argument("--backend", choices=sorted(BACKENDS), default="xla")
     p.add_argument("--device", choices=["auto", "cpu", "cuda"], default="auto")
-    p.add_argument("--steps", type=int, default=None)
+    p.add_argument("--steps", type=_steps, default=None)
     p.add_argument("--force", action="store_true")
     p.add_argument("--no-graph-shapes", dest="graph_shapes", action="store_false")
     return p

@@ -74,10 +74,10 @@ class RankedRun:
         return self._concat([(r, run.events_frame()) for r, run in sorted(self.ranks.items())])
 
     @staticmethod
-    def _concat(frames: list[tuple[int, Any]]) -> Any:
+    def _concat(frames: list[tuple[int, Any]], column: str = "rank") -> Any:
         pd = pandas()
         for rank, frame in frames:
-            frame.insert(0, "rank", pd.array([rank] * len(frame), dtype="Int64"))
+            frame.insert(0, column, pd.array([rank] * len(frame), dtype="Int64"))
         if not frames:
             return pd.DataFrame()
         out = pd.concat([f for _, f in frames], ignore_index=True)
@@ -98,6 +98,29 @@ class PodRun:
     hosts: dict[int, Run | RankedRun] = field(default_factory=dict)
     #: the name the user gave it (the URL)
     name: str = ""
+
+    def steps_frame(self, *, tail: bool = False) -> Any:
+        """Every host's :meth:`Run.steps_frame` (a multi-process host's with its ``rank``
+        column), one after another, with a ``host`` column first."""
+        return RankedRun._concat([(h, part.steps_frame(tail=tail)) for h, part in
+                                  sorted(self.hosts.items())], "host")
+
+    def events_frame(self) -> Any:
+        """Every host's :meth:`Run.events_frame`, one after another, with a ``host`` column
+        first."""
+        return RankedRun._concat([(h, part.events_frame()) for h, part in
+                                  sorted(self.hosts.items())], "host")
+
+    @property
+    def warnings(self) -> list[str]:
+        """What each host's run files lost, named by host (and rank)."""
+        out = []
+        for host, part in sorted(self.hosts.items()):
+            runs = part.ranks if isinstance(part, RankedRun) else {None: part}
+            out += [f"host {host}" + (f" rank {r}" if r is not None else "") + f": {w}"
+                    for r, run in sorted(runs.items(), key=lambda kv: kv[0] or 0)
+                    for w in run.warnings]
+        return out
 
 
 def runs_by_rank(target: Run | RankedRun | PodRun) -> dict[int, Run]:

@@ -24,12 +24,13 @@ from pathlib import Path
 from typing import Any
 
 from lazyscope.analyze.report import Report
-from lazyscope.core.errors import MissingDependencyError, OutputError
-from lazyscope.model import RankedRun, Run
+from lazyscope.core.errors import MissingDependencyError, OutputError, show_path
+from lazyscope.model import PodRun, RankedRun, Run
 from lazyscope.model.dataframes import INSTALL_HINT
 from lazyscope.render.perfetto import render_perfetto
 from lazyscope.store import atomic_write_text
 from lazyscope.store.layout import PERFETTO_JSON
+from lazyscope.store.writer import check_replaceable
 
 FORMATS = ("perfetto", "parquet", "csv")
 TABLES = ("steps", "events")
@@ -71,6 +72,7 @@ def _csv(frame: Any, tmp: str) -> None:
 
 
 def _write_atomic(path: Path, write: Callable[[str], None]) -> None:
+    check_replaceable(path)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     os.close(fd)
     try:
@@ -84,7 +86,7 @@ def _write_atomic(path: Path, write: Callable[[str], None]) -> None:
         raise
 
 
-def export_tables(target: Run | RankedRun, fmt: str, out_dir: Path) -> list[Path]:
+def export_tables(target: Run | RankedRun | PodRun, fmt: str, out_dir: Path) -> list[Path]:
     """Write ``steps.<fmt>`` and ``events.<fmt>`` (``parquet`` or ``csv``) into ``out_dir``."""
     frames = {"steps": _jsonable(target.steps_frame(tail=True)),
               "events": _jsonable(target.events_frame())}
@@ -95,6 +97,9 @@ def export_tables(target: Run | RankedRun, fmt: str, out_dir: Path) -> list[Path
             raise MissingDependencyError(
                 f"pyarrow is not installed (pandas needs it for Parquet): {INSTALL_HINT}, or "
                 "use --format csv") from None
+    if os.path.lexists(out_dir) and not out_dir.is_dir():
+        raise OutputError(f"{show_path(out_dir)} exists and is not a directory (the tables are "
+                          "written into one)")
     paths = []
     for name in TABLES:
         path = out_dir / f"{name}.{fmt}"

@@ -18,10 +18,11 @@ Why binary records: a million steps as JSON lines took 14 s to parse on a 2-core
 they load in 0.1 s (``benchmarks/scale.py``). Stacks and payloads repeat (the same ``.item()``
 every step), so each distinct one is written once.
 
-Every file is appended through a shared memory map (:class:`MappedLog`): a record is in the page
-cache, safe from a kill, the moment it is copied, with no system call per step. Until the writer
-closes a file it is padded with zero bytes, which the reader ignores. A run killed mid-way loads
-with every finished record; a half-written last record or line is dropped with a warning.
+Every file is appended with ``pwrite`` (:class:`AppendLog`): a record is in the page cache,
+safe from a kill, the moment it is written, one system call per record; no file is
+memory-mapped (a file truncated by another process would kill the program with SIGBUS). A run
+killed mid-way loads with every finished record; a half-written last record or line is dropped
+with a warning; zero bytes (a run of an older lazyscope, padded, or a hole) end the records.
 
 Schema 1 (``steps.jsonl``, ``events.jsonl``) is read and converted into the same model.
 
@@ -54,6 +55,7 @@ from lazyscope.store.rundir import (
     rank_of,
 )
 from lazyscope.store.writer import (
+    AppendLog,
     MappedLog,
     RunWriter,
     atomic_write_json,
@@ -64,7 +66,8 @@ from lazyscope.store.writer import (
 
 __all__ = [
     "ANNOTATIONS_FILE", "EVENTS_FILE", "EVENT_DTYPE", "EVENT_RECORD", "INTERN_FILE", "META_FILE",
-    "RANK_DIR", "STEPS_FILE", "STEP_DTYPE", "STEP_RECORD", "step_dtype", "MappedLog", "RunWriter",
+    "RANK_DIR", "STEPS_FILE", "STEP_DTYPE", "STEP_RECORD", "step_dtype", "AppendLog",
+    "MappedLog", "RunWriter",
     "atomic_write_json", "atomic_write_text", "check_run_dir", "is_no_space", "is_run_dir",
     "load_run", "load_target", "overwrite_json", "prepare_run_dir", "rank_dir", "rank_dirs",
     "rank_of", "read_meta",

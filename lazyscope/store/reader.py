@@ -473,6 +473,11 @@ def load_target(path: str | os.PathLike[str]) -> Run | RankedRun | PodRun:
         return PodRun(path=path, hosts=parts)
     ranks = rank_dirs(path) if _is_dir(path) else {}
     if not ranks:
+        if _is_dir(path) and not (path / META_FILE).exists():
+            # host parts none of which is a run (its meta.json lost): the error names the part
+            parts = sorted(p for p in path.glob("host*") if p.name[4:].isdigit() and _is_dir(p))
+            if parts:
+                return load_target(parts[0])
         return load_run(path)
     parent = read_meta(path)[0] if is_run_dir(path) else None
     return RankedRun(path=path, parent=parent,

@@ -35,6 +35,7 @@ The filesystems come from fsspec (``gs://`` through gcsfs, ``s3://`` through s3f
 from __future__ import annotations
 
 import contextlib
+import errno
 import hashlib
 import json
 import os
@@ -48,7 +49,16 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from lazyscope.core.errors import MissingDependencyError, RunDirError, UsageError, one_line
+from lazyscope.core.errors import (
+    MissingDependencyError,
+    OutputError,
+    RunDirError,
+    UsageError,
+    one_line,
+    os_reason,
+    show_path,
+)
+from lazyscope.core.numbers import MAX_SECONDS, parse_float
 from lazyscope.store.layout import (
     ANNOTATIONS_FILE,
     EVENTS_FILE,
@@ -68,11 +78,19 @@ from lazyscope.store.rundir import rank_of
 UPLOAD_SECONDS = 5.0
 
 
+#: the shortest period taken (a smaller one is this)
+MIN_UPLOAD_SECONDS = 0.05
+
+
 def upload_seconds() -> float:
-    try:
-        return max(0.05, float(os.environ.get("LAZYSCOPE_UPLOAD_SECONDS", UPLOAD_SECONDS)))
-    except ValueError:
+    """The period of the background uploads: ``LAZYSCOPE_UPLOAD_SECONDS`` when set (seconds
+    above 0, at least :data:`MIN_UPLOAD_SECONDS`), else :data:`UPLOAD_SECONDS`. A value that is
+    no such number is a ``BadNumber`` (exit 2), raised before the program starts."""
+    text = os.environ.get("LAZYSCOPE_UPLOAD_SECONDS", "")
+    if not text.strip():
         return UPLOAD_SECONDS
+    seconds = parse_float(text, "LAZYSCOPE_UPLOAD_SECONDS", above=0, maximum=MAX_SECONDS)
+    return max(MIN_UPLOAD_SECONDS, seconds)
 
 
 #: the shortest time between two heartbeats (GCS takes one write a second to an object)
@@ -97,7 +115,7 @@ def stale_after(every: float) -> float:
 SPOOL_FILE = "spool.json"
 #: the host's part inside a spool directory
 PART_DIR = "part"
-#: files rewritten in place through a memory map: their size and time do not say they changed
+#: record files, compared by checksum (a run of an older lazyscope rewrote them in place)
 MAPPED = frozenset({STEPS_FILE, EVENTS_FILE, INTERN_FILE, ANNOTATIONS_FILE})
 #: files of a local run never uploaded (the lock means something on this machine only)
 LOCAL_ONLY = frozenset({LOCK_FILE, WRITE_TEST})
@@ -138,10 +156,38 @@ def normalise(url: str) -> str:
     return url.rstrip("/")
 
 
+#: schemes whose URL names a bucket first (``gs://BUCKET/PATH``)
+BUCKETED = frozenset({"gs", "gcs", "s3", "s3a"})
+#: the loggers of the storage libraries: their retries are not lazyscope's lines (each error
+#: reaches the user as one line where lazyscope called the storage)
+STORAGE_LOGGERS = ("gcsfs", "s3fs", "fsspec", "aiobotocore", "botocore", "google")
+
+
+def bucket_of(url: str) -> str:
+    """The bucket a ``gs://``/``s3://`` URL names ("" for none: ``gs:///run``)."""
+    rest = url.split("://", 1)[1] if "://" in url else ""
+    return rest.split("/", 1)[0]
+
+
+def _quiet_storage_logs() -> None:
+    """A handler that drops the storage libraries' log records unless the program configured
+    logging itself: without one, Python prints every gcsfs retry's traceback on stderr (the
+    "last resort" handler), 50-100 lines for an unreachable server."""
+    import logging
+
+    for name in STORAGE_LOGGERS:
+        log = logging.getLogger(name)
+        if not any(isinstance(h, logging.NullHandler) for h in log.handlers):
+            log.addHandler(logging.NullHandler())
+
+
 def open_fs(url: str) -> tuple[Any, str]:
     """``(filesystem, path)`` of ``url`` (fsspec); one line naming the extra to install when
-    the scheme's filesystem is missing."""
+    the scheme's filesystem is missing, or when a ``gs://``/``s3://`` URL names no bucket."""
     scheme = url_scheme(url) or ""
+    if scheme in BUCKETED and not bucket_of(url):
+        raise UsageError(f"{one_line(url)} names no bucket: write {scheme}://BUCKET/RUN")
+    _quiet_storage_logs()
     try:
         import fsspec
     except ImportError:
@@ -167,6 +213,30 @@ def open_fs(url: str) -> tuple[Any, str]:
     except ValueError as err:
         raise UsageError(f"{url}: {one_line(str(err))}") from None
     return fs, path.rstrip("/")
+
+
+def storage_reason(err: BaseException, url: str, *, writing: bool = False) -> str:
+    """Why a call to the storage failed, in a few words: a missing bucket, a permission, a
+    server that does not answer, else the library's own one-line message."""
+    text = one_line(str(err), 300)
+    if isinstance(err, FileNotFoundError) and writing:
+        return (f"the bucket {bucket_of(url)} does not exist (or these credentials cannot see "
+                "it)")
+    if isinstance(err, PermissionError) or "403" in text.split(" ", 1)[0]:
+        return f"permission denied ({text})" if text else "permission denied"
+    names = {c.__name__ for c in type(err).__mro__}
+    if names & {"ClientConnectorError", "ServerDisconnectedError", "ConnectionError",
+                "ConnectionRefusedError", "TimeoutError", "ServerTimeoutError",
+                "EndpointConnectionError"}:
+        return f"the storage server does not answer ({text})"
+    return f"{type(err).__name__}: {text}"
+
+
+def storage_error(err: BaseException, url: str, doing: str, *,
+                  writing: bool = False) -> RunDirError:
+    """One line for an error of the storage met while ``doing`` something to ``url``."""
+    return RunDirError(f"cannot {doing} {one_line(url)}: "
+                       f"{storage_reason(err, url, writing=writing)}")
 
 
 def session_name(url: str) -> str:
@@ -197,6 +267,160 @@ def remote_name(rel: str, host: int, session: str) -> str:
     return f"{host_dir_name(host)}/{rel}"
 
 
+# --------------------------------------------------------------------------- host claims
+
+#: a host's claim on its part: ``URL/host<N>/.claim-<token>.json``, written before the program
+#: starts and removed when its trace ended (see :func:`claim_part`)
+CLAIM_PREFIX = ".claim-"
+
+
+def _is_claim(name: str) -> bool:
+    base = name.rsplit("/", 1)[-1]
+    return base.startswith(CLAIM_PREFIX) and base.endswith(".json")
+
+
+def _listing(fs: Any, where: str) -> dict[str, dict[str, Any]]:
+    """The objects under ``where`` (fresh: the filesystem's listing cache is dropped)."""
+    with contextlib.suppress(Exception):
+        fs.invalidate_cache(where)
+    try:
+        found = fs.find(where, detail=True)
+    except FileNotFoundError:
+        return {}
+    return {k: v for k, v in found.items() if v.get("type") != "directory"}
+
+
+def _claim_order(name: str, info: dict[str, Any]) -> tuple[int, float, str]:
+    """Claims in the order the bucket stored them: GCS's generation (it grows with each write),
+    else the time it stored them; ties by name."""
+    generation = info.get("generation")
+    try:
+        gen = int(generation) if generation is not None else 0
+    except (TypeError, ValueError):
+        gen = 0
+    return gen, _stored_at(info) or 0.0, name
+
+
+def _claim_data(fs: Any, name: str) -> dict[str, Any]:
+    """What a claim says (pid, machine, how often its trace beats), {} when unreadable."""
+    try:
+        data = json.loads(fs.cat_file(name))
+    except Exception:  # noqa: BLE001 - an unreadable claim says nothing
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def _holder(fs: Any, name: str) -> str:
+    """Who a claim says holds the part (``pid 1234 on machine m``)."""
+    data = _claim_data(fs, name)
+    pid, machine = data.get("pid"), data.get("machine")
+    return f"pid {pid} on {machine}" if pid and machine else "another trace"
+
+
+def _live_claims(fs: Any, listing: dict[str, dict[str, Any]], part: str,
+                 now: float) -> list[str]:
+    """The claims of ``listing`` whose trace may still write the part, oldest first: the part's
+    heartbeat is fresh, or (no fresh heartbeat) the claim is newer than the last heartbeat and
+    younger than its trace's own staleness (a trace starting, before its first beat)."""
+    claims = [n for n in listing if _is_claim(n)]
+    if not claims:
+        return []
+    beat_name = f"{part}/{UPLOAD_FILE}"
+    beat_info = listing.get(beat_name)
+    beat_at = _stored_at(beat_info) if beat_info is not None else None
+    if beat_info is not None:
+        try:
+            beat = json.loads(fs.cat_file(beat_name))
+        except Exception:  # noqa: BLE001 - no usable heartbeat
+            beat = None
+        if isinstance(beat, dict):
+            beat["stored_at"] = beat_at
+            if heard_recently(beat, now) is not None:
+                return sorted(claims, key=lambda n: _claim_order(n, listing[n]))
+    live = []
+    for name in claims:
+        at = _stored_at(listing[name])
+        every = _claim_data(fs, name).get("every")
+        if not isinstance(every, (int, float)) or isinstance(every, bool) or every <= 0:
+            every = beat_seconds(UPLOAD_SECONDS)
+        if at is None or now - at > stale_after(float(every)):
+            continue
+        if beat_at is not None and beat_at > at:
+            continue  # a heartbeat came after it: its trace uploaded, and stopped beating
+        live.append(name)
+    return sorted(live, key=lambda n: _claim_order(n, listing[n]))
+
+
+def claim_part(url: str, host: int, *, force: bool, every: float) -> tuple[Any, str]:
+    """Claim ``URL/host<N>/`` for this trace before the program starts; ``(filesystem, the
+    claim object)``. Two writers of one host index never both write it: each writes a claim
+    object, then lists the claims; the claim the bucket stored first among those still live
+    (:func:`_live_claims`) wins, the other trace is refused (its claim removed); ``every``: how
+    often this trace's heartbeat is written (in its claim: how long it stays live without
+    one). A part that
+    holds a run already is refused too, unless ``force`` (then it is replaced, once the claim
+    is won), and so is a part another live trace writes, even with ``force``. Errors of the
+    storage are one line (RunDirError, exit 3): a missing bucket, a server that does not answer.
+    """
+    import uuid
+
+    fs, root = open_fs(url)
+    part = f"{root}/{host_dir_name(host)}"
+    shown = f"{normalise(url)}/{host_dir_name(host)}"
+    env = "CLOUD_TPU_TASK_ID"
+    try:
+        listing = _listing(fs, part)
+        live = _live_claims(fs, listing, part, time.time())
+        if live:
+            raise RunDirError(f"{shown} is being written by {_holder(fs, live[0])}: two traces "
+                              f"with host index {host}; give each host its own ({env})")
+        if any(not _is_claim(n) for n in listing) and not force:
+            raise RunDirError(f"{shown} already holds this host's part of a run: use --force to "
+                              "replace it, or another URL")
+        mine = f"{part}/{CLAIM_PREFIX}{time.time_ns()}-{uuid.uuid4().hex[:12]}.json"
+        fs.pipe_file(mine, json.dumps({"pid": os.getpid(), "machine": socket.gethostname(),
+                                       "host": host, "every": every}).encode())
+        listing = _listing(fs, part)
+        live = _live_claims(fs, listing, part, time.time())
+        if mine not in listing:
+            live = [*live, mine]
+        if live and live[0] != mine:
+            with contextlib.suppress(Exception):
+                fs.rm(mine)
+            raise RunDirError(f"{shown} is being written by {_holder(fs, live[0])}, which "
+                              f"started at the same time: two traces with host index {host}; "
+                              f"give each host its own ({env})")
+        old = [n for n in listing if n != mine and n not in live]
+        if old:  # the old run (force), and claims of traces long gone
+            fs.rm(old)
+    except RunDirError:
+        raise
+    except Exception as err:  # noqa: BLE001 - the storage's own errors, one line
+        raise storage_error(err, url, "write", writing=True) from None
+    return fs, mine
+
+
+def probe_bucket(url: str) -> None:
+    """Write and remove a small object under ``url``: a bucket that does not exist or cannot
+    be written is one line (RunDirError) before the program starts, when the host is not known
+    yet (its claim comes later)."""
+    import uuid
+
+    fs, root = open_fs(url)
+    probe = f"{root}/.lazyscope-probe-{uuid.uuid4().hex[:12]}"
+    try:
+        fs.pipe_file(probe, b"lazyscope")
+        fs.rm(probe)
+    except Exception as err:  # noqa: BLE001 - the storage's own errors, one line
+        raise storage_error(err, url, "write", writing=True) from None
+
+
+def release_claim(fs: Any, claim: str) -> None:
+    """Remove a claim (its trace ended); never raises: a claim left behind goes stale."""
+    with contextlib.suppress(Exception):
+        fs.rm(claim)
+
+
 # --------------------------------------------------------------------------- the spool
 
 
@@ -219,6 +443,14 @@ def _alive(pid: int) -> bool:
     return True
 
 
+def spool_error(err: OSError, path: Path, url: str) -> OutputError:
+    """One line for a spool directory that cannot be written: it names the spool (and how to
+    put it elsewhere), not a bare "No space left on device"."""
+    what = "no space left" if err.errno in (errno.ENOSPC, errno.EDQUOT) else os_reason(err)
+    return OutputError(f"cannot write the local spool of {normalise(url)} ({show_path(path)}): "
+                       f"{what}; set LAZYSCOPE_SPOOL to a directory with room")
+
+
 class Spool:
     """The local directory a host's part is written to before it reaches the bucket."""
 
@@ -235,11 +467,15 @@ class Spool:
     def create(cls, url: str, host: int | None) -> Spool:
         key = hashlib.sha1(normalise(url).encode()).hexdigest()[:12]
         root = spool_root()
-        root.mkdir(parents=True, exist_ok=True)
         path = root / f"{key}-{host if host is not None else 'x'}-{os.getpid()}-{time.time_ns()}"
-        path.mkdir()
-        spool = cls(path, url, host)
-        spool.record("writing")
+        try:
+            root.mkdir(parents=True, exist_ok=True)
+            path.mkdir()
+            spool = cls(path, url, host)
+            spool.record("writing")
+        except OSError as err:
+            shutil.rmtree(path, ignore_errors=True)
+            raise spool_error(err, path, url) from None
         return spool
 
     def record(self, state: str, **extra: Any) -> None:
@@ -261,6 +497,14 @@ class Spool:
         shutil.rmtree(self.path, ignore_errors=True)
 
 
+def drop_uploaded_spool(part: Path) -> None:
+    """Remove the spool holding ``part`` when its part reached the bucket (a trace that failed
+    or was stopped, its report shown from the spool); anything else is left alone."""
+    info = Spool.read(part.parent)
+    if part.name == PART_DIR and info is not None and info.get("state") == "uploaded":
+        shutil.rmtree(part.parent, ignore_errors=True)
+
+
 def _crc(path: Path) -> tuple[int, bytes]:
     data = path.read_bytes()
     return zlib.crc32(data), data
@@ -276,10 +520,16 @@ class Uploader:
     uploaded once it is)."""
 
     def __init__(self, spool: Spool, *, host: Callable[[], int | None] | None = None,
-                 interval: float | None = None):
+                 interval: float | None = None, claim: str | None = None, force: bool = False):
         self.spool = spool
         self.interval = upload_seconds() if interval is None else interval
         self._host = host
+        #: this trace's claim on its part (:func:`claim_part`), removed after the last upload;
+        #: None until the host is known (then claimed)
+        self.claim = claim
+        self._force = force
+        #: why the part may not be uploaded (another trace holds the host's part)
+        self.refused: str | None = None
         self._sent: dict[str, Any] = {}
         self._stop = threading.Event()
         self._lock = threading.Lock()
@@ -307,6 +557,15 @@ class Uploader:
                 if found is not None:
                     self.spool.host = found
                     self.spool.record("writing")
+        if self.spool.host is not None and self.claim is None and self._host is not None \
+                and self.refused is None:
+            # the host became known while the program ran: its part is claimed now
+            try:
+                self._fs = None
+                fs, self.claim = claim_part(self.spool.url, self.spool.host, force=self._force,
+                                            every=self.beat_every)
+            except RunDirError as err:
+                self.refused = str(err)
         return self.spool.host
 
     def sync(self, *, final: bool = False) -> int:
@@ -318,6 +577,9 @@ class Uploader:
                 if not final:
                     return 0
                 host = self.spool.host = 0
+            if self.refused is not None:
+                self.error = self.refused
+                raise RunDirError(self.refused)
             try:
                 if self._fs is None:
                     self._fs = open_fs(self.spool.url)
@@ -350,11 +612,13 @@ class Uploader:
                     n += 1
                 if final:
                     self._beat(fs, root, host, ended=True)
+                    if self.claim is not None:
+                        release_claim(fs, self.claim)
                 self.uploads += 1
                 self.error = None
                 return n
             except Exception as err:
-                self.error = f"{type(err).__name__}: {one_line(str(err), 300)}"
+                self.error = storage_reason(err, self.spool.url, writing=True)
                 raise
 
     def _beat(self, fs: Any, root: str, host: int, *, ended: bool = False) -> None:
@@ -379,6 +643,15 @@ class Uploader:
         except OSError:
             return ""
         return f"{ranks[0]}/" if len(ranks) == 1 and not (part / META_FILE).exists() else ""
+
+    def abandon(self) -> None:
+        """The trace never started (refused, or stopped while starting): its claim goes, and
+        its spool, which holds nothing recorded."""
+        if self.claim is not None:
+            with contextlib.suppress(Exception):
+                release_claim(open_fs(self.spool.url)[0], self.claim)
+            self.claim = None
+        self.spool.remove()
 
     def finish(self) -> str | None:
         """Stop the thread, upload the rest; None when the part reached the bucket, else why
@@ -429,7 +702,7 @@ def recover_spools(say: Callable[[str], None]) -> None:
         if not spool.part.is_dir() or not any(spool.part.iterdir()):
             shutil.rmtree(path, ignore_errors=True)  # a trace that never started: nothing lost
             continue
-        uploader = Uploader(spool)
+        uploader = Uploader(spool, interval=UPLOAD_SECONDS)
         try:
             n = uploader.sync(final=True)
         except LazyscopeErrors as err:
@@ -472,8 +745,9 @@ def download(url: str, stats: dict[str, int] | None = None) -> Path:
     except FileNotFoundError:
         listing = {}
     except Exception as err:  # noqa: BLE001 - the filesystem's own errors, said in one line
-        raise RunDirError(f"cannot list {url}: {type(err).__name__}: "
-                          f"{one_line(str(err), 300)}") from None
+        raise storage_error(err, url, "list") from None
+    # the hosts' claims are the writers' business, not the run's
+    listing = {k: v for k, v in listing.items() if not _is_claim(k)}
     if not listing:
         raise RunDirError(f"{url} holds nothing: no lazyscope run there")
     dest = download_dir(url)
@@ -498,7 +772,10 @@ def download(url: str, stats: dict[str, int] | None = None) -> Path:
         stats.update(objects=len(wanted), fetched=len(todo))
     for start in range(0, len(todo), DOWNLOAD_BATCH):
         batch = todo[start:start + DOWNLOAD_BATCH]
-        got = fs.cat([name for _, name in batch], on_error="return")
+        try:
+            got = fs.cat([name for _, name in batch], on_error="return")
+        except Exception as err:  # noqa: BLE001 - the filesystem's own errors, one line
+            raise storage_error(err, url, "download") from None
         for rel, name in batch:
             data = got.get(name) if isinstance(got, dict) else None
             if not isinstance(data, bytes):

@@ -1,5 +1,6 @@
-"""Writing a run directory as the run happens: atomic text and JSON writes, the memory-mapped
-append-only logs, and :class:`RunWriter` (records appended, stacks and payloads interned).
+"""Writing a run directory as the run happens: atomic text and JSON writes (never over what is
+not a regular file), the append-only logs, and :class:`RunWriter` (records appended, stacks and
+payloads interned).
 
 Writing errors: a full disk or an unwritable file raises :class:`~lazyscope.core.errors.OutputError`
 (exit 3) naming the file; what was written before stays readable.
@@ -11,21 +12,23 @@ The traced program shares the process, and this module survives what it may do m
   does not move where the rest of the run goes;
 * files get the permission bits of the umask lazyscope started with (``os.fchmod``), not of
   one the program set later (``os.umask(0o777)`` would make ``meta.json`` unreadable);
-* descriptors are kept above the low numbers programs reuse and checked (device and inode)
-  before they are truncated or closed: a program that closes every descriptor (a daemon's
-  ``os.closerange(3, ...)``) and opens its own files never has one of them truncated by
-  lazyscope; the memory maps hold no descriptor at all;
+* descriptors are kept above the low numbers programs reuse and checked (an offset mark, else
+  device and inode) before each write: a program that closes every descriptor (a daemon's
+  ``os.closerange(3, ...)``) and opens its own files never has one of them written or
+  truncated by lazyscope;
+* no run file is memory-mapped: a file another process truncates while the program runs can
+  cost the records it held, never the program (a mapping would kill it with SIGBUS);
 * in a forked child (``os.fork()``, a ``DataLoader`` worker) the writer is its parent's: the
   child never writes, truncates or finalises it (:meth:`RunWriter.forget`).
 """
 
 from __future__ import annotations
 
-import ctypes
 import errno
 import json
-import mmap
 import os
+import random
+import stat
 import weakref
 from pathlib import Path
 from typing import Any
@@ -34,7 +37,15 @@ from lazyscope.core.errors import OutputError, show_path
 from lazyscope.model import KIND_CODE, STATUSES, STEP_FIELDS, Frame, Meta, Stack, now_iso
 from lazyscope.model.codec import encode
 from lazyscope.store.layout import ANNOTATIONS_FILE, EVENTS_FILE, INTERN_FILE, META_FILE, STEPS_FILE
-from lazyscope.store.records import EVENT_RECORD, KIND_STEP, KIND_TAIL, NAN, STEP_RECORD
+from lazyscope.store.records import (
+    EVENT_DTYPE,
+    EVENT_RECORD,
+    KIND_STEP,
+    KIND_TAIL,
+    NAN,
+    STEP_DTYPE,
+    STEP_RECORD,
+)
 from lazyscope.store.rundir import RunDir, high_fd
 
 
@@ -68,6 +79,34 @@ def _create(name: str | os.PathLike[str], flags: int, dir_fd: int | None) -> int
 # --------------------------------------------------------------------------- writing
 
 
+_KINDS = ((stat.S_ISLNK, "a symbolic link"), (stat.S_ISFIFO, "a FIFO"),
+          (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
+          (stat.S_ISSOCK, "a socket"), (stat.S_ISDIR, "a directory"))
+
+
+def check_replaceable(path: str | os.PathLike[str], *, dir_fd: int | None = None) -> None:
+    """Refuse to replace what is not a regular file: a device (``/dev/full``), a FIFO, a socket,
+    a directory, a symbolic link (``/dev/stdout``'s, or one to a file of the user's): an
+    atomic write would turn it into a regular file, and a device node replaced by root is a
+    broken machine. OutputError (exit 3) naming what is there; nothing is touched."""
+    try:
+        st = os.stat(path, dir_fd=dir_fd, follow_symlinks=False)
+    except FileNotFoundError:
+        return
+    except OSError:
+        return  # the write itself says what is wrong
+    if stat.S_ISREG(st.st_mode):
+        return
+    kind = next((name for test, name in _KINDS if test(st.st_mode)), "not a regular file")
+    if stat.S_ISLNK(st.st_mode):
+        try:
+            kind += f" (to {show_path(os.readlink(path, dir_fd=dir_fd))})"
+        except OSError:
+            pass
+    raise OutputError(f"{show_path(path)} is {kind}: lazyscope writes a new file or replaces a "
+                      "regular one, never anything else; give another path")
+
+
 def atomic_write_text(path: Path, text: str, *, reserve: int = 0,
                       dir_fd: int | None = None) -> None:
     """Replace ``path`` with ``text``, atomically (a reader sees the old or the new file; a
@@ -77,6 +116,7 @@ def atomic_write_text(path: Path, text: str, *, reserve: int = 0,
     ``reserve``: pad the file with spaces to that many bytes. ``dir_fd``: ``path`` is a name
     in that directory."""
     path = Path(path)
+    check_replaceable(path, dir_fd=dir_fd)
     tmp = path.with_name(path.name + ".tmp")
     data = text.encode("utf-8", "backslashreplace")
     if reserve > len(data):
@@ -123,94 +163,46 @@ def overwrite_json(path: Path, data: dict[str, Any], *, dir_fd: int | None = Non
         os.close(fd)
 
 
-class _Mapping:
-    """A shared, writable mapping of a file that holds no file descriptor (Python's ``mmap``
-    keeps a duplicate of the descriptor until it is closed: a program that closes every
-    descriptor and opens its own file would have that file closed by ``mmap.close()``)."""
+class AppendLog:
+    """An append-only file written with ``pwrite`` at lazyscope's own position.
 
-    def __init__(self, fd: int, size: int):
-        self.size = size
-        self._addr: int | None = None
-        self._mmap: mmap.mmap | None = None
-        libc = _libc()
-        if libc is None:  # pragma: no cover - not glibc-like: Python's mmap (keeps a dup)
-            self._mmap = mmap.mmap(fd, size)
-            self.view = memoryview(self._mmap)
-            return
-        addr = libc.mmap(None, size, mmap.PROT_READ | mmap.PROT_WRITE, mmap.MAP_SHARED, fd, 0)
-        if addr is None or addr == ctypes.c_void_p(-1).value:
-            code = ctypes.get_errno()
-            raise OSError(code, os.strerror(code))
-        self._addr = addr
-        self.view = memoryview((ctypes.c_char * size).from_address(addr)).cast("B")
+    A record is in the page cache the moment ``append`` returns, so another process reading
+    the file sees it and a SIGKILL loses none of it (the kernel writes the dirty pages back;
+    only a machine crash could lose them, as with any un-fsynced write). One system call per
+    record (about 1-2 us here), never a buffered ``write`` + ``flush``.
 
-    def close(self) -> None:
-        self.view.release()
-        if self._mmap is not None:
-            self._mmap.close()
-        elif self._addr is not None:
-            lib = _libc()
-            assert lib is not None
-            lib.munmap(ctypes.c_void_p(self._addr), self.size)
-        self._addr = None
+    The file is never memory-mapped: a mapping of a file that another process truncates (a
+    ``truncate``, a tool cleaning a full disk) kills the traced program with SIGBUS at its
+    next record; a ``pwrite`` past the end of a truncated file only leaves a hole of zeros
+    (the reader stops there, said in a warning). A full disk is an ``OSError`` (ENOSPC) at the
+    record that did not fit, and what was written before stays.
 
-
-_LIBC: Any = False
-
-
-def _libc() -> Any:
-    """libc's mmap/munmap through ctypes, or None where they cannot be bound."""
-    global _LIBC
-    if _LIBC is False:
-        try:
-            lib = ctypes.CDLL(None, use_errno=True)
-            lib.mmap.restype = ctypes.c_void_p
-            lib.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int,
-                                 ctypes.c_int, ctypes.c_long]
-            lib.munmap.restype = ctypes.c_int
-            lib.munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
-            _LIBC = lib
-        except (OSError, AttributeError):  # pragma: no cover
-            _LIBC = None
-    return _LIBC
-
-
-class MappedLog:
-    """An append-only file written through a shared memory map.
-
-    ``append`` copies bytes into the mapping: no system call, yet they are in the page cache at
-    once, so another process reading the file sees them and a SIGKILL loses none of them (the
-    kernel writes the dirty pages back; only a machine crash could lose them, as with an
-    un-fsynced ``write``). A ``write`` + ``flush`` per step was most of lazyscope's per-step
-    overhead on a loaded 2-core VM (``benchmarks/overhead.py``). The mapping grows by doubling;
-    blocks are reserved with ``posix_fallocate`` first, so a full disk is an ``OSError`` here
-    (then a fallback to plain writes, which raise on a full disk too), never a SIGBUS on a page
-    write. ``close`` truncates the zero padding away.
-
-    The descriptor is checked (device and inode) before it is used to grow, write or truncate
-    the file: a program may have closed it and reused its number for a file of its own; the
-    file is then reopened by name in its directory (or the write fails), never the program's
-    file touched.
+    The descriptor is checked before each write: lazyscope moves its file offset to a random
+    mark nobody else's file has (``pwrite`` never moves it), and a descriptor whose offset is
+    not the mark was closed by the program and its number reused: the file is then reopened by
+    name in its directory (device and inode checked), never the program's file written.
     """
-
-    INITIAL = 1 << 16
 
     def __init__(self, path: Path, *, dir_fd: int | None = None):
         self.path = Path(path)
         self._dir_fd = dir_fd
-        self._fd = high_fd(_create(self.path if dir_fd is None else self.path.name,
-                                   os.O_RDWR | os.O_CREAT, dir_fd))
-        st = os.fstat(self._fd)
+        fd = high_fd(_create(self.path if dir_fd is None else self.path.name,
+                             os.O_RDWR | os.O_CREAT, dir_fd))
+        st = os.fstat(fd)
         self._ident = (st.st_dev, st.st_ino)
         self._pos = st.st_size
-        self._map: _Mapping | None = None
-        self._size = 0
-        self._fallback: bool = False
+        #: the offset lazyscope's descriptor is parked at (its fingerprint): between 2^36 and
+        #: 2^37, below every file system's largest offset, above any run file's size
+        self._mark = (1 << 36) + random.getrandbits(35)
+        self._fd = self._park(fd)
         self.forgotten = False
+
+    def _park(self, fd: int) -> int:
         try:
-            self._grow(max(self.INITIAL, self._pos + 1))
-        except (OSError, ValueError):
-            self._to_fallback()
+            os.lseek(fd, self._mark, os.SEEK_SET)
+        except OSError:
+            self._mark = -1  # a file that cannot seek there: checked by device and inode
+        return fd
 
     @property
     def closed(self) -> bool:
@@ -224,9 +216,13 @@ class MappedLog:
     def _own_fd(self) -> int:
         """The file's descriptor, reopened by name if the program closed (or reused) it."""
         try:
-            st = os.fstat(self._fd)
-            if (st.st_dev, st.st_ino) == self._ident:
-                return self._fd
+            if self._mark >= 0:
+                if os.lseek(self._fd, 0, os.SEEK_CUR) == self._mark:
+                    return self._fd
+            else:
+                st = os.fstat(self._fd)
+                if (st.st_dev, st.st_ino) == self._ident:
+                    return self._fd
         except OSError:
             pass
         name: str | Path = self.path
@@ -243,45 +239,12 @@ class MappedLog:
             os.close(fd)
             raise OSError(errno.EBADF, "lazyscope's file was closed or replaced by the program",
                           str(self.path))
-        self._fd = high_fd(fd)
+        self._fd = self._park(high_fd(fd))
         return self._fd
-
-    def _grow(self, need: int) -> None:
-        size = max(self._size * 2, self.INITIAL)
-        while size < need:
-            size *= 2
-        fd = self._own_fd()
-        if hasattr(os, "posix_fallocate"):
-            os.posix_fallocate(fd, self._size, size - self._size)
-        else:  # pragma: no cover - not Linux
-            os.ftruncate(fd, size)
-        if self._map is not None:
-            self._map.close()
-            self._map = None
-        self._map = _Mapping(fd, size)
-        self._size = size
-
-    def _to_fallback(self) -> None:
-        if self._map is not None:
-            self._map.close()
-            self._map = None
-        os.ftruncate(self._own_fd(), self._pos)
-        self._fallback = True
 
     def append(self, data: bytes) -> None:
         if self.forgotten:
             return
-        if not self._fallback:
-            end = self._pos + len(data)
-            try:
-                if end > self._size:
-                    self._grow(end)
-                assert self._map is not None
-                self._map.view[self._pos:end] = data
-                self._pos = end
-                return
-            except (OSError, ValueError):
-                self._to_fallback()
         fd = self._own_fd()
         view = memoryview(data)
         while view:  # pwrite keeps no file offset: the position is ours
@@ -295,9 +258,6 @@ class MappedLog:
         if self.forgotten:
             self._fd = -1
             return
-        if self._map is not None:
-            self._map.close()
-            self._map = None
         try:
             fd = self._own_fd()
         except OSError:
@@ -305,14 +265,42 @@ class MappedLog:
             return
         self._fd = -1
         try:
-            os.ftruncate(fd, self._pos)
+            os.ftruncate(fd, self._pos)  # a file that was longer before this run appended
         finally:
             os.close(fd)
 
     def forget(self) -> None:
-        """A forked child: never write, truncate or close the parent's file (its mapping and
-        descriptor go with the child)."""
+        """A forked child: never write, truncate or close the parent's file (its descriptor
+        goes with the child)."""
         self.forgotten = True
+
+    def zeroed(self, record: int) -> bytes | None:
+        """The file's bytes when another process truncated it while it was written (a hole of
+        zeros, or a zeroed first record, below what was appended since), else None. Cheap for
+        a file nobody touched: a seek for holes and one byte read."""
+        if self.forgotten or self._fd < 0 or self._pos < record:
+            return None
+        fd = self._own_fd()
+        try:
+            sparse = os.lseek(fd, 0, os.SEEK_HOLE) < self._pos
+        except (OSError, AttributeError):
+            sparse = False
+        self._park(fd)  # SEEK_HOLE moved the offset that tells this descriptor is ours
+        if not sparse and os.pread(fd, 1, 0) != b"\0":
+            return None
+        data = os.pread(fd, self._pos, 0)
+        return data if len(data) == self._pos else None
+
+    def rewrite(self, data: bytes) -> None:
+        """Replace the file's content (a repair at the end of the run)."""
+        fd = self._own_fd()
+        os.pwrite(fd, data, 0)
+        os.ftruncate(fd, len(data))
+        self._pos = len(data)
+
+
+#: the name of :class:`AppendLog` while its files were memory-mapped
+MappedLog = AppendLog
 
 
 #: the encoder of intern and annotation lines (json.dumps(..., default=str) would build a new
@@ -332,10 +320,10 @@ class RunWriter:
         self.meta = meta
         if not meta.started_at:
             meta.started_at = now_iso()
-        self._logs: list[MappedLog] = []
+        self._logs: list[AppendLog] = []
         self._ids: dict[Any, int] = {}
         self._n_intern = 0
-        self._extra: dict[str, MappedLog] = {}
+        self._extra: dict[str, AppendLog] = {}
         self.owner_pid = os.getpid()
         self.forgotten = False
         self.finished = False
@@ -349,7 +337,7 @@ class RunWriter:
             self._steps = self._open(STEPS_FILE)
             self._events = self._open(EVENTS_FILE)
             self._intern = self._open(INTERN_FILE)
-            self._annotations: MappedLog | None = None
+            self._annotations: AppendLog | None = None
         except OSError as err:
             self._close_logs()
             raise OutputError.from_os(err, self.path) from None
@@ -359,9 +347,9 @@ class RunWriter:
         """The run directory's descriptor (None, to go by path, if the program closed it)."""
         return self.run_dir.valid_fd()
 
-    def _open(self, name: str) -> MappedLog:
+    def _open(self, name: str) -> AppendLog:
         fd = self._dir_fd()
-        log = MappedLog(self.path / name, dir_fd=fd)
+        log = AppendLog(self.path / name, dir_fd=fd)
         self._logs.append(log)
         return log
 
@@ -497,6 +485,43 @@ class RunWriter:
         except OSError as err:
             raise OutputError.from_os(err, self.path, steps=self.steps_written) from None
 
+    def _repair_truncated(self) -> None:
+        """A record file another process truncated while the program ran keeps what was
+        appended after, behind zeros: the steps lost become steps of their own index with
+        nothing measured (later steps keep their numbers), the events lost are dropped, and
+        the run's notes say so (the reader would otherwise refuse the file as corrupt)."""
+        import numpy as np
+
+        said = []
+        for log, dtype, name in ((self._steps, STEP_DTYPE, STEPS_FILE),
+                                 (self._events, EVENT_DTYPE, EVENTS_FILE)):
+            data = log.zeroed(dtype.itemsize)
+            if data is None:
+                continue
+            records = np.frombuffer(data[:len(data) // dtype.itemsize * dtype.itemsize],
+                                    dtype=dtype).copy()
+            lost = records["kind"] == 0
+            if not lost.any():
+                continue
+            if name == STEPS_FILE:
+                blank = np.frombuffer(STEP_RECORD.pack(KIND_STEP, 0, *[NAN] * len(STEP_FIELDS)),
+                                      dtype=dtype)[0]
+                for i in np.flatnonzero(lost):
+                    records[i] = blank
+                    records[i]["index"] = float(i)
+                kept = records
+                said.append(f"{STEPS_FILE} was truncated by another process while the program "
+                            f"ran: {int(lost.sum())} of its {len(records)} steps lost (nothing "
+                            "measured for them)")
+            else:
+                kept = records[~lost]
+                said.append(f"{EVENTS_FILE} was truncated by another process while the program "
+                            f"ran: {int(lost.sum())} of its {len(records)} events lost")
+            log.rewrite(kept.tobytes())
+        if said:
+            notes = list(self.meta.info.get("notes") or [])
+            self.meta.info["notes"] = notes + [n for n in said if n not in notes]
+
     def _close_logs(self) -> None:
         for log in self._logs:
             try:
@@ -517,6 +542,10 @@ class RunWriter:
         if self.forgotten or self.finished or os.getpid() != self.owner_pid:
             return
         self.finished = True
+        try:
+            self._repair_truncated()
+        except Exception:  # noqa: BLE001, S110 - the run's end matters more than the repair
+            pass
         self._close_logs()
         self.meta.status = status
         self.meta.error = error

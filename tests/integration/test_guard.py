@@ -66,3 +66,59 @@ def test_guard_on_torch_compile(tmp_path: Path) -> None:
     healthy = run(COMPILED, "--recompile-at", "-1", tmp=tmp_path)
     assert healthy.returncode == 0, healthy.stdout + healthy.stderr
     assert "step 7 done" in healthy.stdout
+
+
+def test_guard_entered_after_torch_xla_compiled_still_fails_a_recompiling_loop(
+        tmp_path: Path) -> None:
+    """torch_xla compiled before the guard: it explains nothing of what it compiles then, and
+    the guard judges the compilations its step counters show from the warm-up on (was: it
+    passed a loop that recompiled every step)."""
+    proc = run(LATE, "--guard", "--compile-first", tmp=tmp_path)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert "step 19 done" in proc.stdout and "step 21 done" not in proc.stdout
+    assert "step 20: max-recompiles: 1 compilation from step 2 on (warmup_steps), counted by " \
+           "the backend, their causes unknown; at most 0 allowed" in proc.stderr, proc.stderr
+    healthy = run(LATE, "--guard", "--compile-first", "--recompile-at", "-1", tmp=tmp_path)
+    assert healthy.returncode == 0, healthy.stdout + healthy.stderr
+    assert "step 39 done" in healthy.stdout
+
+
+def test_two_guards_entered_together_from_two_threads(tmp_path: Path) -> None:
+    """One trace per process: the guard that entered first records its 5 steps, the other is
+    refused in one line naming the thread that holds the trace (was: both entered, one
+    recorded 0 steps and passed)."""
+    proc = run(PROGRAMS / "two_threads.py", tmp=tmp_path)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    lines = dict(line.split(": ", 1) for line in proc.stdout.splitlines())
+    ok = [n for n, v in lines.items() if v == "ok"]
+    assert len(ok) == 1, lines
+    other = "b" if ok == ["a"] else "a"
+    assert lines[other] == (
+        f"UsageError: lazyscope.guard() cannot be entered inside a lazyscope trace of the same "
+        f"process (thread worker-{ok[0]}'s) (the one writing {tmp_path / f'run-{ok[0]}'}): one "
+        "trace per process at a time, whatever thread enters it; guard one thread, or the "
+        "whole process"), lines
+    from lazyscope.store import load_run
+
+    winner, refused = load_run(tmp_path / f"run-{ok[0]}"), load_run(tmp_path / f"run-{other}")
+    assert (len(winner.steps), winner.meta.status) == (5, "ok")
+    assert (len(refused.steps), refused.meta.status) == (0, "failed")
+
+
+def test_a_syncs_rule_the_backend_cannot_measure_is_refused(tmp_path: Path) -> None:
+    """As `lazyscope check --max-syncs-per-step` refuses it on a CPU run of --backend eager."""
+    script = tmp_path / "syncs.py"
+    script.write_text(
+        "import lazyscope, torch\n"
+        "with lazyscope.guard(max_syncs_per_step=0, backend='eager'):\n"
+        "    for i in range(3):\n"
+        "        torch.ones(3).sum().item()\n"
+        "        lazyscope.barrier()\n"
+        "print('passed')\n")
+    proc = run(script, tmp=tmp_path)
+    assert proc.returncode == 1 and "passed" not in proc.stdout, proc.stdout + proc.stderr
+    assert proc.stderr.strip().splitlines()[-1] == (
+        "lazyscope.core.errors.UsageError: lazyscope.guard: max_syncs_per_step cannot be "
+        "checked: host syncs are not measured by the eager backend on cpu (as `lazyscope check "
+        "--max-syncs-per-step` refuses it)")
+    assert list((tmp_path / "tmp").iterdir()) == []  # its scratch run is gone

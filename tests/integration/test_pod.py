@@ -10,9 +10,7 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -21,48 +19,15 @@ from pathlib import Path
 import pytest
 
 from lazyscope.store.remote import beat_seconds, stale_after
+from tests.conftest import GCS_BUCKET as BUCKET
 from tests.conftest import REPO, lazyscope_cmd
 
 pytest.importorskip("gcsfs", reason="the gcs extra (pip install 'lazyscope[gcs]')")
 
 PROGRAM = REPO / "tests" / "programs" / "pod_step.py"
-BUCKET = "lazyscope-pod"
 #: the line of pod_step.py that makes the batch (the line every divergence finding names)
 BATCH_LINE = next(i for i, text in enumerate(PROGRAM.read_text().splitlines(), 1)
                   if "# the batch" in text)
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-@pytest.fixture(scope="session")
-def gcs() -> dict[str, str]:
-    """A GCS API server for the session: the environment that points gcsfs at it."""
-    exe = shutil.which("gcp-storage-emulator") or str(
-        Path(sys.executable).parent / "gcp-storage-emulator")
-    if not os.path.exists(exe):
-        pytest.skip("gcp-storage-emulator is not installed (pip install gcp-storage-emulator)")
-    port = _free_port()
-    proc = subprocess.Popen([exe, "start", "--port", str(port), "-H", "127.0.0.1",
-                             "--default-bucket", BUCKET, "-q", "-M"],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    deadline = time.monotonic() + 30
-    while True:
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
-            break
-        except OSError:
-            if proc.poll() is not None or time.monotonic() > deadline:
-                proc.kill()
-                pytest.fail("the storage emulator did not start")
-            time.sleep(0.1)
-    yield {"STORAGE_EMULATOR_HOST": f"http://127.0.0.1:{port}",
-           "GCSFS_EXPERIMENTAL_ZB_HNS_SUPPORT": "false"}
-    proc.terminate()
-    proc.wait(timeout=10)
 
 
 def _host_env(gcs: dict[str, str], tmp: Path, host: int, **extra: str) -> dict[str, str]:

@@ -86,3 +86,60 @@ def test_marker_is_registered(tmp_path: Path) -> None:
     unknown = subprocess.run([*base, "--collect-only", "-q"], cwd=tmp_path, env=env,
                              capture_output=True, text=True, timeout=120)
     assert unknown.returncode != 0 and "'lazyscope' not found in `markers`" in unknown.stdout
+
+
+def _pytest(tmp_path: Path, text: str, *options: str,
+            autoload: bool = False) -> subprocess.CompletedProcess[str]:
+    test_file = tmp_path / "test_marked.py"
+    test_file.write_text(text)
+    path = os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH", "")) if p)
+    env = {**os.environ, "PJRT_DEVICE": "CPU", "PYTHONPATH": path}
+    if not autoload:
+        env["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"
+    return subprocess.run([sys.executable, "-m", "pytest", *options, "-p", "no:cacheprovider",
+                           "-q", str(test_file)], cwd=tmp_path, env=env, capture_output=True,
+                          text=True, timeout=300)
+
+
+@pytest.mark.parametrize(("marker", "why"), [
+    ("lazyscope(0)", "takes keyword arguments only, got 1 positional (0)"),
+    ("lazyscope(max_recompile=0)", "unknown argument max_recompile; it takes max_recompiles, "),
+    ("lazyscope(max_recompiles='zero')", "max_recompiles='zero': int or None expected"),
+    ("lazyscope(max_recompiles=True)", "max_recompiles=True: int or None expected"),
+    ("lazyscope(no_fallbacks='yes')", "no_fallbacks='yes': bool expected"),
+    ("lazyscope(max_recompiles=-1)", "max_recompiles must be a whole number >= 0 or None"),
+    ("lazyscope(backend='tpu')", "unknown backend 'tpu'"),
+    ("lazyscope(max_recompiles=None)", "no rule to check"),
+])
+def test_a_bad_marker_is_a_usage_error_at_collection(tmp_path: Path, marker: str,
+                                                     why: str) -> None:
+    """Before any test runs: pytest's usage error (exit 4) naming the test and the marker, no
+    traceback through the plugin."""
+    proc = _pytest(tmp_path, "import pytest\n\n"
+                             f"@pytest.mark.{marker}\ndef test_it():\n    pass\n\n"
+                             "def test_other():\n    pass\n",
+                   "-p", "lazyscope.pytest_plugin")
+    assert proc.returncode == 4, proc.stdout + proc.stderr
+    assert why in proc.stderr, proc.stderr
+    assert proc.stderr.startswith("ERROR: test_marked.py::test_it: @pytest.mark.lazyscope(...): ")
+    assert "Traceback" not in proc.stderr + proc.stdout and "pytest_plugin.py" not in proc.stderr
+    assert "passed" not in proc.stdout  # nothing ran
+
+
+def test_the_plugin_given_with_p_and_installed_is_loaded_once(tmp_path: Path) -> None:
+    """`-p lazyscope.pytest_plugin` with the entry point installed (this venv has it): one
+    plugin, no page of pytest's plugin registry."""
+    import importlib.metadata as md
+
+    if not any(e.name == "lazyscope" for e in md.entry_points(group="pytest11")):
+        pytest.skip("the lazyscope entry point is not installed in this environment")
+    text = "def test_it():\n    pass\n"
+    for options in (("-p", "lazyscope.pytest_plugin"), ()):
+        proc = _pytest(tmp_path, text, *options, autoload=True)
+        assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+        assert "1 passed" in proc.stdout and "already registered" not in proc.stderr
+        assert len(proc.stderr) < 200, proc.stderr[:500]
+    proc = _pytest(tmp_path, "import pytest\n\n@pytest.mark.lazyscope(oops=1)\n"
+                             "def test_it():\n    pass\n",
+                   "-p", "lazyscope.pytest_plugin", autoload=True)
+    assert proc.returncode == 4 and "unknown argument oops" in proc.stderr, proc.stderr

@@ -152,9 +152,9 @@ def test_policy_of_a_scenario_run() -> None:
          "malformed bucket list"),
         (["compare", "--policies", "max", "nope"], "unknown scenario 'nope'"),
         (["advise", "--lengths", "/no/such/file"], "cannot read lengths file"),
-        (["advise", "--lengths", "LENGTHS", "--max-buckets", "0"], "0 is not in the range"),
+        (["advise", "--lengths", "LENGTHS", "--max-buckets", "0"], "'0' is out of range: at least 1"),
         (["advise"], "either RUN_DIR or --lengths"),
-        (["advise", "GARBAGE"], "not an integer"),
+        (["advise", "GARBAGE"], "line 2: 'hello' is not a whole number"),
     ],
 )
 def test_bad_input_is_one_line_exit_2(argv, needle, tmp_path: Path, capsys) -> None:
@@ -328,3 +328,23 @@ def test_packing_into_the_same_shapes_is_more_work_not_noise(tmp_path) -> None:
     v = result.verdict
     assert v.best.policy == "packed" and [n for n, _ in v.margins] == ["max"] and not v.noise
     assert "no policy wins" not in render_compare_text(result)
+
+
+def test_a_failed_policy_is_the_exit_status_s_own_line(tmp_path: Path, monkeypatch,
+                                                        capsys) -> None:
+    """compare exits 5 when a policy failed: the table says so, and stderr has one line
+    naming the policy and its error (was: exit 5 and nothing on stderr)."""
+    from lazyscope.analyze.compare import failed_row
+    from lazyscope.commands import compare as compare_cmd
+
+    def fake_compare(scenario: str, policies: list[str], **kwargs: object) -> Comparison:
+        (tmp_path / "c").mkdir()
+        rows = [failed_row("max", str(tmp_path / "max"), "lazyscope: max.py failed: boom")]
+        return Comparison(scenario=scenario, steps=2, args=[], policies=policies, rows=rows,
+                          ratios={}, failed=["max"])
+
+    monkeypatch.setattr(compare_cmd, "run_compare", fake_compare)
+    assert main(["compare", "-q", "--policies", "max", "--out", str(tmp_path / "c"),
+                 "decoder"]) == 5
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == ["lazyscope: 1 policy of 1 failed: max: max.py failed: boom"], err

@@ -181,10 +181,11 @@ def test_unwritable_output_is_one_line(data_run, tmp_path: Path, capsys) -> None
     path = data_run("dynamic20")
     blocker = tmp_path / "file"
     blocker.write_text("not a directory")
-    for fmt, out in (("perfetto", blocker / "trace.json"), ("csv", blocker)):
+    for fmt, out, said in (("perfetto", blocker / "trace.json", "lazyscope: cannot write"),
+                           ("csv", blocker, f"lazyscope: {blocker} exists and is not a directory")):
         assert main(["export", str(path), "--format", fmt, "--out", str(out)]) == 3
         err = capsys.readouterr().err.strip()
-        assert err.startswith("lazyscope: cannot write") and len(err.splitlines()) == 1, err
+        assert err.startswith(said) and len(err.splitlines()) == 1, err
     assert main(["export", str(tmp_path / "nope"), "--format", "perfetto"]) == 3
     assert main(["export", str(path), "--format", "svg"]) == 2
 

@@ -18,7 +18,7 @@ from lazyscope.core.padding import read_lengths
 def test_every_chunk_boundary_reads_the_same_lengths(tmp_path: Path, monkeypatch,
                                                      chunk: int) -> None:
     rng = random.Random(chunk)
-    values = [rng.choice([1, 9, 10, 99, 4096, 2 ** 40]) for _ in range(500)]
+    values = [rng.choice([1, 9, 10, 99, 4096, padding.MAX_LENGTH]) for _ in range(500)]
     lines = []
     for v in values:
         lines.append(f"  {v} " if rng.random() < 0.2 else str(v))
@@ -39,8 +39,8 @@ def test_the_limit_is_said_and_bad_lines_are_named(tmp_path: Path, monkeypatch) 
     notes.clear()
     assert len(read_lengths(f, limit=100, notes=notes)) == 100 and not notes
     monkeypatch.setattr(padding, "_CHUNK_BYTES", 5)
-    for text, message in (("3\n4\nx\n", "line 3: 'x' is not an integer"),
-                          ("3\n\n0\n", "line 3: length 0 is below 1"),
+    for text, message in (("3\n4\nx\n", "line 3: 'x' is not a whole number"),
+                          ("3\n\n0\n", "line 3: '0' is out of range: from 1 to 1,048,576"),
                           ("3\n" + "9" * 80 + "\n", "line 2 is longer than 64 bytes"),
                           ("\n\n", "holds no lengths")):
         f.write_text(text)

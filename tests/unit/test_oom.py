@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import pytest
 
+from lazyscope.core.numbers import parse_size, parse_size_or_share
 from lazyscope.core.oom import parse_out_of_memory, size_bytes
-from lazyscope.core.units import nbytes, parse_size, parse_size_or_share
+from lazyscope.core.units import nbytes
 from tests.conftest import DATA
 
 G, M, K = 1 << 30, 1 << 20, 1 << 10
@@ -82,3 +83,33 @@ def test_sizes(text: str, expected: tuple[int | None, float | None]) -> None:
 def test_bad_sizes(text: str) -> None:
     with pytest.raises(ValueError):
         parse_size_or_share(text) if text.endswith("%") else parse_size(text)
+
+
+@pytest.mark.parametrize("text", [
+    "429 RESOURCE_EXHAUSTED: Quota exceeded for quota metric 'Requests' and limit 'Requests per "
+    "minute' of service 'storage.googleapis.com'",
+    "RESOURCE_EXHAUSTED: rate limit exceeded; retry later",
+    "grpc: Resource exhausted: too many requests",
+    "RESOURCE_EXHAUSTED: the job's quota of 8 TPUs is used up",
+])
+def test_a_quota_or_rate_limit_is_not_out_of_memory(text: str) -> None:
+    assert parse_out_of_memory(text) is None
+
+
+def test_resource_exhausted_that_speaks_of_memory_is() -> None:
+    oom = parse_out_of_memory("RESOURCE_EXHAUSTED: Out of memory while trying to allocate "
+                              "1.00GiB.")
+    assert oom is not None and oom.kind == "runtime"
+
+
+@pytest.mark.parametrize("text", [
+    "RESOURCE_EXHAUSTED: Attempting to allocate " + "9" * 400 + "G. That was not possible. "
+    "There are 1.00G free.",
+    "CUDA out of memory. Tried to allocate " + "9" * 400 + ".00 GiB. GPU 0 has a total capacity "
+    "of 79.15 GiB of which 1.19 MiB is free.",
+    "Ran out of memory in memory space hbm. Used " + "9" * 400 + "G of 15.48G hbm.",
+])
+def test_sizes_no_device_has_are_unknown_not_a_crash(text: str) -> None:
+    oom = parse_out_of_memory(text)
+    assert oom is not None and oom.needed is None
+    assert "not measured" not in oom.summary(nbytes)

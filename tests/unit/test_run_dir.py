@@ -13,7 +13,7 @@ import pytest
 
 from lazyscope.core.errors import RunDirError
 from lazyscope.model import STEP_FIELDS, Meta
-from lazyscope.store import MappedLog, RunWriter, load_run, prepare_run_dir
+from lazyscope.store import AppendLog, RunWriter, load_run, prepare_run_dir
 from lazyscope.store.lock import writer_of
 from tests.builders import build_run
 
@@ -119,7 +119,7 @@ def test_files_are_readable_whatever_umask_the_program_sets(tmp_path: Path) -> N
 def test_a_log_never_truncates_a_descriptor_the_program_reused(tmp_path: Path) -> None:
     """The program closes lazyscope's descriptor and opens its own file under the same
     number: closing the log truncates its own file (reopened by name), not the program's."""
-    log = MappedLog(tmp_path / "events.bin")
+    log = AppendLog(tmp_path / "events.bin")
     log.append(b"a" * 100)
     number = log._fd
     mine = tmp_path / "mine.txt"
@@ -127,10 +127,10 @@ def test_a_log_never_truncates_a_descriptor_the_program_reused(tmp_path: Path) -
     fd = os.open(mine, os.O_RDWR)
     os.dup2(fd, number)
     os.close(fd)
-    log.append(b"b" * (MappedLog.INITIAL + 10))  # grows: through a descriptor of its own
+    log.append(b"b" * (1 << 16))  # through a descriptor of its own
     log.close()
     assert mine.read_bytes() == b"precious" * 200
-    assert (tmp_path / "events.bin").read_bytes() == b"a" * 100 + b"b" * (MappedLog.INITIAL + 10)
+    assert (tmp_path / "events.bin").read_bytes() == b"a" * 100 + b"b" * (1 << 16)
     os.close(number)
 
 

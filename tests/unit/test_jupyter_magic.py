@@ -57,7 +57,7 @@ def test_refusals_are_one_line(shell, tmp_path: Path, capsys) -> None:
     assert shell.run_cell_magic("lazyscope", "--backend tpu9", CELL) is None
     assert "invalid choice: 'tpu9'" in capsys.readouterr().err
     assert shell.run_cell_magic("lazyscope", "--steps 0", CELL) is None
-    assert "--steps must be at least 1" in capsys.readouterr().err
+    assert "--steps: '0' is out of range: at least 1" in capsys.readouterr().err
     shell.user_ns.pop("seen", None)
     assert shell.run_cell_magic("lazyscope", f"--backend eager --device cpu --out {out}",
                                 CELL) is not None

@@ -20,7 +20,12 @@ from pathlib import Path
 
 import pytest
 
-from lazyscope.store.remote import beat_seconds, stale_after
+from lazyscope.cli import main
+from lazyscope.model import Frame, Meta
+from lazyscope.store import RunWriter
+from lazyscope.store.follow import RemoteRun
+from lazyscope.store.layout import EVENTS_FILE
+from lazyscope.store.remote import Spool, Uploader, beat_seconds, open_fs, stale_after
 from tests.conftest import REPO, lazyscope_cmd
 
 pytest.importorskip("gcsfs", reason="the gcs extra (pip install 'lazyscope[gcs]')")
@@ -246,3 +251,89 @@ def test_one_profile_session_for_the_pod(gcs: dict[str, str], tmp_path: Path) ->
     # the hosts' parts hold no profile of their own
     assert not (copy / "host0" / "tensorboard").exists()
     assert local["profile"]["captured_steps"] == [1, 3]
+
+
+def _write_steps(writer: RunWriter, first: int, n: int) -> None:
+    """Steps ``first .. first+n-1``, each with a host sync at a line of its own (a new stack:
+    new entries of intern.jsonl that events.bin refers to)."""
+    for i in range(first, first + n):
+        writer.write_event("sync", i, seconds=0.001,
+                           stack=(Frame("train.py", 100 + i, "main", False),))
+        writer.write_step(i, {"wall_s": 0.01, "compile_count": 0.0, "execute_count": 1.0})
+
+
+def test_a_part_read_in_the_middle_of_an_upload_is_its_last_whole_upload(
+        gcs: dict[str, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """The bucket holds one upload's intern.jsonl and the next upload's events.bin (an upload
+    under way): a reader takes the part's last whole upload, never the two as one run, and
+    the next whole upload once it is there. Before the first whole upload, `watch` waits."""
+    for name, value in {**gcs, "XDG_CACHE_HOME": str(tmp_path / "cache"),
+                        "LAZYSCOPE_SPOOL": str(tmp_path / "spool")}.items():
+        monkeypatch.setenv(name, value)
+    url = f"gs://{BUCKET}/torn-{os.getpid()}"
+    spool = Spool.create(url, 0)
+    uploader = Uploader(spool, interval=1000)
+    writer = RunWriter(spool.part, Meta(target="train.py", target_kind="script", backend="xla"))
+    _write_steps(writer, 0, 3)
+    fs, root = open_fs(url)
+    # the first upload under way: its heartbeat and events.bin are there, not yet meta.json
+    uploader._beat(fs, root, 0)
+    fs.pipe_file(f"{root}/host0/{EVENTS_FILE}", (spool.part / EVENTS_FILE).read_bytes())
+    assert main(["watch", "--timeout", "0.5", f"{url}/host0"]) == 3
+    err = capsys.readouterr().err
+    assert err.startswith(f"lazyscope watch: waiting for a run in {url}/host0"), err
+    assert "no run appeared there within 0.5 s" in err and "not a lazyscope run" not in err
+    assert uploader.sync() > 0
+    reader = RemoteRun(f"{url}/host0")
+    reader.REFRESH_S = 0.0
+    assert reader.state() == "run" and len(reader.load().steps) == 3
+    # three more steps whose events refer to intern entries the bucket does not hold yet:
+    # the next upload has sent events.bin, not yet intern.jsonl
+    _write_steps(writer, 3, 3)
+    fs.pipe_file(f"{root}/host0/{EVENTS_FILE}", (spool.part / EVENTS_FILE).read_bytes())
+    torn = reader.load()  # not "events.bin refers to entry N of intern.jsonl": the run is corrupt
+    assert len(torn.steps) == 3 and len(torn.events.indices("sync")) == 3
+    fresh = RemoteRun(f"{url}/host0")  # a reader with no copy yet: the same whole upload
+    assert len(fresh.load().steps) == 3
+    assert uploader.sync() > 0
+    whole = reader.load()
+    assert len(whole.steps) == 6 and len(whole.events.indices("sync")) == 6
+    writer.finish("ok")
+    assert uploader.finish() is None and reader.load().meta.status == "ok"
+
+
+FAIL_LINE = next(i for i, text in enumerate(PROGRAM.read_text().splitlines(), 1)
+                 if "# the failing line" in text)
+
+
+def test_watch_follows_a_live_pod_to_its_end_and_exits_5_on_a_host_that_failed(
+        gcs: dict[str, str], tmp_path: Path) -> None:
+    """`watch URL/host<N>` started before the first upload: it waits, follows host 0's part
+    upload by upload to its end (exit 0), and host 1's to its error (exit 5, the error and the
+    line it was raised at)."""
+    url = f"gs://{BUCKET}/live-{os.getpid()}"
+    env = {**os.environ, **gcs, "PYTHONPATH": os.pathsep.join(
+        p for p in (str(REPO), os.environ.get("PYTHONPATH", "")) if p)}
+    watchers = {h: subprocess.Popen(
+        [sys.executable, "-m", "lazyscope", "watch", "--every", "1", "--timeout", "300",
+         f"{url}/host{h}"], cwd=REPO, text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        env={**env, "XDG_CACHE_HOME": str(tmp_path / f"watcher{h}")}) for h in (0, 1)}
+    procs = {h: _start(gcs, tmp_path, h, url, "--steps", "40", "--sleep-ms", "60",
+                       "--fail-host", "1", "--fail-at", "30", LAZYSCOPE_UPLOAD_SECONDS="0.3")
+             for h in (0, 1)}
+    assert procs[0].wait(timeout=300) == 0, (tmp_path / "host0.log").read_text()
+    assert procs[1].wait(timeout=300) == 5, (tmp_path / "host1.log").read_text()
+    out0, err0 = watchers[0].communicate(timeout=120)
+    out1, err1 = watchers[1].communicate(timeout=120)
+    assert watchers[0].returncode == 0, err0
+    lines = err0.splitlines()
+    assert lines[0] == f"lazyscope watch: waiting for a run in {url}/host0 (up to 300 s)"
+    assert lines[1].startswith(f"lazyscope watch: following {url}/host0 (written by ")
+    progress = [ln for ln in lines if ln.startswith("lazyscope watch: step ")]
+    assert len(progress) >= 2  # followed while it ran, not only read at its end
+    assert lines[-1].startswith(f"lazyscope watch: {url}/host0 ended: status ok, 40 steps")
+    assert "corrupt" not in err0 and out0.startswith("verdict: ")
+    assert watchers[1].returncode == 5, err1
+    assert f"{url}/host1 ended: status failed: RuntimeError: host 1 gave up at step 30 (at " \
+        f"{PROGRAM}:{FAIL_LINE}), 30 steps" in err1, err1

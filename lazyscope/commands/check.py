@@ -9,7 +9,7 @@ from typing import Any
 import click
 
 from lazyscope.analyze.check import Rules, check_graph_memory_unmeasured, check_report
-from lazyscope.commands.common import RUN, report_and_views
+from lazyscope.commands.common import RUN, hosts_option, report_and_views
 from lazyscope.core.errors import EXIT_CHECK_FAILED, UsageError
 from lazyscope.core.units import parse_size_or_share
 from lazyscope.render.check import CHECK_RENDERERS
@@ -95,6 +95,7 @@ def _measured_for(report: Any, rules: Rules) -> None:
 @click.option("--baseline", type=RUN, default=None, metavar="BASE",
               help="fail when the steady step got slower than BASE's (beyond both runs' "
                    "spread), or compilations or host syncs per step rose")
+@hosts_option
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text",
               show_default=True)
 def check_cmd(run_dir: Path, max_recompiles: int | None, max_recompiles_old: int | None,
@@ -102,7 +103,7 @@ def check_cmd(run_dir: Path, max_recompiles: int | None, max_recompiles_old: int
               max_syncs_per_step: int | None, no_fallbacks: bool, no_graph_breaks: bool,
               no_rank_divergence: bool, max_step_seconds: float | None,
               allow_incomplete: bool, max_graph_memory: tuple[int | None, float | None],
-              baseline: Path | None, fmt: str) -> int:
+              baseline: Path | None, hosts: int | None, fmt: str) -> int:
     """A CI gate: exit 0 when RUN_DIR obeys the rules, 1 (with the evidence) when not.
 
     With no rule given, checks --max-recompiles 0: no recompilation in steady state. A run that
@@ -115,7 +116,7 @@ def check_cmd(run_dir: Path, max_recompiles: int | None, max_recompiles_old: int
                   no_rank_divergence=no_rank_divergence, max_step_seconds=max_step_seconds,
                   allow_incomplete=allow_incomplete, max_graph_memory=max_graph_memory[0],
                   max_graph_memory_share=max_graph_memory[1])
-    report = report_and_views(run_dir, warmup_steps=warmup_steps, views=False)
+    report = report_and_views(run_dir, warmup_steps=warmup_steps, views=False, hosts=hosts)
     _measured_for(report, rules)
     base = (report_and_views(baseline, warmup_steps=warmup_steps, views=False)
             if baseline is not None else None)

@@ -10,7 +10,7 @@ a trace killed before its last upload leaves it behind, and the next ``lazyscope
 that host uploads what is left (:func:`recover_spools`), or says it is lost.
 
 While the trace runs its uploader also rewrites ``URL/host<N>/upload.json`` (its heartbeat:
-pid, machine, how often it beats), at most every :func:`beat_seconds`, whether or not a step
+pid, machine, how often it beats, how many hosts the launcher started), at most every :func:`beat_seconds`, whether or not a step
 changed anything (a loop that waits, or a long upload of one file, still beats); a final upload
 writes it ``ended``. A reader tells a host still tracing from one that stopped by it without
 talking to the host: the part's ``meta.json`` says running and the bucket stored the heartbeat
@@ -287,11 +287,13 @@ class Uploader:
     upload (record files by checksum: they are rewritten in place), nothing else, so a tick is
     bounded by what the steps since the last one wrote. The traced program never waits for it.
     ``host``: called for the host index when it is not known yet (None: not yet; the part is
-    uploaded once it is)."""
+    uploaded once it is). ``hosts``: how many hosts the pod has and where that was read (the
+    launcher's), written into every heartbeat."""
 
     def __init__(self, spool: Spool, *, host: Callable[[], int | None] | None = None,
-                 interval: float | None = None):
+                 interval: float | None = None, hosts: tuple[int, str] | None = None):
         self.spool = spool
+        self.hosts = hosts
         self.interval = upload_seconds() if interval is None else interval
         self._host = host
         self._sent: dict[str, Any] = {}
@@ -411,6 +413,8 @@ class Uploader:
         beat = {"state": "ended" if ended else "writing", "host": host, "pid": os.getpid(),
                 "machine": socket.gethostname(), "every": self.beat_every,
                 "manifest": MANIFEST_FILE}
+        if self.hosts is not None:
+            beat.update(hosts=self.hosts[0], hosts_from=self.hosts[1])
         fs.pipe_file(f"{root}/{host_dir_name(host)}/{self._beat_dir()}{UPLOAD_FILE}",
                      json.dumps(beat).encode())
         self._beat_at = now

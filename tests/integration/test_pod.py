@@ -337,3 +337,38 @@ def test_watch_follows_a_live_pod_to_its_end_and_exits_5_on_a_host_that_failed(
     assert watchers[1].returncode == 5, err1
     assert f"{url}/host1 ended: status failed: RuntimeError: host 1 gave up at step 30 (at " \
         f"{PROGRAM}:{FAIL_LINE}), 30 steps" in err1, err1
+
+
+def test_a_host_killed_before_its_first_upload_is_missing(gcs: dict[str, str],
+                                                          tmp_path: Path) -> None:
+    """Three hosts by the launcher (TPU_WORKER_HOSTNAMES); host 2 is killed before its first
+    upload: the bucket has no part of it, yet the report names it missing and check fails."""
+    url = f"gs://{BUCKET}/lost-{os.getpid()}"
+    marker = tmp_path / "host2-at-step-2"
+    launcher = {"TPU_WORKER_HOSTNAMES": "pod-w-0,pod-w-1,pod-w-2"}
+    lost = _start(gcs, tmp_path, 2, url, "--steps", "8", "--hang-host", "2", "--hang-at", "2",
+                  "--marker", str(marker), LAZYSCOPE_UPLOAD_SECONDS="1000", **launcher)
+    _wait_for(marker)
+    lost.send_signal(signal.SIGKILL)
+    lost.wait(timeout=30)
+    procs = [_start(gcs, tmp_path, h, url, "--steps", "8", **launcher) for h in (0, 1)]
+    for h, p in enumerate(procs):
+        assert p.wait(timeout=300) == 0, (tmp_path / f"host{h}.log").read_text()
+    report = _report(gcs, tmp_path, url)
+    assert [(r["host"], r["status"], r["steps"]) for r in report["hosts"]] == [
+        (0, "ok", 8), (1, "ok", 8), (2, "missing", 0)]
+    (missing,) = [f for f in report["findings"] if f.get("diverges") == "missing"]
+    assert (missing["host"], missing["expected"]) == (2, 3)
+    assert missing["expected_from"] == "TPU_WORKER_HOSTNAMES on host 0"
+    assert report["status"] == "incomplete"
+    reader = {**gcs, "XDG_CACHE_HOME": str(tmp_path / "reader")}
+    text = lazyscope_cmd("report", url, env=reader)
+    assert "host 2 of the 3 expected (TPU_WORKER_HOSTNAMES on host 0) has no part" in text.stdout
+    assert text.stdout.rstrip().splitlines()[-1].startswith(
+        "verdict: 2 of 3 hosts (host 2 missing); host 0: ")
+    check = lazyscope_cmd("check", url, env=reader)
+    assert check.returncode == 1, check.stdout + check.stderr
+    assert "FAIL no-host-divergence" in check.stdout and "host 2 of the 3 expected" in check.stdout
+    # the user says the pod is two hosts: nothing is missing
+    two = lazyscope_cmd("check", url, "--hosts", "2", env=reader)
+    assert two.returncode == 0, two.stdout + two.stderr

@@ -15,6 +15,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -372,3 +373,48 @@ def test_a_host_killed_before_its_first_upload_is_missing(gcs: dict[str, str],
     # the user says the pod is two hosts: nothing is missing
     two = lazyscope_cmd("check", url, "--hosts", "2", env=reader)
     assert two.returncode == 0, two.stdout + two.stderr
+
+
+def test_tensorboard_shows_every_host_and_each_host_its_url(gcs: dict[str, str],
+                                                            tmp_path: Path) -> None:
+    """Two hosts, host 1 compiling a graph of its own from step 3, no --profile: each host's
+    report is headed by its part's URL; TensorBoard has a run per host with its own scalars
+    (host 1's extra compilation is there), and no profile link."""
+    from tests.integration.test_tensorboard import _get
+
+    url = f"gs://{BUCKET}/tb-{os.getpid()}"
+    procs = [_start(gcs, tmp_path, h, url, "--steps", "6", "--odd-host", "1", "--odd-step", "3")
+             for h in (0, 1)]
+    for h, p in enumerate(procs):
+        assert p.wait(timeout=300) == 0, (tmp_path / f"host{h}.log").read_text()
+        log = (tmp_path / f"host{h}.log").read_text()
+        assert f"\nlazyscope report: {url}/host{h}\n" in log, log[:400]
+        assert "spool" not in log
+    port = _free_port()
+    env = {**os.environ, **gcs, "XDG_CACHE_HOME": str(tmp_path / "reader"), "PYTHONPATH":
+           os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH", "")) if p)}
+    server = subprocess.Popen([sys.executable, "-m", "lazyscope", "tensorboard", "--port",
+                               str(port), url], cwd=REPO, env=env, text=True,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    lines: list[str] = []
+    threading.Thread(target=lambda: lines.extend(iter(server.stdout.readline, "")),  # type: ignore[union-attr]
+                     daemon=True).start()
+    try:
+        deadline = time.monotonic() + 120
+        while len(lines) < 5 and time.monotonic() < deadline and server.poll() is None:
+            time.sleep(0.5)
+        said = "".join(lines)
+        assert "  hosts:               host0, host1 (a TensorBoard run each" in said, said
+        assert "profile:             none captured" in said and "#profile" not in said
+        base = f"http://127.0.0.1:{port}"
+        tags = json.loads(_get(f"{base}/data/plugin/scalars/tags"))
+        assert {"host0", "host1"} <= set(tags), tags
+        compiled = {}
+        for run in ("host0", "host1"):
+            points = json.loads(_get(f"{base}/data/plugin/scalars/scalars?run={run}"
+                                     "&tag=lazyscope/compilations"))
+            compiled[run] = sum(p[2] for p in points)
+        assert compiled["host1"] == compiled["host0"] + 1, compiled
+    finally:
+        server.terminate()
+        server.wait(timeout=30)

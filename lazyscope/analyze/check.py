@@ -51,7 +51,7 @@ from lazyscope.analyze.findings import BreakFacts
 from lazyscope.analyze.report import Report
 from lazyscope.analyze.summary import timed_steps
 from lazyscope.analyze.wording import plural
-from lazyscope.core.units import counted, nbytes
+from lazyscope.core.units import counted, nbytes, size_given
 
 MAX_EVIDENCE = 10
 
@@ -279,7 +279,7 @@ def _check_graph_memory(report: Report, limit: int) -> Violation | None:
     return Violation(
         rule="max-graph-memory", limit=limit, actual=worst.total,
         message=(f"{counted(len(over), 'site')} compiled a graph holding more than "
-                 f"{nbytes(limit)} (largest {nbytes(worst.total)} at {worst.site})"),
+                 f"{size_given(limit)} (largest {nbytes(worst.total)} at {worst.site})"),
         evidence=_capped(evidence, len(over), "sites"))
 
 
@@ -375,7 +375,7 @@ def check_report(report: Report, rules: Rules, baseline: Report | None = None) -
     if limit is not None:
         share = rules.max_graph_memory_share
         described.append(("max-graph-memory", f"no compiled graph holds more than "
-                          f"{nbytes(limit)}" + (f" ({share:.0%} of the device)"
+                          f"{size_given(limit)}" + (f" ({share:.0%} of the device)"
                                                 if rules.max_graph_memory is None and share
                                                 else "")))
         if (v := _check_graph_memory(report, limit)):

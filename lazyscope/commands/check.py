@@ -91,7 +91,7 @@ def _measured_for(report: Any, rules: Rules) -> None:
               help="check a failed, interrupted or killed run's recorded steps instead of failing")
 @click.option("--max-graph-memory", default=None, metavar="SIZE", callback=size_or_share_option,
               help="no compiled graph may hold more than SIZE on the device (1MB, 16GiB, or "
-                   "80%% of the device where the runtime reports its memory)")
+                   "80% of the device where the runtime reports its memory)")
 @click.option("--baseline", type=RUN, default=None, metavar="BASE",
               help="fail when the steady step got slower than BASE's (beyond both runs' "
                    "spread), or compilations or host syncs per step rose")

@@ -39,6 +39,20 @@ def nbytes(n: float | None) -> str:
     return f"{value:.1f} GiB"  # pragma: no cover - the loop returns
 
 
+def size_given(n: int) -> str:
+    """A size the user gave, said as given and as :func:`nbytes` says sizes: a whole number of
+    decimal units (``--max-graph-memory 100MB``) is ``100 MB (95.4 MiB)``, anything else
+    ``16.0 GiB``."""
+    for unit, size in (("TB", 10**12), ("GB", 10**9), ("MB", 10**6), ("kB", 10**3)):
+        if n >= size and n % size == 0:
+            binary = nbytes(n)
+            if n % 1024 == 0 and float(binary.split()[0]) * 1024 ** (
+                    ("B", "KiB", "MiB", "GiB").index(binary.split()[1])) == n:
+                return binary  # a binary size that is also decimal (2**20 * 1000): as binary
+            return f"{n // size:,} {unit} ({binary})"
+    return nbytes(n)
+
+
 def count(n: int | None) -> str:
     """An integer with thousands separators; "-" for None."""
     return "-" if n is None else f"{n:,}"

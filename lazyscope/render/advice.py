@@ -14,7 +14,7 @@ from lazyscope.analyze.makers import (
     multiple_for,
     padded_shapes,
 )
-from lazyscope.core.units import counted, nbytes
+from lazyscope.core.units import counted, nbytes, size_given
 from lazyscope.core.units import seconds as fmt_seconds
 from lazyscope.render.json import dumps
 
@@ -148,7 +148,7 @@ def _memory_lines(advice: Advice) -> list[str]:
         return [f"  graph memory: {advice.memory_note or 'not measured'}"]
     out = [f"  graph memory: each plan's largest padded batch (rows x length); {advice.memory.how}"]
     if advice.device_memory is not None:
-        out.append(f"  device memory: {nbytes(advice.device_memory)} "
+        out.append(f"  device memory: {size_given(advice.device_memory)} "
                    f"({advice.device_memory:,} bytes, --device-memory): "
                    + (f"{counted(len(advice.ruled_out), 'policy', 'policies')} ruled out"
                       if advice.ruled_out else "every policy fits"))
@@ -158,11 +158,11 @@ def _memory_lines(advice: Advice) -> list[str]:
 def _ruled_out_lines(advice: Advice) -> list[str]:
     if not advice.ruled_out or advice.device_memory is None:
         return []
-    out = ["", f"  ruled out: their largest graph would not fit in {nbytes(advice.device_memory)}"
+    out = ["", f"  ruled out: their largest graph would not fit in {size_given(advice.device_memory)}"
            " of device memory (never recommended):"]
     for p in advice.ruled_out:
         out.append(f"        {p.name:<26} largest batch {_largest(p, advice)}: graph "
-                   f"{_mem(p)} > {nbytes(advice.device_memory)}")
+                   f"{_mem(p)} > {size_given(advice.device_memory)}")
     return out
 
 
@@ -231,7 +231,7 @@ def render_emit(advice: Advice, plan: Plan | None = None) -> str:
             f"(padding efficiency {p.padding_efficiency:.2f}, "
             f"{counted(round(p.graphs), 'compiled graph')}"
             + (f", largest graph {nbytes(p.graph_bytes)}" if p.graph_bytes is not None else "")
-            + (f", fits {nbytes(advice.device_memory)}" if p.fits else "") + ")"]
+            + (f", fits {size_given(advice.device_memory)}" if p.fits else "") + ")"]
     lengths_line = ("lengths = lengths_of(dataset)  # each item's tokens: item['input_ids'], "
                     "item[0] of a (tokens, label) pair, or the item")
     if pol.packed:
@@ -324,7 +324,7 @@ def _hf_collator_first(advice: Advice, grouped: bool) -> list[str]:
         return [f"# (the Hugging Face collator padded to a multiple of {multiple} makes "
                 f"{advice.lengths.batch}x{top} batches: a graph of "
                 f"{nbytes(mem.bytes_at(top, advice.lengths.batch))}, over the "
-                f"{nbytes(limit)} given; the advisor's plan instead)"]
+                f"{size_given(limit)} given; the advisor's plan instead)"]
     return [
         f"# Hugging Face Trainer with {name}: the smallest change, where it is built",
         f"#   (pads each batch to a multiple of {multiple}: {len(shapes)} shapes for the "

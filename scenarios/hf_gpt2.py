@@ -45,6 +45,7 @@ from typing import Any, NamedTuple
 import lazyscope
 from lazyscope.core.padding import padding_policy
 from lazyscope_scenarios.kit import (
+    add_loader_arguments,
     base_parser,
     lengths_file,
     n_params,
@@ -141,12 +142,13 @@ def to_batch(collated: dict[str, Any], lengths: list[int], packed: bool) -> HFBa
 def model_inputs(batch: HFBatch, dev: Any) -> dict[str, Any]:
     """The keyword arguments of ``model(**...)`` on device ``dev`` (no KV cache: with one,
     transformers would not look for documents in the position ids)."""
-    out: dict[str, Any] = {"input_ids": batch.input_ids.to(dev), "labels": batch.labels.to(dev),
+    out: dict[str, Any] = {"input_ids": batch.input_ids.to(dev, non_blocking=True),
+                           "labels": batch.labels.to(dev, non_blocking=True),
                            "use_cache": False}
     if batch.packed:
-        out["position_ids"] = batch.position_ids.to(dev)
+        out["position_ids"] = batch.position_ids.to(dev, non_blocking=True)
     else:
-        out["attention_mask"] = batch.attention_mask.to(dev)
+        out["attention_mask"] = batch.attention_mask.to(dev, non_blocking=True)
     return out
 
 
@@ -216,6 +218,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--batching", choices=["random", "grouped"], default="random",
                         help="random batches, or a length-grouped sampler (sorted pools)")
     parser.add_argument("--optimizer", choices=["adamw", "sgd"], default="adamw")
+    add_loader_arguments(parser)
     parser.add_argument("--attention", choices=ATTENTION, default="sdpa",
                         help="transformers' attn_implementation (flash_attention_2 needs the "
                         "flash-attn package and a GPU; the run is skipped without them)")
@@ -292,7 +295,6 @@ def main(argv: list[str] | None = None) -> int:
     dev = runtime.device()
     from lazyscope.data import collate_for
 
-    gen = torch.Generator().manual_seed(args.seed + 1)
     train = args.mode == "train"
 
     if args.autocast != "none" and args.backend == "xla":
@@ -350,7 +352,7 @@ def main(argv: list[str] | None = None) -> int:
         with amp:
             return model(**x).loss
 
-    run = run_length_steps(args, runtime, plan, gen=gen, vocab=p.vocab, rows=p.batch,
+    run = run_length_steps(args, runtime, plan, vocab=p.vocab, rows=p.batch,
                            row_len=p.max_len, collate=collate, to_batch=to_batch,
                            inputs=lambda batch: model_inputs(batch, dev),
                            forward=forward_loss, opt=opt)

@@ -12,6 +12,7 @@ anything heavy loads.
 from __future__ import annotations
 
 import argparse
+import functools
 import itertools
 from collections.abc import Iterator
 from dataclasses import replace
@@ -146,38 +147,107 @@ class StepsRun(NamedTuple):
     loss: float
 
 
+def add_loader_arguments(parser: argparse.ArgumentParser) -> None:
+    """``--workers N`` (the batches' host work in N ``DataLoader`` workers, pinned for CUDA)."""
+    parser.add_argument("--workers", type=int, default=0, metavar="N",
+                        help="DataLoader workers that make the batches (random tokens, collate, "
+                        "the attention layout's host tensors) ahead of the step; 0 (default): "
+                        "in the step's own thread, as the article's benchmark does. On CUDA the "
+                        "batches are pinned and copied with non_blocking=True")
+
+
+def _batch_seed(seed: int, step: int) -> int:
+    """Step ``step``'s token seed: the same batch whichever process makes it."""
+    return (seed + 1) * 1_000_003 + step
+
+
+@functools.lru_cache(maxsize=1)
+def _dataset_class() -> type:
+    """The padding scenarios' ``IterableDataset`` (defined on first use: this module imports no
+    torch). Each step's batch: its lengths from the plan (its padded batch, or the packer's
+    rows), fresh seeded random tokens, the policy's collator, ``to_batch``, then ``stage`` (the
+    model's host-side inputs). With workers, worker k of N makes the batches of steps k, k + N
+    ...: the ``DataLoader`` hands them out in step order; every worker follows the packer
+    through every step, so their rows are the main process's."""
+    import torch
+    from torch.utils.data import IterableDataset, get_worker_info
+
+    from lazyscope.core.padding import Packer
+
+    class LengthBatches(IterableDataset):  # type: ignore[type-arg]
+        def __init__(self, plan: PaddingPlan, steps: int, seed: int, vocab: int, rows: int,
+                     row_len: int, collate: Any, to_batch: Any, stage: Any) -> None:
+            self.plan, self.steps, self.seed, self.vocab = plan, steps, seed, vocab
+            self.rows, self.row_len = rows, row_len
+            self.collate, self.to_batch, self.stage = collate, to_batch, stage
+
+        def __iter__(self) -> Iterator[Any]:
+            plan = self.plan
+            packed = plan.policy.packed
+            packer = Packer(plan.stream, plan.policy.rows or self.rows,
+                            plan.policy.row_len or self.row_len) if packed else None
+            worker = get_worker_info()
+            k, n = (worker.id, worker.num_workers) if worker is not None else (0, 1)
+            for i in range(self.steps):
+                if packer is not None:
+                    # the packer's choice in its placement order: PackRows lays it out the
+                    # same way
+                    chosen = sorted((item for row in packer.next_rows() for item in row),
+                                    key=lambda item: (-item[1], item[0]))
+                    lens = [n_ for _, n_ in chosen]
+                else:
+                    assert plan.batches is not None
+                    lens = plan.batches[i]
+                if i % n != k:
+                    continue
+                gen = torch.Generator().manual_seed(_batch_seed(self.seed, i))
+                docs = [torch.randint(1, self.vocab, (m,), generator=gen) for m in lens]
+                yield self.stage(self.to_batch(self.collate(docs), lens, packed))
+
+    return LengthBatches
+
+
+def length_batches(args: argparse.Namespace, plan: PaddingPlan, *, vocab: int, rows: int,
+                   row_len: int, collate: Any, to_batch: Any, stage: Any = None,
+                   pin_memory: bool = False) -> Any:
+    """The ``DataLoader`` of a padding scenario's ``--steps`` batches (see
+    :func:`_dataset_class`), with ``--workers`` workers (forked: they make host tensors only)."""
+    from torch.utils.data import DataLoader
+
+    workers = max(0, int(getattr(args, "workers", 0) or 0))
+    data = _dataset_class()(plan, args.steps, args.seed, vocab, rows, row_len, collate,
+                            to_batch, stage or (lambda batch: batch))
+    extra: dict[str, Any] = {"multiprocessing_context": "fork", "prefetch_factor": 4} \
+        if workers else {}
+    return DataLoader(data, batch_size=None, num_workers=workers,
+                      pin_memory=pin_memory and workers > 0, **extra)
+
+
 def run_length_steps(args: argparse.Namespace, runtime: lazyscope.Runtime, plan: PaddingPlan, *,
-                     gen: Any, vocab: int, rows: int, row_len: int, collate: Any,
-                     to_batch: Any, inputs: Any, forward: Any, opt: Any,
+                     vocab: int, rows: int, row_len: int, collate: Any,
+                     to_batch: Any, inputs: Any, forward: Any, opt: Any, stage: Any = None,
                      padded: bool = True) -> StepsRun:
     """The padding scenarios' step loop: ``--steps`` steps over the plan's length stream (its
-    batches, or the packer's rows), each batch of random documents collated by the policy's
-    collator, annotated (real and computed tokens, lengths), then one step: the model's inputs
-    on the device (``inputs(batch)``), ``forward(inputs)`` (the loss) and, with an optimizer,
-    backward and the optimizer step, each in its region."""
+    batches, or the packer's rows). Each batch of random documents is made by a ``DataLoader``
+    (:func:`length_batches`: the policy's collator, then ``stage``, the model's host tensors;
+    in the loop's thread, or in ``--workers`` processes ahead of it) and annotated (real and
+    computed tokens, lengths); then one step: the model's inputs on the device
+    (``inputs(batch)``), ``forward(inputs)`` (the loss) and, with an optimizer, backward and the
+    optimizer step, each in its region. The wait for the batch is the step's input time."""
     import time
 
     import torch
 
-    from lazyscope.core.padding import Packer
-
-    packed = plan.policy.packed
-    packer = Packer(plan.stream, plan.policy.rows or rows, plan.policy.row_len or row_len) \
-        if packed else None
+    on_cuda = getattr(runtime, "device_name", None) == "cuda"
+    loader = length_batches(args, plan, vocab=vocab, rows=rows, row_len=row_len,
+                            collate=collate, to_batch=to_batch, stage=stage,
+                            pin_memory=on_cuda)
     real_total = computed_total = 0
     loss = None
     t0 = time.perf_counter()
+    batches = iter(loader)
     for i in range(args.steps):
-        if packer is not None:
-            # the packer's choice in its placement order: PackRows lays it out the same way
-            chosen = sorted((item for row in packer.next_rows() for item in row),
-                            key=lambda item: (-item[1], item[0]))
-            lens = [n for _, n in chosen]
-        else:
-            assert plan.batches is not None
-            lens = plan.batches[i]
-        docs = [torch.randint(1, vocab, (n,), generator=gen) for n in lens]
-        batch = to_batch(collate(docs), lens, packed)
+        batch = next(batches)
         seq_len = batch.seq_len
         real = sum(batch.lengths)
         computed = batch.rows * seq_len if padded else real
@@ -186,7 +256,7 @@ def run_length_steps(args: argparse.Namespace, runtime: lazyscope.Runtime, plan:
         lazyscope.annotate_step(real_tokens=real, computed_tokens=computed,
                                 seq_len=seq_len if padded else real,
                                 batch_max_len=max(batch.lengths), rows=batch.rows,
-                                lengths=batch.lengths)
+                                lengths=list(batch.lengths))
         with runtime.step(i, "train_step" if opt is not None else "eval_step"):
             x = inputs(batch)
             if opt is not None:

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from lazyscope.model import Capabilities, Frame, Meta, Run
+from lazyscope.model.steps import INTERVAL_FIELDS
 from lazyscope.store import RunWriter, load_run
 
 TORCH_BACKEND_FIELDS = ["wall_s", "t_end_s", "compile_count", "compile_s"]
@@ -25,7 +26,8 @@ def build_run(path: Path, *, backend: str = "xla", steps: list[dict[str, Any]] |
               warmup_steps: int | None = None, status: str = "ok", target: str = "train.py",
               annotations: dict[int, dict[str, Any]] | None = None,
               measured: list[str] | None = None, error: str | None = None) -> Run:
-    """Write and load a run. ``steps``: dicts of step fields (missing fields are NaN); each
+    """Write and load a run. ``steps``: dicts of step fields (missing fields are NaN, except the
+    time intervals, 0 as the recorder writes them: :data:`INTERVAL_FIELDS`); each
     event: ``kind``, ``step`` and optional ``seconds``, ``stack``, ``payload``, ``key``,
     ``value``."""
     caps = Capabilities() if measured is None and backend == "xla" else Capabilities(
@@ -38,6 +40,7 @@ def build_run(path: Path, *, backend: str = "xla", steps: list[dict[str, Any]] |
                            stack=e.get("stack"), payload=e.get("payload"), key=e.get("key", ""),
                            value=e.get("value", 0.0))
     for i, values in enumerate(steps or []):
-        writer.write_step(i, values, annotations=(annotations or {}).get(i))
+        writer.write_step(i, {**dict.fromkeys(INTERVAL_FIELDS, 0.0), **values},
+                          annotations=(annotations or {}).get(i))
     writer.finish(status, error)
     return load_run(path)

@@ -20,6 +20,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from lazyscope.analyze.anatomy import Anatomy, AnatomySection, anatomy
 from lazyscope.analyze.breaks import eager_fallbacks, graph_breaks
 from lazyscope.analyze.buckets import Advice, advice_if_recompiling
 from lazyscope.analyze.events import EventGroup, event_groups, id_counts
@@ -81,6 +82,8 @@ class StepRow:
     execute_s: float | None
     transfers_from_device: int | None
     syncs: int
+    #: where the step's time went (:mod:`lazyscope.analyze.anatomy`), where measured
+    anatomy: Anatomy | None = field(default=None, metadata=_OPTIONAL)
 
 
 @dataclass
@@ -179,6 +182,8 @@ class Report:
     hosts: list[HostRow] | None = field(default=None, metadata=_OPTIONAL)
     #: device memory: each compiled graph's, the peak graph, the device over the run
     memory: MemorySection | None = field(default=None, metadata=_OPTIONAL)
+    #: where the steady step's time goes: input, host (tracing), compile, device, syncs
+    anatomy: AnatomySection | None = field(default=None, metadata=_OPTIONAL)
     schema_version: int = REPORT_SCHEMA
     # -- for the views only
     recompiles: list[SiteCompiles] = field(default_factory=list, metadata=_VIEW)
@@ -248,8 +253,17 @@ def step_series(steps: StepTable, max_points: int = MAX_POINTS) -> Series:
     )
 
 
-def per_step_rows(series: Series, steps: StepTable,
-                  syncs: np.ndarray) -> list[StepRow] | list[StepBucket]:
+def _step_anatomy(section: AnatomySection | None, i: int) -> Anatomy | None:
+    if section is None:
+        return None
+    parts = {k: float(v[i]) for k, v in section.per_step.items()}
+    return Anatomy(wall_s=sum(parts.values()), input_s=parts["input"], host_s=parts["host"],
+                   compile_s=parts["compile"], device_s=parts["device"],
+                   sync_s=parts["syncs"], other_s=parts["other"])
+
+
+def per_step_rows(series: Series, steps: StepTable, syncs: np.ndarray,
+                  section: AnatomySection | None = None) -> list[StepRow] | list[StepBucket]:
     """The JSON report's per-step table: every step, or buckets of steps for a long run."""
     s = series
     execute = s.execute_s
@@ -262,7 +276,8 @@ def per_step_rows(series: Series, steps: StepTable,
             executions=int(execs[i]) if execs is not None else None,
             execute_s=float(execute[i]) if execute is not None else None,
             transfers_from_device=int(transfers[i]) if transfers is not None else None,
-            syncs=int(syncs[i]) if i < len(syncs) else 0) for i in range(len(s.step))]
+            syncs=int(syncs[i]) if i < len(syncs) else 0,
+            anatomy=_step_anatomy(section, i)) for i in range(len(s.step))]
     return [StepBucket(
         step=int(s.step[i]), steps=int(s.size[i]), wall_s=float(s.wall_mean[i]),
         wall_s_min=float(s.wall_min[i]), wall_s_max=float(s.wall_max[i]),
@@ -422,16 +437,18 @@ def build_report(run: Run, *, warmup_steps: int | None = None,
     rows, total = _compilation_rows(run, MAX_COMPILE_ROWS)
     series = step_series(run.steps)
     per_step_syncs = syncs_per_step(run)
+    time_parts = anatomy(run.steps, run.meta.capabilities, run.meta.warmup_steps)
     return Report(
         run_dir=str(run.path), summary=summary, verdict=text, clean=clean, findings=findings,
         notes=notes, run_notes=_run_notes(run, syncs, findings, summary),
         capabilities=run.meta.capabilities, groups=event_groups(run.events),
         compilations=rows, compilations_total=total,
-        per_step=per_step_rows(series, run.steps, per_step_syncs),
+        per_step=per_step_rows(series, run.steps, per_step_syncs, time_parts),
         per_step_bucketed=series.bucketed,
         advice=advice_if_recompiling(run, sites),
         profile=info.profile,
         memory=memory_section(run, device, device_note, out_of_memory(run)),
+        anatomy=time_parts,
         recompiles=sites, syncs=syncs, fallbacks=fallbacks, series=series, steps=run.steps,
         syncs_per_step=per_step_syncs, sources=info.sources,
     )

@@ -42,6 +42,7 @@ from typing import Any
 
 from lazyscope.core.errors import LazyscopeError, OutputError
 from lazyscope.model import Capabilities, Stack
+from lazyscope.model.steps import INTERVAL_FIELDS
 from lazyscope.store import RunWriter
 
 
@@ -101,6 +102,9 @@ def foreign_options(options: TraceOptions) -> list[str]:
     return out
 
 
+_NO_TIME = dict.fromkeys(INTERVAL_FIELDS, 0.0)
+
+
 class Recorder:
     """Receives steps and events from a collector and writes them to the run directory.
 
@@ -137,6 +141,12 @@ class Recorder:
         #: the last graph compiled with its memory known: (stack, memory, step), what an
         #: out-of-memory error is reported against
         self.last_graph: tuple[Stack | None, Any, int] | None = None
+        #: the step now in progress's measured time intervals (``input_s``, ``sync_s``,
+        #: ``own_s`` ...: :data:`lazyscope.model.steps.INTERVAL_FIELDS`), on the program's step
+        #: thread only: the main thread until the first step barrier, then the thread of the
+        #: barriers (a loader's own thread does not wait for the step)
+        self._intervals: dict[str, float] = {}
+        self.step_thread = threading.main_thread().ident
 
     @property
     def next_index(self) -> int:
@@ -151,6 +161,15 @@ class Recorder:
         """A forked child: this recorder is the parent's; record nothing more, write nothing."""
         self.forgotten = True
         self.writer.forget()
+
+    def add_time(self, name: str, seconds: float) -> None:
+        """Add ``seconds`` to the step now in progress's interval ``name`` (``input_s``,
+        ``sync_s``, ``own_s``, ``barrier_s``) when the caller is the program's step thread;
+        from another thread it is not the step's wait, and is dropped."""
+        if threading.get_ident() != self.step_thread or self.forgotten:
+            return
+        with self._lock:
+            self._intervals[name] = self._intervals.get(name, 0.0) + seconds
 
     def annotate(self, **values: Any) -> None:
         """Attach values (tokens, batch shape ...) to the step now in progress."""
@@ -230,6 +249,9 @@ class Recorder:
         with self._lock:
             if step is None:
                 self._events[kind] = self._events.get(kind, 0) + 1
+                if kind == "sync" and seconds > 0 and \
+                        threading.get_ident() == self.step_thread:
+                    self._intervals["sync_s"] = self._intervals.get("sync_s", 0.0) + seconds
             try:
                 self.writer.write_event(kind, self.steps if step is None else step,
                                         seconds=seconds, stack=stack, payload=payload, key=key,
@@ -247,8 +269,15 @@ class Recorder:
             with self._lock:
                 self.past_limit += 1
                 self._annotations = {}
+                self._intervals = {}
             raise StepLimitReached()
         with self._lock:
+            if self.steps == 0:
+                self.step_thread = threading.get_ident()
+            # an interval nothing was added to is 0 (the backend's capabilities say whether
+            # it is measured at all)
+            values = {**_NO_TIME, **self._intervals, **values}
+            self._intervals = {}
             if self.failed is None:
                 try:
                     self.writer.write_step(self.steps, values, annotations=self._annotations)
@@ -274,6 +303,8 @@ class Recorder:
         with self._lock:
             if self.failed is not None or self.forgotten:
                 return
+            values = {**_NO_TIME, **self._intervals, **values}
+            self._intervals = {}
             try:
                 self.writer.write_step(self.steps, values, tail=True,
                                        annotations=self._annotations)

@@ -12,7 +12,9 @@ active, this watch wraps
 * ``_BaseDataLoaderIter.__next__``: the shapes of the batch it returns (the sizes of every
   tensor, found in dicts, lists and tuples; never a value, so never a device sync), in the
   main process whether the loader has workers or not (torch_xla's ``MpDeviceLoader`` iterates
-  it in a thread: recorded under a lock).
+  it in a thread: recorded under a lock); and how long the call took, which on the program's
+  step thread is the time the step waited for its data (the step's ``input_s``; the time spent
+  looking at the batch is lazyscope's own, ``own_s``).
 
 At the end of the trace each loader that yielded a batch is written to ``meta.json`` info
 :data:`LOADERS`: its collate function (a function of the user's with its ``def`` line, or a
@@ -31,10 +33,12 @@ import functools
 import inspect
 import sys
 import threading
+import time
 import weakref
 from collections.abc import Mapping
 from typing import Any
 
+from lazyscope.backends.base import active
 from lazyscope.model.ownership import capture_stack, is_library_file
 
 #: ``meta.json`` info key: the loaders a run iterated (see the module docstring)
@@ -262,13 +266,25 @@ class LoaderWatch:
                 pass
             return it
 
+        depth = threading.local()
+
         @functools.wraps(next_)
         def __next__(it: Any) -> Any:
-            batch = next_(it)
+            if getattr(depth, "n", 0):  # a loader iterated inside another's __next__
+                return next_(it)
+            depth.n = 1
+            t0 = time.perf_counter()
+            try:
+                batch = next_(it)
+            finally:
+                t1 = time.perf_counter()
+                depth.n = 0
+                watch._waited(t1 - t0)
             try:
                 watch._batch(it, batch)
             except Exception:  # noqa: BLE001 - never break the program's loop
                 pass
+            watch._own(time.perf_counter() - t1)
             return batch
 
         for owner, name, fn in ((dl.DataLoader, "__init__", __init__),
@@ -276,6 +292,19 @@ class LoaderWatch:
                                 (dl._BaseDataLoaderIter, "__next__", __next__)):
             self._saved.append((owner, name, owner.__dict__[name]))
             setattr(owner, name, fn)
+
+    @staticmethod
+    def _waited(seconds: float) -> None:
+        """The program's thread waited ``seconds`` for a batch: the step's input time."""
+        trace = active()
+        if trace is not None:
+            trace.recorder.add_time("input_s", seconds)
+
+    @staticmethod
+    def _own(seconds: float) -> None:
+        trace = active()
+        if trace is not None:
+            trace.recorder.add_time("own_s", seconds)
 
     def _forget(self, key: int) -> None:
         """The loader is gone: its id may be another's next; its record is kept apart."""

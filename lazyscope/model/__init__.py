@@ -1,4 +1,4 @@
-"""The run model: what a traced run is in memory, the same for every backend (schema 2).
+"""The run model: what a traced run is in memory, the same for every backend (schema 3).
 
 A run is its metadata (:class:`Meta`), its steps (:class:`StepTable`: one row per step barrier,
 columnar) and its events (:class:`EventTable`: compilations, host syncs, CPU fallbacks, graph

@@ -11,7 +11,8 @@ from lazyscope.model.info import RunInfo, run_info
 from lazyscope.model.payloads import EVENT_KINDS
 from lazyscope.model.steps import STEP_FIELDS
 
-SCHEMA_VERSION = 2
+#: 3: steps.bin records hold the step's time intervals (input, barrier, syncs, lazyscope's own)
+SCHEMA_VERSION = 3
 
 STATUS_RUNNING = "running"
 STATUS_OK = "ok"

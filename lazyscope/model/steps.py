@@ -9,12 +9,24 @@ from typing import Any
 
 import numpy as np
 
-#: every numeric step field, in the on-disk column order
+#: every numeric step field, in the on-disk column order (schema 3; schema 2 ended at
+#: ``fallback_count``). The last four are the step's measured time intervals, from which
+#: :mod:`lazyscope.analyze.anatomy` says where the step's wall time went: ``input_s`` the
+#: program's thread waited for its next batch (a ``DataLoader``'s ``__next__``, torch_xla's
+#: parallel loader queue), ``barrier_s`` it spent inside the step barrier (CUDA: waiting for the
+#: device; XLA: ``torch_xla.sync()``: graph collection, compilation, waiting for the device's
+#: previous step, launch), ``sync_s`` inside host reads of device values (``.item()`` ...), and
+#: ``own_s`` in lazyscope's own bookkeeping (recording the step, looking at batches).
 STEP_FIELDS = (
     "wall_s", "t_end_s", "compile_count", "compile_s", "execute_count", "execute_s",
     "to_device_count", "to_device_bytes", "to_device_s",
     "from_device_count", "from_device_bytes", "from_device_s", "fallback_count",
+    "input_s", "barrier_s", "sync_s", "own_s",
 )
+#: the step fields of a schema-2 run's records (before the time intervals)
+STEP_FIELDS_V2 = STEP_FIELDS[:13]
+#: the measured intervals of a step's time (see :data:`STEP_FIELDS`)
+INTERVAL_FIELDS = ("input_s", "barrier_s", "sync_s", "own_s")
 
 
 
@@ -38,6 +50,10 @@ class Step:
     from_device_bytes: int | None = None
     from_device_s: float | None = None
     fallback_count: int | None = None
+    input_s: float | None = None
+    barrier_s: float | None = None
+    sync_s: float | None = None
+    own_s: float | None = None
     annotations: dict[str, Any] = field(default_factory=dict)
 
 

@@ -231,7 +231,8 @@ def render_emit(advice: Advice, plan: Plan | None = None) -> str:
             f"(padding efficiency {p.padding_efficiency:.2f}, "
             f"{counted(round(p.graphs), 'compiled graph')}"
             + (f", largest graph {nbytes(p.graph_bytes)}" if p.graph_bytes is not None else "")
-            + (f", fits {size_given(advice.device_memory)}" if p.fits else "") + ")"]
+            + (f", fits {size_given(advice.device_memory)}"
+               if p.fits and advice.device_memory is not None else "") + ")"]
     lengths_line = ("lengths = lengths_of(dataset)  # each item's tokens: item['input_ids'], "
                     "item[0] of a (tokens, label) pair, or the item")
     if pol.packed:

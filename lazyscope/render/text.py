@@ -4,6 +4,7 @@ backend does not measure reads "not measured", never 0."""
 
 from __future__ import annotations
 
+from lazyscope.analyze.anatomy import PARTS, AnatomySection, anatomy_line
 from lazyscope.analyze.findings import AliasFacts, DivergenceFacts, Finding, GrowthFacts
 from lazyscope.analyze.report import HostRow, RankRow, Report
 from lazyscope.analyze.wording import plural
@@ -20,23 +21,43 @@ def _n(value: int | None) -> str:
     return "-" if value is None else str(value)
 
 
-def _step_row(s: Step) -> str:
+#: the anatomy's columns in the step table (compile has its own column already)
+_TIME_COLUMNS = [p for p in PARTS if p != "compile"]
+
+
+def _step_row(s: Step, times: AnatomySection | None) -> str:
     compile_s = fmt_seconds(s.compile_s) if s.compile_count else "-"
-    return (f"  {s.index:>5} {fmt_seconds(s.wall_s):>10} {_n(s.compile_count):>8} "
-            f"{compile_s:>10} {_n(s.execute_count):>5} {_n(s.to_device_count):>6} "
-            f"{_n(s.from_device_count):>8} {_n(s.fallback_count):>9}")
+    row = (f"  {s.index:>5} {fmt_seconds(s.wall_s):>10} {_n(s.compile_count):>8} "
+           f"{compile_s:>10} {_n(s.execute_count):>5} {_n(s.to_device_count):>6} "
+           f"{_n(s.from_device_count):>8} {_n(s.fallback_count):>9}")
+    if times is not None:
+        row += " " + " ".join(
+            f"{fmt_seconds(float(times.per_step[p][s.index])) if p in times.measured else '-':>9}"
+            for p in _TIME_COLUMNS)
+    return row
 
 
 def _step_rows(report: Report) -> list[str]:
     steps = report.steps
+    times = report.anatomy
     n = len(steps)
-    rows = [f"  {'step':>5} {'wall':>10} {'compiles':>8} {'compile':>10} {'execs':>5} "
-            f"{'to dev':>6} {'from dev':>8} {'fallbacks':>9}"]
+    head = (f"  {'step':>5} {'wall':>10} {'compiles':>8} {'compile':>10} {'execs':>5} "
+            f"{'to dev':>6} {'from dev':>8} {'fallbacks':>9}")
+    if times is not None:
+        head += " " + " ".join(f"{times.label(p):>9}" for p in _TIME_COLUMNS)
+    rows = [head]
     if n <= MAX_TABLE_ROWS:
-        return rows + [_step_row(steps[i]) for i in range(n)]
+        return rows + [_step_row(steps[i], times) for i in range(n)]
     half = MAX_TABLE_ROWS // 2
-    return (rows + [_step_row(steps[i]) for i in range(half)] + [f"  {'...':>5}"]
-            + [_step_row(steps[i]) for i in range(n - half, n)])
+    return (rows + [_step_row(steps[i], times) for i in range(half)] + [f"  {'...':>5}"]
+            + [_step_row(steps[i], times) for i in range(n - half, n)])
+
+
+def time_line(times: AnatomySection) -> str:
+    """``step time      180 ms mean of 27 steady steps: input 44% · tracing 31% ...``"""
+    which = ("steady steps" if times.basis == "steady" else "steps")
+    return (f"  step time       {fmt_seconds(times.steady.wall_s)} (mean of {times.steps} "
+            f"{which}): {anatomy_line(times)}")
 
 
 def render_summary_text(report: Report) -> list[str]:
@@ -72,6 +93,10 @@ def render_summary_text(report: Report) -> list[str]:
         + (f" (median of the {s.median_step_steps} steady steps)" if s.median_step_basis ==
            "steady" and s.median_step_steps < s.steps else
            f" (median of all {s.median_step_steps} steps)" if s.steps else ""),
+    ]
+    if report.anatomy is not None:
+        lines.append(time_line(report.anatomy))
+    lines += [
         f"  wall            {fmt_seconds(s.wall_seconds)}",
         f"  compilations    {comp}",
     ]

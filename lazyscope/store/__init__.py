@@ -1,11 +1,12 @@
-"""The run directory on disk: writing it as a run happens, reading it back (schemas 1 and 2).
+"""The run directory on disk: writing it as a run happens, reading it back (schemas 1 to 3).
 
-Schema 2 (written by this lazyscope)::
+Schema 3 (written by this lazyscope)::
 
     meta.json          what ran, where, versions, capabilities, status (replaced atomically)
-    steps.bin          one fixed 120-byte record per step: a tag byte (1 step, 2 tail) and 7
-                       reserved, then 14 little-endian float64: the index and
-                       model.STEP_FIELDS (NaN = not measured)
+    steps.bin          one fixed 152-byte record per step: a tag byte (1 step, 2 tail) and 7
+                       reserved, then 18 little-endian float64: the index and
+                       model.STEP_FIELDS (NaN = not measured); schema 2's records were 120
+                       bytes, without the last four fields (the step's time intervals)
     events.bin         one fixed 40-byte record per event: kind code (u8), stack id (u32),
                        step (i64), seconds (f64), payload id (u32), key id (u32), value (f64)
     intern.jsonl       line N holds the value of id N, once: a frame {"f": [file, line,
@@ -43,7 +44,7 @@ from lazyscope.store.layout import (
     STEPS_FILE,
 )
 from lazyscope.store.reader import load_run, load_target, read_meta
-from lazyscope.store.records import EVENT_DTYPE, EVENT_RECORD, STEP_DTYPE, STEP_RECORD
+from lazyscope.store.records import EVENT_DTYPE, EVENT_RECORD, STEP_DTYPE, STEP_RECORD, step_dtype
 from lazyscope.store.rundir import (
     check_run_dir,
     is_run_dir,
@@ -63,7 +64,7 @@ from lazyscope.store.writer import (
 
 __all__ = [
     "ANNOTATIONS_FILE", "EVENTS_FILE", "EVENT_DTYPE", "EVENT_RECORD", "INTERN_FILE", "META_FILE",
-    "RANK_DIR", "STEPS_FILE", "STEP_DTYPE", "STEP_RECORD", "MappedLog", "RunWriter",
+    "RANK_DIR", "STEPS_FILE", "STEP_DTYPE", "STEP_RECORD", "step_dtype", "MappedLog", "RunWriter",
     "atomic_write_json", "atomic_write_text", "check_run_dir", "is_no_space", "is_run_dir",
     "load_run", "load_target", "overwrite_json", "prepare_run_dir", "rank_dir", "rank_dirs",
     "rank_of", "read_meta",

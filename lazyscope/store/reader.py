@@ -1,4 +1,6 @@
-"""Reading a run directory back (schema 2, and schema 1 through :mod:`lazyscope.store.schema1`):
+"""Reading a run directory back (schemas 3 and 2, and schema 1 through
+:mod:`lazyscope.store.schema1`; a schema-2 run's step records lack the time intervals, which read
+as not measured):
 every finished record of a run killed mid-way; a half-written last record or line is dropped
 with a warning; anything else unreadable is a :class:`~lazyscope.core.errors.RunDirError` (exit 3).
 
@@ -42,6 +44,7 @@ from lazyscope.model import (
     StepTable,
 )
 from lazyscope.model.codec import decode
+from lazyscope.model.steps import INTERVAL_FIELDS
 from lazyscope.store.layout import (
     ANNOTATIONS_FILE,
     EVENTS_FILE,
@@ -51,7 +54,13 @@ from lazyscope.store.layout import (
     UPLOAD_FILE,
 )
 from lazyscope.store.lock import short_holder, writer_of
-from lazyscope.store.records import EVENT_DTYPE, KIND_STEP, KIND_TAIL, STEP_DTYPE, lost_steps
+from lazyscope.store.records import (
+    EVENT_DTYPE,
+    KIND_STEP,
+    KIND_TAIL,
+    lost_steps,
+    step_dtype,
+)
 from lazyscope.store.remote import heard_from
 from lazyscope.store.rundir import host_dirs, is_run_dir, rank_dirs
 from lazyscope.store.schema1 import load_v1
@@ -332,7 +341,12 @@ def load_run(path: str | os.PathLike[str]) -> Run:
         run.warnings.extend(_runtime_count_warnings(meta))
         return run
     warnings: list[str] = _runtime_count_warnings(meta)
-    steps_cols = _records(path / STEPS_FILE, STEP_DTYPE, warnings, "kind")
+    steps_cols = _records(path / STEPS_FILE, step_dtype(version), warnings, "kind")
+    if version < 3:  # a schema-2 run has no time intervals: not measured there
+        for name in INTERVAL_FIELDS:
+            steps_cols[name] = np.full(len(steps_cols["kind"]), np.nan)
+        caps = meta.capabilities
+        caps.step_fields = [f for f in caps.step_fields if f not in INTERVAL_FIELDS]
     cols = _records(path / EVENTS_FILE, EVENT_DTYPE, warnings, "kind")
     intern = _InternTable(path / INTERN_FILE, _lines(path / INTERN_FILE, warnings))
     annotations = _annotations(path / ANNOTATIONS_FILE, warnings)

@@ -8,10 +8,24 @@ import struct
 import numpy as np
 
 from lazyscope.model import STEP_FIELDS, Meta
+from lazyscope.model.steps import STEP_FIELDS_V2
 
 STEP_RECORD = struct.Struct("<B7x" + "d" * (1 + len(STEP_FIELDS)))
-STEP_DTYPE = np.dtype([("kind", "u1"), ("_reserved", "V7"), ("index", "<f8")]
-                      + [(f, "<f8") for f in STEP_FIELDS])
+
+
+def _step_dtype(fields: tuple[str, ...]) -> np.dtype:
+    return np.dtype([("kind", "u1"), ("_reserved", "V7"), ("index", "<f8")]
+                    + [(f, "<f8") for f in fields])
+
+
+STEP_DTYPE = _step_dtype(STEP_FIELDS)
+#: a schema-2 run's step record (120 bytes: no time intervals)
+STEP_DTYPE_V2 = _step_dtype(STEP_FIELDS_V2)
+
+
+def step_dtype(schema_version: int) -> np.dtype:
+    """The step record of a run of this schema (2 or later)."""
+    return STEP_DTYPE if schema_version >= 3 else STEP_DTYPE_V2
 EVENT_RECORD = struct.Struct("<B3xIqdIId")
 EVENT_DTYPE = np.dtype({
     "names": ["kind", "stack", "step", "seconds", "payload", "key", "value"],

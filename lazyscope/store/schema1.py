@@ -29,6 +29,7 @@ from lazyscope.model import (
     table_from_events,
 )
 from lazyscope.model.ownership import is_library_file
+from lazyscope.model.steps import STEP_FIELDS_V2
 from lazyscope.store.layout import V1_EVENTS_FILE, V1_STEPS_FILE
 from lazyscope.store.records import lost_steps
 
@@ -44,7 +45,7 @@ def _read_bytes(path: Path) -> bytes | None:
 
 #: what the schema-1 backends measured (their other fields were written as 0)
 V1_MEASURED = {
-    "xla": list(STEP_FIELDS),
+    "xla": list(STEP_FIELDS_V2),
     "eager": ["wall_s", "t_end_s", "compile_count", "compile_s"],
     "compile": ["wall_s", "t_end_s", "compile_count", "compile_s"],
 }
@@ -168,7 +169,7 @@ def _v1_event(obj: dict[str, Any]) -> tuple[str, int, float, Stack, Any, str, fl
 def load_v1(path: Path, meta: Meta) -> Run:
     """A schema-1 run (JSON lines), converted into the schema-2 model in memory."""
     warnings: list[str] = []
-    measured = V1_MEASURED.get(meta.backend, list(STEP_FIELDS))
+    measured = V1_MEASURED.get(meta.backend, list(STEP_FIELDS_V2))
     # schema 1 recorded no executions per graph
     meta.capabilities = Capabilities(step_fields=measured, events=[
         k for k in EVENT_KINDS if k != "execute"])
@@ -193,7 +194,8 @@ def load_v1(path: Path, meta: Meta) -> Run:
     rows.sort(key=lambda r: r[0])
     if not rows and tail is None:
         lost_steps(meta, V1_STEPS_FILE, warnings)
-    columns = {f: np.array([v[f] for _, v in rows], dtype=np.float64) for f in STEP_FIELDS}
+    columns = {f: np.array([v.get(f, np.nan) for _, v in rows], dtype=np.float64)
+               for f in STEP_FIELDS}
     for number, obj in _v1_jsonl(path / V1_EVENTS_FILE, warnings):
         try:
             events.append(_v1_event(obj))

@@ -69,6 +69,29 @@ class Inputs(NamedTuple):
     computed: int  # tokens computed
 
 
+class Staged(NamedTuple):
+    """One step's host tensors in an attention variant's layout, before they go to the device
+    (made in a ``DataLoader`` worker with ``--workers``; pinned there on CUDA), with what the
+    step loop annotates (``lengths``, ``seq_len``, ``rows``) and what the device side needs."""
+
+    tensors: dict[str, Any]
+    lengths: list[int]
+    seq_len: int
+    rows: int
+    packed: bool
+    computed: int  # tokens computed
+
+
+def concatenated_staged(batch: Batch) -> Staged:
+    """The concatenated layouts' host tensors: every real token in one row (``tokens``,
+    ``positions``, ``targets``) and the int32 ``offsets`` (``cu_seqlens``)."""
+    tokens, positions, targets, offsets = concatenated(batch)
+    total = int(tokens.shape[0])
+    return Staged({"tokens": tokens, "positions": positions, "targets": targets,
+                   "offsets": offsets}, batch.lengths, batch.seq_len, batch.rows, batch.packed,
+                  total)
+
+
 def document_causal_mask(doc_ids: Any) -> Any:
     """(B, 1, L, L) bool, :func:`lazyscope.data.document_causal_mask`: query i may attend to key
     j iff both are in the same document and j <= i; padding attends only to earlier padding."""

@@ -16,7 +16,8 @@ from typing import Any, NamedTuple
 from lazyscope_scenarios.decoder.data import (
     Batch,
     Inputs,
-    concatenated,
+    Staged,
+    concatenated_staged,
     document_causal_mask,
     make_batch,
 )
@@ -76,14 +77,27 @@ class Variant:
 
     # -- data ------------------------------------------------------------------------------
     def inputs(self, batch: Batch, dev: Any) -> Inputs:
-        """Host batch -> this variant's device tensors (padded rows here)."""
-        return Inputs(batch.inputs.to(dev), batch.positions.to(dev),
-                      batch.targets.to(dev).reshape(-1), self.mask(batch, dev),
-                      batch.seq_len, batch.rows * batch.seq_len)
+        """Host batch -> this variant's device tensors: :meth:`stage` then :meth:`to_device`."""
+        return self.to_device(self.stage(batch), dev)
 
-    def mask(self, batch: Batch, dev: Any) -> Any:
-        """The padded layout's mask: document and causal."""
-        return document_causal_mask(batch.doc_ids.to(dev))
+    def stage(self, batch: Batch) -> Staged:
+        """The host tensors of this variant's layout (made where the batch is made: in a
+        ``DataLoader`` worker with ``--workers``); padded rows here."""
+        return Staged({"inputs": batch.inputs, "positions": batch.positions,
+                       "targets": batch.targets.reshape(-1), "doc_ids": batch.doc_ids},
+                      batch.lengths, batch.seq_len, batch.rows, batch.packed,
+                      batch.rows * batch.seq_len)
+
+    def to_device(self, staged: Staged, dev: Any) -> Inputs:
+        """Staged host tensors -> this variant's device :class:`Inputs` (copies that do not
+        block the host from pinned memory)."""
+        t = {k: v.to(dev, non_blocking=True) for k, v in staged.tensors.items()}
+        return Inputs(t["inputs"], t["positions"], t["targets"], self.mask(t, staged, dev),
+                      staged.seq_len, staged.computed)
+
+    def mask(self, t: dict[str, Any], staged: Staged, dev: Any) -> Any:
+        """The padded layout's mask (document and causal) from the device tensors ``t``."""
+        return document_causal_mask(t["doc_ids"])
 
     def real_logits(self, logits: Any, batch: Batch) -> Any:
         """(N, vocab): the model's output at the real tokens, in row-major document order."""
@@ -158,9 +172,9 @@ class SdpaCausal(Sdpa):
     name = "sdpa-causal"
     summary = "is_causal=True (packed rows keep the document-and-causal mask)"
 
-    def mask(self, batch: Batch, dev: Any) -> Any:
+    def mask(self, t: dict[str, Any], staged: Staged, dev: Any) -> Any:
         # one document per row, padding at its end: causality alone hides the padding
-        return super().mask(batch, dev) if batch.packed else None
+        return super().mask(t, staged, dev) if staged.packed else None
 
     def attend(self, q: Any, k: Any, v: Any, mask: Any) -> Any:
         import torch.nn.functional as F
@@ -188,14 +202,17 @@ class Nested(Variant):
     summary = "jagged NestedTensor + SDPA is_causal=True (CUDA)"
     sdpa = True
 
-    def inputs(self, batch: Batch, dev: Any) -> Inputs:
+    def stage(self, batch: Batch) -> Staged:
+        return concatenated_staged(batch)
+
+    def to_device(self, staged: Staged, dev: Any) -> Inputs:
         import torch
 
-        tokens, positions, targets, offsets = concatenated(batch)
-        off = offsets.to(dev, torch.long)
-        return Inputs(torch.nested.nested_tensor_from_jagged(tokens.to(dev), off),
-                      torch.nested.nested_tensor_from_jagged(positions.to(dev), off),
-                      targets.to(dev), None, max(batch.lengths), int(tokens.shape[0]))
+        t = {k: v.to(dev, non_blocking=True) for k, v in staged.tensors.items()}
+        off = t["offsets"].to(torch.long)
+        return Inputs(torch.nested.nested_tensor_from_jagged(t["tokens"], off),
+                      torch.nested.nested_tensor_from_jagged(t["positions"], off),
+                      t["targets"], None, max(staged.lengths), staged.computed)
 
     def real_logits(self, logits: Any, batch: Batch) -> Any:
         return logits.values()
@@ -243,13 +260,17 @@ class Concat(Variant):
 
     layout = "concat"
 
-    def inputs(self, batch: Batch, dev: Any) -> Inputs:
-        tokens, positions, targets, offsets = concatenated(batch)
-        total = int(tokens.shape[0])
-        return Inputs(tokens[None].to(dev), positions[None].to(dev), targets.to(dev),
-                      self.concat_mask(batch, offsets, dev), total, total)
+    def stage(self, batch: Batch) -> Staged:
+        return concatenated_staged(batch)
 
-    def concat_mask(self, batch: Batch, offsets: Any, dev: Any) -> Any:
+    def to_device(self, staged: Staged, dev: Any) -> Inputs:
+        t = {k: v.to(dev, non_blocking=True) for k, v in staged.tensors.items()}
+        return Inputs(t["tokens"][None], t["positions"][None], t["targets"],
+                      self.concat_mask(t["offsets"], staged, dev), staged.computed,
+                      staged.computed)
+
+    def concat_mask(self, offsets: Any, staged: Staged, dev: Any) -> Any:
+        """The mask of the concatenated row from the device ``offsets`` (``cu_seqlens``)."""
         raise NotImplementedError
 
     def real_logits(self, logits: Any, batch: Batch) -> Any:
@@ -260,8 +281,8 @@ class Varlen(Concat):
     name = "varlen"
     summary = "cu_seqlens varlen attention, causal (CUDA)"
 
-    def concat_mask(self, batch: Batch, offsets: Any, dev: Any) -> Any:
-        return offsets.to(dev), max(batch.lengths)
+    def concat_mask(self, offsets: Any, staged: Staged, dev: Any) -> Any:
+        return offsets, max(staged.lengths)
 
     def attend(self, q: Any, k: Any, v: Any, mask: Any) -> Any:
         """``mask`` is ``(cu_seqlens, max_seqlen)``; q/k/v (1, H, N, D) become (N, H, D) as
@@ -313,16 +334,16 @@ class Flex(Variant):
     layout = "flex"
     summary = "FlexAttention + document-and-causal BlockMask"
 
-    def mask(self, batch: Batch, dev: Any) -> Any:
+    def mask(self, t: dict[str, Any], staged: Staged, dev: Any) -> Any:
         from torch.nn.attention.flex_attention import create_block_mask
 
-        doc = batch.doc_ids.to(dev)
+        doc = t["doc_ids"]
 
         def causal_document(b: Any, h: Any, q_idx: Any, kv_idx: Any) -> Any:
             return (doc[b, q_idx] == doc[b, kv_idx]) & (q_idx >= kv_idx)
 
-        n = batch.seq_len
-        return create_block_mask(causal_document, batch.rows, None, n, n, device=str(dev))
+        n = staged.seq_len
+        return create_block_mask(causal_document, staged.rows, None, n, n, device=str(dev))
 
     def attend(self, q: Any, k: Any, v: Any, mask: Any) -> Any:
         """Inductor's CPU template of flex attention refuses q, k, v that are views of one
@@ -353,10 +374,10 @@ class XFormers(Concat):
     name = "xformers"
     summary = "xFormers BlockDiagonalCausalMask (CUDA)"
 
-    def concat_mask(self, batch: Batch, offsets: Any, dev: Any) -> Any:
+    def concat_mask(self, offsets: Any, staged: Staged, dev: Any) -> Any:
         from xformers.ops import fmha
 
-        return fmha.BlockDiagonalCausalMask.from_seqlens(list(batch.lengths), device=dev)
+        return fmha.BlockDiagonalCausalMask.from_seqlens(list(staged.lengths), device=dev)
 
     def attend(self, q: Any, k: Any, v: Any, mask: Any) -> Any:
         """memory_efficient_attention takes (B, M, H, K)."""

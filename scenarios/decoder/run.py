@@ -20,6 +20,7 @@ from lazyscope_scenarios.decoder.model import (
     sdpa_context,
 )
 from lazyscope_scenarios.kit import (
+    add_loader_arguments,
     base_parser,
     lengths_file,
     n_params,
@@ -63,6 +64,10 @@ def build_parser() -> argparse.ArgumentParser:
                         help="override the preset's vocabulary (e.g. GPT-2's 50257 against the "
                         "padded 50304)")
     parser.add_argument("--optimizer", choices=["sgd", "adamw"], default="sgd")
+    parser.add_argument("--fused-optimizer", action="store_true",
+                        help="the optimizer's fused=True implementation (one kernel per update "
+                        "on CUDA) instead of its default (foreach)")
+    add_loader_arguments(parser)
     parser.add_argument("--lengths", type=lengths_file, default=None, metavar="FILE",
                         help="draw lengths from this file (one per line) instead of uniform")
     parser.add_argument("--batch", type=positive_int, default=None, help="override the preset")
@@ -112,7 +117,6 @@ def main(argv: list[str] | None = None) -> int:
     dev = runtime.device()
     from lazyscope.data import collate_for
 
-    gen = torch.Generator().manual_seed(args.seed + 1)
     plan = padding_plan(args, max_len=p.max_len, batch=p.batch, dims=p._asdict())
     policy = plan.policy
     packed = policy.packed
@@ -123,6 +127,7 @@ def main(argv: list[str] | None = None) -> int:
         scenario="decoder", preset=args.preset, policy=args.padding,
         mode=args.mode, attention=variant.name, layout=variant.layout, causal=True,
         sdpa_backend=args.sdpa_backend, autocast=args.autocast, optimizer=args.optimizer,
+        fused_optimizer=args.fused_optimizer, workers=args.workers,
         graph_break=args.graph_break,
         dim=p.dim, layers=p.layers, heads=p.heads, vocab=p.vocab, max_len=p.max_len,
         batch=p.batch, seed=args.seed, lengths_source="file" if args.lengths else "uniform",
@@ -144,8 +149,10 @@ def main(argv: list[str] | None = None) -> int:
     model.train(train)
     opt: Any = None
     if train:
-        opt = (torch.optim.SGD(model.parameters(), lr=1e-3) if args.optimizer == "sgd"
-               else torch.optim.AdamW(model.parameters(), lr=1e-4))
+        # fused: one kernel for the whole update (CUDA), where the default is foreach's
+        fused = {"fused": True} if args.fused_optimizer else {}
+        opt = (torch.optim.SGD(model.parameters(), lr=1e-3, **fused) if args.optimizer == "sgd"
+               else torch.optim.AdamW(model.parameters(), lr=1e-4, **fused))
     criterion = torch.nn.CrossEntropyLoss(ignore_index=PAD_TARGET)
     lazyscope.set_info(**info, params=n_params(model))
 
@@ -157,9 +164,10 @@ def main(argv: list[str] | None = None) -> int:
             flat = logits.values() if logits.is_nested else logits.reshape(-1, p.vocab)
             return criterion(flat.float(), x.targets)
 
-    run = run_length_steps(args, runtime, plan, gen=gen, vocab=p.vocab, rows=p.batch,
+    run = run_length_steps(args, runtime, plan, vocab=p.vocab, rows=p.batch,
                            row_len=p.max_len, collate=collate, to_batch=to_batch,
-                           inputs=lambda batch: variant.inputs(batch, dev),
+                           stage=variant.stage,
+                           inputs=lambda staged: variant.to_device(staged, dev),
                            forward=forward_loss, opt=opt,
                            padded=variant.padded)
     print(steps_line("decoder", args, policy, run, variant.name))

@@ -248,3 +248,32 @@ def test_cuda_syncs_of_a_compiled_loop_at_their_lines_with_the_stall(tmp_path: P
     print(text.stdout)
     for line in lines:
         assert f"cuda_syncs.py:{line}" in text.stdout
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("read", [False, True], ids=["barrier", "read"])
+def test_cuda_step_anatomy_input_device_and_syncs(tmp_path: Path, read: bool) -> None:
+    """The step anatomy on CUDA: a DataLoader that takes ~16 ms a batch, matmuls on the GPU,
+    and (``read``) a ``loss.item()`` every step. Each steady step's parts sum to its wall time;
+    the input part holds the loader's sleep (8 x 2 ms at least); the GPU's time is the
+    barrier's wait (``device``) or, with the read, the read's (``syncs``)."""
+    if not _cuda_available():
+        pytest.skip("no CUDA device: the CUDA step anatomy needs a GPU")
+    out = tmp_path / "anatomy"
+    proc = lazyscope_cmd("trace", "--backend", "eager", "--device", "cuda", "--out", str(out),
+                         "--no-views", str(PITFALLS / "cuda_anatomy.py"),
+                         *(["--read"] if read else []), timeout=600)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    data = report_json(out)
+    steady = data["anatomy"]["steady"]
+    print(data["anatomy"])
+    parts = sum(steady[k] for k in ("input_s", "host_s", "compile_s", "device_s", "sync_s",
+                                    "other_s"))
+    assert abs(parts - steady["wall_s"]) <= 0.05 * steady["wall_s"]
+    assert steady["input_s"] >= 0.016
+    for row in data["per_step"]:
+        a = row["anatomy"]
+        assert abs(a["wall_s"] - row["wall_s"]) <= 0.05 * row["wall_s"] + 1e-4, row
+    waited = steady["sync_s"] if read else steady["device_s"]
+    other = steady["device_s"] if read else steady["sync_s"]
+    assert waited > 1e-3 and waited > other, data["anatomy"]

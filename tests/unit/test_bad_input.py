@@ -141,7 +141,7 @@ def test_a_step_value_that_is_not_a_number(capsys, data_run) -> None:
         (lambda m: m.write_text('{"status": "ok", '), "meta.json is not valid JSON"),
         (lambda m: m.unlink(), "is not a lazyscope run: it has no meta.json"),
         (lambda m: m.write_text(json.dumps({**json.loads(m.read_text()), "schema_version": 99})),
-         "was written with run schema 99, newer than this lazyscope understands (2); "
+         "was written with run schema 99, newer than this lazyscope understands (3); "
          "upgrade lazyscope to read it"),
         (lambda m: m.write_text(json.dumps({**json.loads(m.read_text()), "warmup_steps": "two"})),
          "meta.json has unexpected content: 'warmup_steps' is not an integer"),

@@ -26,7 +26,7 @@ from lazyscope.analyze.report import build_report
 from lazyscope.core.errors import RunDirError
 from lazyscope.render.json import render_json
 from lazyscope.render.text import render_text
-from lazyscope.store import EVENT_DTYPE, STEP_DTYPE, load_run
+from lazyscope.store import EVENT_DTYPE, load_run, step_dtype
 from lazyscope.store.layout import EVENTS_FILE, INTERN_FILE, META_FILE, STEPS_FILE
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "xla"
@@ -64,7 +64,8 @@ def test_any_truncation_of_records_loses_at_most_the_cut_record(workdir, data, w
                                                                   name) -> None:
     run_dir = _fresh(workdir, name)
     raw = (run_dir / which).read_bytes()
-    size = (STEP_DTYPE if which == STEPS_FILE else EVENT_DTYPE).itemsize
+    schema = json.loads((run_dir / META_FILE).read_text())["schema_version"]
+    size = (step_dtype(schema) if which == STEPS_FILE else EVENT_DTYPE).itemsize
     cut = data.draw(st.integers(min_value=0, max_value=len(raw)), label="cut")
     (run_dir / which).write_bytes(raw[:cut])
     run = load_run(run_dir)

@@ -41,7 +41,8 @@ from lazyscope.model import Capabilities, Execute, Sync
 from lazyscope.model.ownership import capture_stack, is_own_file
 
 SYNC_WARNING = "called a synchronizing CUDA operation"
-STEP_FIELDS = ["wall_s", "t_end_s", "compile_count", "compile_s"]
+STEP_FIELDS = ["wall_s", "t_end_s", "compile_count", "compile_s", "input_s", "barrier_s",
+               "own_s"]
 
 
 def _warning_machinery(file: str) -> bool:
@@ -100,10 +101,11 @@ class EagerRuntime(Runtime):
         return torch.device(self.device_name)
 
     def barrier(self) -> None:
-        synchronize(self.device_name)
         trace = active()
         if trace is not None:
-            trace.collector.on_user_barrier()
+            trace.collector.on_user_barrier()  # waits for the device itself, timed
+        else:
+            synchronize(self.device_name)
 
     @contextlib.contextmanager
     def region(self, name: str) -> Iterator[None]:
@@ -190,6 +192,8 @@ class TorchCollector(Collector):
             meta.device = device
         if device == "cuda":
             self._install_sync_debug()
+            if "sync_s" not in meta.capabilities.step_fields:  # the reads' stalls are timed
+                meta.capabilities.step_fields.append("sync_s")
             import torch
 
             self._memory = CudaMemory(torch.cuda)
@@ -286,14 +290,24 @@ class TorchCollector(Collector):
         self._recorder = None
 
     def on_user_barrier(self) -> None:
-        """A step ended: record it (raises StepLimitReached at the step limit)."""
-        if self._recorder is None:
+        """A step ended: wait for the device (the step's ``barrier_s``), record it (raises
+        StepLimitReached at the step limit). What follows the step's end here is lazyscope's own
+        time, counted in the next step (``own_s``)."""
+        recorder = self._recorder
+        if recorder is None:
+            synchronize(self.device_name)
             return
+        t0 = time.perf_counter()
         synchronize(self.device_name)
         values, _ = self._collect_step()
-        if self._memory is not None:
-            self._memory.sample()  # the allocator's counters: no sync of its own
-        self._recorder.step(values)
+        end = self._t_last
+        values["barrier_s"] = end - t0
+        try:
+            if self._memory is not None:
+                self._memory.sample()  # the allocator's counters: no sync of its own
+            recorder.step(values)
+        finally:
+            recorder.add_time("own_s", time.perf_counter() - end)
 
     def _collect_step(self) -> tuple[dict[str, float | None], int]:
         assert self._recorder is not None

@@ -147,7 +147,8 @@ class XlaCollector(Collector):
         self._watch: CallWatch | None = None
         self._sited: set[str] = set()
         self._transfer_windows = 0
-        self._patched: list[tuple[Any, Any]] = []
+        #: (owner, attribute, original) of what the trace wraps, restored at its end
+        self._patched: list[tuple[Any, str, Any]] = []
         self._device_noted = False
         #: the run's info says eager mode (set once)
         self._eager_seen = False
@@ -239,6 +240,7 @@ class XlaCollector(Collector):
         self._watch = CallWatch(Counters(met))
         self._watch.enable()  # warm-up: watch every call
         self._watch_for_dynamo()
+        self._watch_parallel_loader()
         self._lines.start(torch_xla._XLAC, self.options.graph_shapes)
         if recorder.meta.rank is None:  # a worker never spawns ranks of its own
             self._spawn = SpawnHook(recorder.writer.path, self.options, recorder,
@@ -271,6 +273,8 @@ class XlaCollector(Collector):
             self._step_thread = thread
         if barrier and thread == self._step_thread and self.step_gate is not None:
             barrier = self.step_gate()  # a trainer's callback says which barriers end steps
+        recorder = self._recorder
+        t_enter = time.perf_counter()
         if self._lines.held and barrier and thread == self._step_thread:
             self._in_barrier = True
             try:
@@ -278,15 +282,23 @@ class XlaCollector(Collector):
                 self._lines.release(self._recorder)
             finally:
                 self._in_barrier = False
+        t0 = time.perf_counter()
         result = original(*args, **kwargs)
+        t1 = time.perf_counter()
         if barrier and thread == self._step_thread and self._recorder is not None:
+            recorder.add_time("own_s", t0 - t_enter)
             if previous == "steptrace" and source == "own" and self._launched_nothing():
                 # The program's own torch_xla.sync() right after an xp.StepTrace's exit (a
                 # sync inside a StepTrace is refused by torch_xla), and it ran nothing: one
                 # iteration, one step (its time goes to the next barrier's step)
                 self._last_barrier = "merged"
+                recorder.add_time("barrier_s", t1 - t0)
             else:
-                self._on_barrier()
+                self._on_barrier(t1 - t0)
+        elif recorder is not None and not barrier:
+            # torch_xla's own sync (a merged loader barrier, the dynamo bridge): the program's
+            # thread waited there as at a barrier
+            recorder.add_time("barrier_s", t1 - t0)
         return result
 
     def _launched_nothing(self) -> bool:
@@ -320,7 +332,30 @@ class XlaCollector(Collector):
             return original(*args, **kwargs)
 
         torch.compile = compile_
-        self._patched.append((torch, original))
+        self._patched.append((torch, "compile", original))
+
+    def _watch_parallel_loader(self) -> None:
+        """Time the program's wait for its next batch from torch_xla's parallel loader
+        (``MpDeviceLoader``): its thread fetches and uploads batches; the program's thread waits
+        in ``ParallelLoader.next_item`` (the step's ``input_s``; the loader's own
+        ``torch_xla.sync()`` before it is a barrier, timed there). Importing the module starts
+        no runtime."""
+        import torch_xla.distributed.parallel_loader as pl
+
+        original = pl.ParallelLoader.__dict__["next_item"]
+
+        @functools.wraps(original)
+        def next_item(loader: Any, device: Any) -> Any:
+            t0 = time.perf_counter()
+            try:
+                return original(loader, device)
+            finally:
+                recorder = self._recorder
+                if recorder is not None:
+                    recorder.add_time("input_s", time.perf_counter() - t0)
+
+        pl.ParallelLoader.next_item = next_item
+        self._patched.append((pl.ParallelLoader, "next_item", original))
 
     def thread_started(self) -> None:
         """A thread that will run the program's steps started (a device thread of a spawned
@@ -351,8 +386,8 @@ class XlaCollector(Collector):
             self._spawn = None
         if _SyncPatch.current is self:
             _SyncPatch.current = None
-        for module, original in reversed(self._patched):
-            module.compile = original
+        for owner, name, original in reversed(self._patched):
+            setattr(owner, name, original)
         self._patched = []
         if self._reads is not None:
             self._reads.uninstall()
@@ -392,10 +427,13 @@ class XlaCollector(Collector):
         self._watch = None
         self._recorder = None
 
-    def _on_barrier(self) -> None:
+    def _on_barrier(self, barrier_s: float) -> None:
+        """A step barrier returned after ``barrier_s`` inside torch_xla's sync: record the step.
+        What lazyscope does from the step's end on is its own time, counted in the next step."""
         self._in_barrier = True
         try:
             values, _ = self._collect_step()
+            values["barrier_s"] = barrier_s
             if not self._device_noted:
                 self._note_device()
             self._sample_memory()
@@ -405,8 +443,12 @@ class XlaCollector(Collector):
                 self._recorder.set_info(eager_mode=True)
         finally:
             self._in_barrier = False
-        assert self._recorder is not None
-        self._recorder.step(values)
+        recorder = self._recorder
+        assert recorder is not None
+        try:
+            recorder.step(values)
+        finally:
+            recorder.add_time("own_s", time.perf_counter() - self._t_last)
 
     def _note_device(self) -> None:
         """Record the real device once the program has created it."""

@@ -23,8 +23,9 @@ state", the assertion serving stacks run in CI):
   (inputs + outputs - aliased + intermediates + program, the backend's own analysis).
   Evidence: each site whose largest graph is over, with its sizes and shape.
 * ``--baseline BASE`` (``check_report(..., baseline=)``) - the run against a baseline run of the
-  same program: its steady step time, compilations and host syncs per step
-  (:mod:`lazyscope.analyze.baseline`). With a baseline, the default rule applies only when
+  same program: its compilations, host syncs and executions per step, the CPU (and device)
+  time of its steady step, and its wall-clock step time unless the machine was busier
+  (:mod:`lazyscope.analyze.baseline`; ``baseline_tolerance``: ``--tolerance``). With a baseline, the default rule applies only when
   asked for.
 * a pod (a run several hosts wrote to one URL) is always checked for divergence
   (``no-host-divergence``): a host that compiled graphs the others did not, a straggler host, a
@@ -46,7 +47,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from lazyscope.analyze.baseline import compare_to_baseline
+from lazyscope.analyze.baseline import DEFAULT_TOLERANCE, compare_to_baseline
 from lazyscope.analyze.findings import BreakFacts
 from lazyscope.analyze.report import Report
 from lazyscope.analyze.summary import timed_steps
@@ -72,6 +73,9 @@ class Rules:
     #: ``max_syncs_per_step`` counts the steps from this one on (``lazyscope.guard``: not the
     #: warm-up steps it was given)
     syncs_from_step: int = 0
+    #: ``--baseline``: the share of the baseline's time per step a run may take more
+    #: (``--tolerance``)
+    baseline_tolerance: float = DEFAULT_TOLERANCE
 
     def any_rule(self) -> bool:
         return (self.max_recompiles is not None or self.max_syncs_per_step is not None
@@ -84,7 +88,8 @@ class Rules:
         """These rules, or "no recompilation in steady state" when no rule was given."""
         if self.any_rule():
             return self
-        return Rules(max_recompiles=0, allow_incomplete=self.allow_incomplete)
+        return Rules(max_recompiles=0, allow_incomplete=self.allow_incomplete,
+                     baseline_tolerance=self.baseline_tolerance)
 
 
 @dataclass
@@ -381,7 +386,7 @@ def check_report(report: Report, rules: Rules, baseline: Report | None = None) -
         if (v := _check_graph_memory(report, limit)):
             violations.append(v)
     if baseline is not None:
-        compared = compare_to_baseline(report, baseline)
+        compared = compare_to_baseline(report, baseline, rules.baseline_tolerance)
         described += compared.rules
         violations += [Violation(rule=r.rule, limit=r.limit, actual=r.actual, message=r.message,
                                  evidence=r.evidence) for r in compared.regressions]

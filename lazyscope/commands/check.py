@@ -53,6 +53,19 @@ def size_or_share_option(ctx: Any, param: Any, value: str | None
         raise UsageError(f"--max-graph-memory: {err}") from None
 
 
+def tolerance_option(ctx: Any, param: Any, value: str) -> float:
+    """``--tolerance``: a share, ``10%`` or ``0.1``, from 0 up to 10 (1000%); anything else is a
+    usage error (exit 2)."""
+    text = value.strip()
+    try:
+        share = float(text[:-1]) / 100 if text.endswith("%") else float(text)
+    except ValueError:
+        raise UsageError(f"--tolerance: {value!r} is not a share (10% or 0.1)") from None
+    if not 0 <= share <= 10:  # nan too
+        raise UsageError(f"--tolerance: {value!r} is not a share between 0% and 1000%")
+    return share
+
+
 def _measured_for(report: Any, rules: Rules) -> None:
     """Refuse a rule on a metric the run does not measure (it would pass whatever the program
     did): exit 2."""
@@ -93,8 +106,13 @@ def _measured_for(report: Any, rules: Rules) -> None:
               help="no compiled graph may hold more than SIZE on the device (1MB, 16GiB, or "
                    "80% of the device where the runtime reports its memory)")
 @click.option("--baseline", type=RUN, default=None, metavar="BASE",
-              help="fail when the steady step got slower than BASE's (beyond both runs' "
-                   "spread), or compilations or host syncs per step rose")
+              help="fail when compilations, host syncs or graph executions per step rose "
+                   "against BASE's, or the steady step's CPU time, or its wall time on a "
+                   "machine no busier than BASE's (beyond both runs' spread and --tolerance)")
+@click.option("--tolerance", default="10%", show_default=True, metavar="SHARE",
+              callback=tolerance_option,
+              help="with --baseline: how much more time per step than BASE's passes (10% or "
+                   "0.1)")
 @hosts_option
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text",
               show_default=True)
@@ -103,7 +121,7 @@ def check_cmd(run_dir: Path, max_recompiles: int | None, max_recompiles_old: int
               max_syncs_per_step: int | None, no_fallbacks: bool, no_graph_breaks: bool,
               no_rank_divergence: bool, max_step_seconds: float | None,
               allow_incomplete: bool, max_graph_memory: tuple[int | None, float | None],
-              baseline: Path | None, hosts: int | None, fmt: str) -> int:
+              baseline: Path | None, tolerance: float, hosts: int | None, fmt: str) -> int:
     """A CI gate: exit 0 when RUN_DIR obeys the rules, 1 (with the evidence) when not.
 
     With no rule given, checks --max-recompiles 0: no recompilation in steady state. A run that
@@ -115,7 +133,7 @@ def check_cmd(run_dir: Path, max_recompiles: int | None, max_recompiles_old: int
                   no_fallbacks=no_fallbacks, no_graph_breaks=no_graph_breaks,
                   no_rank_divergence=no_rank_divergence, max_step_seconds=max_step_seconds,
                   allow_incomplete=allow_incomplete, max_graph_memory=max_graph_memory[0],
-                  max_graph_memory_share=max_graph_memory[1])
+                  max_graph_memory_share=max_graph_memory[1], baseline_tolerance=tolerance)
     report = report_and_views(run_dir, warmup_steps=warmup_steps, views=False, hosts=hosts)
     _measured_for(report, rules)
     base = (report_and_views(baseline, warmup_steps=warmup_steps, views=False)

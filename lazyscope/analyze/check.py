@@ -24,7 +24,7 @@ state", the assertion serving stacks run in CI):
   Evidence: each site whose largest graph is over, with its sizes and shape.
 * ``--baseline BASE`` (``check_report(..., baseline=)``) - the run against a baseline run of the
   same program: its compilations, host syncs and executions per step, the CPU (and device)
-  time of its steady step, and its wall-clock step time unless the machine was busier
+  time of its steady step, and its wall-clock step time unless the machine was loaded
   (:mod:`lazyscope.analyze.baseline`; ``baseline_tolerance``: ``--tolerance``). With a baseline, the default rule applies only when
   asked for.
 * a pod (a run several hosts wrote to one URL) is always checked for divergence

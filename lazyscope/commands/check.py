@@ -108,7 +108,7 @@ def _measured_for(report: Any, rules: Rules) -> None:
 @click.option("--baseline", type=RUN, default=None, metavar="BASE",
               help="fail when compilations, host syncs or graph executions per step rose "
                    "against BASE's, or the steady step's CPU time, or its wall time on a "
-                   "machine no busier than BASE's (beyond both runs' spread and --tolerance)")
+                   "machine not loaded by others (beyond both runs' spread and --tolerance)")
 @click.option("--tolerance", default="10%", show_default=True, metavar="SHARE",
               callback=tolerance_option,
               help="with --baseline: how much more time per step than BASE's passes (10% or "

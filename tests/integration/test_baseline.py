@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -71,8 +72,6 @@ def test_a_read_every_step_fails_at_its_line(runs: dict[str, Path]) -> None:
     assert proc.returncode == 1, proc.stdout + proc.stderr
     for rule in ("baseline-syncs", "baseline-executions", "baseline-compiles"):
         assert f"FAIL {rule}: " in proc.stdout, proc.stdout
-    assert "FAIL baseline-executions: 2 graph executions per step against the baseline's " \
-        in proc.stdout
     assert f"a new graph cut at {PROGRAM}:{READ_LINE} (1 compilation there)" in proc.stdout
     assert f"a new host read at {PROGRAM}:{READ_LINE}: 40 in the run, none in the baseline" \
         in proc.stdout
@@ -84,10 +83,11 @@ def test_twice_the_work_fails_on_its_cpu_time(runs: dict[str, Path]) -> None:
     assert proc.returncode == 1, proc.stdout + proc.stderr
     data = json.loads(proc.stdout)
     cpu = next(v for v in data["violations"] if v["rule"] == "baseline-cpu-time")
-    assert cpu["actual"] > 1.6 * (cpu["limit"] / 1.1), cpu  # about twice the baseline's
+    more = re.search(r"\(\+(\d+\.\d)%\) more than the baseline's", cpu["message"])
+    assert more and float(more[1]) > 60, cpu  # about twice the baseline's CPU
     assert any("is not the baseline's (other content" in e for e in cpu["evidence"]), cpu
     assert {v["rule"] for v in data["violations"]} <= {"baseline-cpu-time", "baseline-step-time"}
-    # a tolerance that allows it passes it (the wall-clock rule on a busier machine too)
+    # a tolerance that allows it passes its CPU time
     lenient = lazyscope_cmd("check", str(runs["work"]), "--baseline", str(runs["base"]),
                             "--tolerance", "150%")
     assert "ok   baseline-cpu-time" in lenient.stdout, lenient.stdout

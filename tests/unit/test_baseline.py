@@ -1,6 +1,6 @@
 """``check --baseline``'s rules on runs built in memory: the step-time bound from both runs'
 spread, compilations, host syncs and executions per step, the CPU time per step from the host
-clock's samples, and a wall-clock slowdown on a busier machine."""
+clock's samples, and a wall-clock slowdown on a loaded machine."""
 
 from __future__ import annotations
 
@@ -110,7 +110,7 @@ def test_check_text_and_json(tmp_path: Path) -> None:
     assert [r for r, _ in both.rules][0] == "max-recompiles"
 
 
-def test_a_busier_machine_is_not_a_slower_program(tmp_path: Path) -> None:
+def test_a_loaded_machine_is_not_a_slower_program(tmp_path: Path) -> None:
     """Twice the wall time per step with the same CPU time, while other processes used most of
     the machine: a note, not a failure; twice the CPU time fails on any machine."""
     walls = noisy(0.020, seed=1)
@@ -122,7 +122,7 @@ def test_a_busier_machine_is_not_a_slower_program(tmp_path: Path) -> None:
     assert stats is not None and stats.median == pytest.approx(0.018, abs=0.002)
     result = compare_to_baseline(loaded, base)
     assert result.regressions == []
-    (note,) = [n for n in result.notes if "busier machine" in n]
+    (note,) = [n for n in result.notes if "a loaded machine, not a slower program" in n]
     assert note.startswith("the median step took 4") and "other processes used 80% of the " \
         "machine's CPUs during the run (5% during the baseline)" in note
     # twice the work: twice the CPU, loaded or not
@@ -132,7 +132,7 @@ def test_a_busier_machine_is_not_a_slower_program(tmp_path: Path) -> None:
               if r.rule == "baseline-cpu-time"]
     assert cpu.message.startswith("the steady step used 36.0 ms of CPU, ") and "(+10" in \
         cpu.message
-    # a sleep on a machine no busier: slower by the wall clock, the same CPU: fails
+    # a sleep on an unloaded machine: slower by the wall clock, the same CPU: fails
     sleep = make(tmp_path / "d", noisy(0.040, seed=4), cpu=noisy(0.018, seed=8), others=0.05)
     assert rules_broken(sleep, base) == ["baseline-step-time"]
     # the tolerance is the floor of the time rules

@@ -53,6 +53,7 @@ from lazyscope.analyze.recompiles import CHURN, SiteCompiles, explain_recompiles
 from lazyscope.core.padding import (
     Policy,
     bucket_of,
+    fixed_policy,
     group_batches,
     pow2_buckets,
     simulate_packing,
@@ -1154,6 +1155,49 @@ class MeasuredRow:
     graph_memory: int | None = None
 
 
+def plan_for_run(advice: Advice, policy: Policy, steps: int) -> Plan:
+    """What ``advice``'s cost model predicts for a run of ``steps`` steps under ``policy`` (a
+    compare's run: that many steps, so a packed run's steps hold more data than as many padded
+    steps)."""
+    lengths = advice.lengths
+    ctx = _Ctx(advice.cost_model, lengths.batch, steps, lengths.mean, lengths.top)
+    if policy.packed and policy.rows and policy.row_len:
+        return _packed_plan(list(lengths.sequences), policy.rows, policy.row_len, ctx,
+                            steps=steps)
+    short = advise(lengths, max_buckets=max(1, len(advice.per_k)), horizon=steps,
+                   model=advice.cost_model, packing=False)
+    plan = _plan_for_policy(short, policy)
+    if plan is None:
+        maxima_list = list(lengths.maxima) or _random_maxima(lengths.sequences, lengths.batch)
+        plan = _padded_plan(policy.label(), policy, _normalised(histogram(maxima_list)), ctx,
+                            ("collate",))
+    return plan
+
+
+def predict_compare(advice: Advice, policies: Sequence[str], steps: int) -> dict[str, Plan]:
+    """Each ``lazyscope compare`` policy (its ``--policies`` name) priced for a run of
+    ``steps`` steps by ``advice`` (calibrated on a run of the same workload): ``auto`` and
+    ``bucket:auto`` what the advisor picks for that many steps, as the scenarios do; a fixed
+    policy at the run's max length and batch. A name that is no policy is left out."""
+    lengths = advice.lengths
+    picked = advise(lengths, max_buckets=max(1, len(advice.per_k)), horizon=steps,
+                    model=advice.cost_model, packing=advice.packing)
+    out: dict[str, Plan] = {}
+    for name in policies:
+        try:
+            if name in ("auto", "bucket:auto"):
+                chosen = picked.recommended if name == "auto" else picked.best_buckets
+                policy = chosen.policy
+            else:
+                policy = fixed_policy(name, lengths.top, lengths.batch)
+        except ValueError:
+            continue
+        if lengths.grouped and not policy.packed:
+            policy = replace(policy, grouped=True)
+        out[name] = plan_for_run(advice, policy, steps)
+    return out
+
+
 def match_measured(advice: Advice, rows: Sequence[MeasuredRow], *, compared: str) -> Advice:
     """``advice`` with each measured row beside the plan that runs its policy, predicted for the
     row's own run: as many steps (a compare runs few: compilation weighs more), so a packed row
@@ -1163,20 +1207,7 @@ def match_measured(advice: Advice, rows: Sequence[MeasuredRow], *, compared: str
     for row in rows:
         if row.steps < 1:
             continue
-        ctx = _Ctx(advice.cost_model, lengths.batch, row.steps, lengths.mean, lengths.top)
-        plan: Plan | None
-        if row.policy.packed and row.policy.rows and row.policy.row_len:
-            plan = _packed_plan(list(lengths.sequences), row.policy.rows, row.policy.row_len,
-                                ctx, steps=row.steps)
-        else:
-            short = advise(lengths, max_buckets=max(1, len(advice.per_k)), horizon=row.steps,
-                           model=advice.cost_model, packing=False)
-            plan = _plan_for_policy(short, row.policy)
-            if plan is None:
-                maxima_list = list(lengths.maxima) or _random_maxima(lengths.sequences,
-                                                                     lengths.batch)
-                plan = _padded_plan(row.policy.label(), row.policy,
-                                    _normalised(histogram(maxima_list)), ctx, ("collate",))
+        plan = plan_for_run(advice, row.policy, row.steps)
         longest = max(lengths.sequences, default=lengths.top)
         predicted = with_memory(plan, advice.memory, lengths.batch,
                                 longest if plan.policy.kind == "longest" else lengths.top, None)

@@ -27,6 +27,15 @@ def seconds(s: float | None) -> str:
     return f"{s * 1e6:.0f} us"
 
 
+def duration(s: float) -> str:
+    """A time to wait for, rounded as a person says it: ``40 s``, ``4.1 min``, ``1.2 h``."""
+    if s >= 3600:
+        return f"{s / 3600:.1f} h"
+    if s >= 120:
+        return f"{s / 60:.1f} min"
+    return f"{max(1.0, s):.0f} s"
+
+
 def nbytes(n: float | None) -> str:
     """Bytes in B, KiB, MiB or GiB; :data:`NOT_MEASURED` for None."""
     if n is None:

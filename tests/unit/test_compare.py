@@ -4,6 +4,7 @@ input lines for compare/advise (pure or cheap: no XLA)."""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -280,7 +281,14 @@ def test_the_length_grouping_is_spelled_as_the_runs_transformers_spells_it(
     grouped = next(p for p in advice.plans if p.policy.grouped)
     code = render_emit(advice, grouped)
     assert spelling in code and not_spelled not in code, code
-    assert "DataCollatorWithPadding(tokenizer, pad_to_multiple_of=" in code  # smallest first
+    # the plan ranked first leads, as the Trainer takes it; the collator's smallest change
+    # follows with its own prediction beside the plan's
+    assert code.splitlines()[0].startswith(f"# lazyscope advise: {grouped.name} -- predicted ")
+    assert code.index("data_collator = PadToBuckets(") < \
+        code.index("DataCollatorWithPadding(tokenizer, pad_to_multiple_of=")
+    option = next(ln for ln in code.splitlines() if "the smallest change to the " in ln)
+    assert re.search(r"predicted \d+\.\d\dx the real tokens/s of .*, against the plan's "
+                     r"\d+\.\d\dx above", option), option
     compile(code, "emit", "exec")
 
 

@@ -186,7 +186,9 @@ def test_a_killed_host_that_uploaded_nothing_is_recovered_by_the_next_command(
     assert recovered.returncode == 0, recovered.stderr
     assert f"uploaded what pid {proc.pid} left of {url}/host3" in recovered.stderr
     rows = json.loads(recovered.stdout)["hosts"]
-    assert [(r["host"], r["steps"], r["status"]) for r in rows] == [(3, 4, "incomplete")]
+    # host 3 in the bucket says the pod has hosts 0..3: the three others never uploaded
+    assert [(r["host"], r["steps"], r["status"]) for r in rows] == [
+        (0, 0, "missing"), (1, 0, "missing"), (2, 0, "missing"), (3, 4, "incomplete")]
 
 
 def test_a_finished_pod_is_downloaded_once(gcs: dict[str, str], tmp_path: Path) -> None:

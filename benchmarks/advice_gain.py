@@ -14,8 +14,8 @@ For each: trace the program as it is for N steps; ``lazyscope advise RUN --horiz
 the user does: the same data), its prediction of the recommended plan's real tokens/s over the
 run's own policy; ``advise --emit`` pasted into the program; trace that for the plan's steps
 (the same data: packed rows take fewer steps); ``check`` both; ``diff``'s measured real
-tokens/s (compiles included) B/A. The gain is within 20% of the prediction, or the script
-exits 1.
+tokens/s (compiles included) B/A. The gain is within 20% of the prediction, and the emitted
+code's first snippet is the plan ranked first, or the script exits 1.
 
     PJRT_DEVICE=CPU python benchmarks/advice_gain.py [--out DIR] [--only NAME ...]
 """
@@ -69,12 +69,14 @@ def run_case(name: str, out: Path) -> dict:
     ran = next(p for p in advice["plans"] if p["kind"] == "longest")
     predicted = plan["predicted_tokens_per_s"] / ran["predicted_tokens_per_s"]
     emitted = must(lazyscope("advise", str(base), "--horizon", str(steps), "--emit", *options))
+    # the first snippet is the plan ranked first, its prediction beside it
+    leads = emitted.splitlines()[0].startswith(f"# lazyscope advise: {plan['name']} -- predicted ")
     if paste == "loader":
         pasted = out / name / "loader.py"
         pasted.write_text(emitted)
         extra = ["--loader", str(pasted)]
     else:
-        found = re.search(r"data_collator=(PadToBuckets\([^)]*\))", emitted)
+        found = re.search(r"data_collator\s*=\s*(PadToBuckets\([^)]*\))", emitted)
         if not found:
             sys.exit(f"{name}: no data_collator= line in the emitted advice:\n{emitted}")
         extra = ["--data-collator", found.group(1)]
@@ -91,7 +93,7 @@ def run_case(name: str, out: Path) -> dict:
             "compiles": f"{metrics['compiles']['a']} -> {metrics['compiles']['b']}",
             "padding": f"{metrics['padding_efficiency']['a']:.2f} -> "
                        f"{metrics['padding_efficiency']['b']:.2f}",
-            "check": f"{before_check} -> {after_check}", "predicted": predicted,
+            "check": f"{before_check} -> {after_check}", "predicted": predicted, "leads": leads,
             "measured": measured,
             "off": measured / predicted - 1 if measured and predicted else None}
 
@@ -103,16 +105,18 @@ def main() -> int:
     args = parser.parse_args()
     rows = [run_case(name, args.out) for name in args.only]
     print(f"\n{'program':<16} {'plan':<16} {'steps':>9} {'compiles':>9} {'pad eff':>13} "
-          f"{'check':>7} {'predicted':>9} {'measured':>9} {'off':>6}")
+          f"{'check':>7} {'leads':>5} {'predicted':>9} {'measured':>9} {'off':>6}")
     bad = 0
     for r in rows:
         off = r["off"]
-        bad += off is None or abs(off) > TOLERANCE or r["check"] != "1 -> 0"
+        bad += off is None or abs(off) > TOLERANCE or r["check"] != "1 -> 0" or not r["leads"]
         print(f"{r['program']:<16} {r['plan']:<16} {r['steps']:>9} {r['compiles']:>9} "
-              f"{r['padding']:>13} {r['check']:>7} {r['predicted']:>8.2f}x "
+              f"{r['padding']:>13} {r['check']:>7} {'yes' if r['leads'] else 'NO':>5} "
+              f"{r['predicted']:>8.2f}x "
               f"{(r['measured'] or 0):>8.2f}x {('-' if off is None else f'{off:+.0%}'):>6}")
     print(f"\n{len(rows) - bad} of {len(rows)} within {TOLERANCE:.0%} of the predicted gain "
-          "with check failing before and passing after")
+          "with check failing before and passing after, the emitted code leading with the plan "
+          "ranked first")
     return 1 if bad else 0
 
 

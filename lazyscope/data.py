@@ -15,8 +15,10 @@ fixed shapes and little padding:
   padding), ``position_ids`` restarting at 0 in each document (and in the padding at a row's
   end), optionally ``document_ids`` (-1 on padding) and the document-causal ``attention_mask``
   for SDPA. One shape, ``(rows, row_len)``. The model must keep the documents of a row apart:
-  :func:`document_causal_mask` (SDPA), :func:`flex_block_mask` (FlexAttention), or a Hugging
-  Face model that finds the documents in ``position_ids`` (transformers' ``masking_utils``).
+  :func:`document_causal_mask` (SDPA: ``True`` = attend), :func:`multihead_attention_mask`
+  (``nn.MultiheadAttention``: ``True`` = masked, the opposite), :func:`flex_block_mask`
+  (FlexAttention), or a Hugging Face model that finds the documents in ``position_ids``
+  (transformers' ``masking_utils``).
 * :class:`PackedBatchSampler` chooses which dataset items go into each packed step (it needs
   the items' lengths up front); :class:`PackRows` then places them exactly as it planned.
 * :class:`LengthGroupedBatchSampler` forms batches of similar lengths (sorted pools, batch order
@@ -62,7 +64,7 @@ OVERFLOW_MULTIPLE = 8
 
 __all__ = ["IGNORE_INDEX", "LengthGroupedBatchSampler", "PackRows", "PackedBatchSampler",
            "PadToBuckets", "collate_for", "document_causal_mask", "flex_block_mask",
-           "layout_rows", "lengths_of", "sampler_for"]
+           "layout_rows", "lengths_of", "multihead_attention_mask", "sampler_for"]
 
 
 def _declare(buckets: Sequence[int]) -> None:
@@ -331,13 +333,22 @@ class PackRows:
 
 
 def document_causal_mask(document_ids: torch.Tensor) -> torch.Tensor:
-    """``(B, 1, L, L)`` bool for SDPA's ``attn_mask``: query i may attend to key j iff both are
-    in the same document and ``j <= i``. Padding (id -1) attends only to earlier padding, so no
+    """``(B, 1, L, L)`` bool for SDPA's ``attn_mask`` (``True`` = may attend; for
+    ``nn.MultiheadAttention``, whose ``True`` means the opposite, :func:`multihead_attention_mask`):
+    query i may attend to key j iff both are in the same document and ``j <= i``. Padding (id -1) attends only to earlier padding, so no
     row is empty and no real token sees padding. Works on any device (build it there)."""
     n = document_ids.shape[1]
     same = document_ids[:, :, None] == document_ids[:, None, :]
     tril = torch.ones((n, n), dtype=torch.bool, device=document_ids.device).tril()
     return (same & tril[None])[:, None]
+
+
+def multihead_attention_mask(document_ids: torch.Tensor, num_heads: int) -> torch.Tensor:
+    """``(B * num_heads, L, L)`` bool for ``torch.nn.MultiheadAttention``'s ``attn_mask``
+    (``batch_first`` or not), the same rule as :func:`document_causal_mask` in that module's
+    convention, the opposite of SDPA's: ``True`` is a position that may **not** be attended."""
+    allowed = document_causal_mask(document_ids)[:, 0]
+    return (~allowed).repeat_interleave(num_heads, dim=0)
 
 
 def flex_block_mask(document_ids: torch.Tensor) -> Any:

@@ -2,8 +2,9 @@
 
 * ``@pytest.mark.lazyscope(max_recompiles=0, warmup_steps=2, ...)`` runs the test inside
   :func:`lazyscope.guard` with those arguments: the test fails at the step barrier where a rule
-  breaks, and its report is the finding (the test's line that reached the barrier, then the
-  user's line to change, why, and the fix), not a traceback through lazyscope.
+  breaks, and its report is the finding (the rule that broke, the test's line that reached the
+  barrier, then the user's line to change, why, and the fix), not a traceback through
+  lazyscope; the rule is the first line, the one pytest's short summary shows.
 * the ``lazyscope_guard`` fixture does the same for the test that asks for it (with the
   marker's arguments when the test has one too) and gives the guard to the test.
 
@@ -151,7 +152,11 @@ def pytest_runtest_makereport(item: pytest.Item,
         return report
     path = str(getattr(item, "path", ""))
     mine = [e for e in excinfo.traceback if str(e.path) == path]
-    where = f"{path}:{mine[-1].lineno + 1}: the step barrier where the guard broke\n" \
+    where = f"{path}:{mine[-1].lineno + 1}: the step barrier where the guard broke" \
         if mine else ""
-    report.longrepr = f"{where}{excinfo.value}"
+    # the rule that broke first, as short as it goes: pytest's short summary shows the first
+    # line, cut to the terminal's width
+    rule, _, rest = str(excinfo.value).partition("\n")
+    rule = rule.removeprefix("lazyscope.guard: ")
+    report.longrepr = "\n".join(t for t in (rule, where, rest) if t)
     return report

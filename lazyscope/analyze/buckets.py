@@ -50,9 +50,11 @@ from typing import Any, ClassVar
 from lazyscope.analyze.makers import SEQUENCE_LABELS, data_task, shape_maker
 from lazyscope.analyze.memory import MemoryModel, fit_memory, user_graph_bytes
 from lazyscope.analyze.recompiles import CHURN, SiteCompiles, explain_recompiles
+from lazyscope.analyze.tokens import measured_tokens
 from lazyscope.core.padding import (
     Policy,
     bucket_of,
+    fixed_policy,
     group_batches,
     pow2_buckets,
     simulate_packing,
@@ -107,6 +109,21 @@ class CostModel:
     #: graphs compiled once whatever the shapes (a first step without optimizer state yet):
     #: added to every plan, never multiplied by its shapes
     extra_graphs: float = 0.0
+    #: the run's first graphs (its first shape's and the once-only ones, ``first_graphs`` of
+    #: them) and the seconds they took: a process's first compilations cost more than its later
+    #: ones (the compiler's warm-up, the optimizer's state built in the first steps' graphs),
+    #: and every plan pays them; ``compile_s`` is then a later graph's (0: not calibrated so)
+    first_graphs: float = 0.0
+    first_s: float = 0.0
+
+    def compile_cost(self, graphs: float) -> float:
+        """Seconds (or relative units) to compile ``graphs`` graphs in a fresh process: the
+        first ones at what the run's first ones took, the rest at ``compile_s`` each."""
+        if self.first_graphs <= 0:
+            return graphs * self.compile_s
+        first = min(graphs, self.first_graphs)
+        return (self.first_s * first / self.first_graphs
+                + max(0.0, graphs - self.first_graphs) * self.compile_s)
 
     def row(self, length: int) -> float:
         """Units for one row padded to ``length``: a linear term plus attention's quadratic one."""
@@ -289,10 +306,14 @@ class Lengths:
 
 
 def estimate_sequences(maxima: Sequence[int], batch: int,
-                       n: int = ESTIMATE_SAMPLES) -> list[int]:
+                       n: int = ESTIMATE_SAMPLES, mean: float | None = None) -> list[int]:
     """``n`` sequence lengths drawn (as quantiles, then shuffled with a fixed seed) from the
     distribution whose batch-of-``batch`` maxima are ``maxima``: ``F(x) = F_max(x)**(1/batch)``,
-    spread uniformly between consecutive observed maxima (and from 1 up to the smallest)."""
+    spread uniformly between consecutive observed maxima, and from 1 up to the smallest; the
+    maxima say nothing of that lowest part (most of the sequences: F at the smallest maximum
+    is ``(1/len(maxima))**(1/batch)``, 0.68 for 23 batches of 8), so with ``mean`` (the real
+    tokens a sequence the run measured) it is spread from the length that makes the mean
+    ``mean`` instead of from 1."""
     if not maxima:
         return []
     hist = histogram(maxima)
@@ -302,6 +323,13 @@ def estimate_sequences(maxima: Sequence[int], batch: int,
     for v, c in hist.items():
         acc += c
         knots.append((float(v), (acc / total) ** (1.0 / max(1, batch))))
+    if mean is not None and mean > 0 and len(knots) > 1:
+        low, f_low = knots[1]
+        # the mean of the part above the smallest maximum, as the knots spread it
+        above = sum((f1 - f0) * (x0 + x1) / 2
+                    for (x0, f0), (x1, f1) in zip(knots[1:], knots[2:], strict=False))
+        start = 2 * (mean - above) / f_low - low if f_low > 0 else 0.0
+        knots[0] = (min(max(0.0, start), low), 0.0)
     out = []
     j = 1
     for i in range(n):
@@ -471,7 +499,13 @@ def lengths_from_run(run: Run, *, top: int | None = None) -> Lengths:
         notes.append(f"the max length is the longest batch the loader made ({max(maker.sizes)}, "
                      f"in {maker.batches} batches), longer than any step ran ({longest})")
         longest = max(maker.sizes)
-    return Lengths(tuple(estimate_sequences(maxima, batch)), batch,
+    tokens = measured_tokens(run)
+    mean = tokens.real / (tokens.steps * batch) if tokens is not None and tokens.steps else None
+    if mean is not None:
+        notes.append(f"the lengths below the shortest batch maximum are spread so that the "
+                     f"mean is the {mean:.1f} real tokens a sequence the run measured "
+                     f"({tokens.source if tokens is not None else ''})")
+    return Lengths(tuple(estimate_sequences(maxima, batch, mean=mean)), batch,
                    max(top or 0, info.workload.max_len or 0, longest), "graph inputs", False,
                    tuple(maxima), g.what, n, len(known), notes=tuple(notes))
 
@@ -687,7 +721,7 @@ def _padded_plan(name: str, policy: Policy, maxima: dict[int, float], ctx: _Ctx,
     graphs = (_expected_distinct(shapes.values(), ctx.horizon) * model.graphs_per_shape
               + model.extra_graphs)
     execute = ctx.horizon * units * model.unit_s
-    compile_ = graphs * model.compile_s
+    compile_ = model.compile_cost(graphs)
     total = execute + compile_
     return Plan(name, policy, graphs, ctx.mean / padded if padded else 1.0, float(ctx.horizon),
                 execute, compile_, total, ctx.real / total if total > 0 else 0.0, changes)
@@ -703,7 +737,7 @@ def _packed_plan(sequences: list[int], rows: int, row_len: int, ctx: _Ctx,
     steps = real / (rows * row_len * eff)
     execute = steps * rows * model.row(row_len) * model.unit_s
     graphs = model.graphs_per_shape + model.extra_graphs
-    compile_ = graphs * model.compile_s
+    compile_ = model.compile_cost(graphs)
     total = execute + compile_
     return Plan(f"packed {rows}x{row_len}", Policy("packed", (row_len,), rows=rows,
                                                     row_len=row_len),
@@ -953,8 +987,32 @@ def calibrate(run: Run, lengths: Lengths, base: CostModel, padded: dict[int, int
     graphs = len({e.key for e in user})
     shapes = len(set(padded.values()))
     per_shape, extra = _graphs_per_shape(user, padded, graphs, shapes)
+    # the first graphs apart from the later ones: the compiling steps in step order, each
+    # group's seconds what its steps took beyond their rows (at least the compiler's own)
+    cost = [(int(comp_n[i]), float(comp_s[i]), float(walls[i]) - units_of(i) * unit_s)
+            for i in range(n) if comp_n[i] == comp_n[i] and int(comp_n[i]) > 0]
+    k = max(1, round(per_shape + extra))
+    split = 0
+    first_n = 0.0
+    while split < len(cost) and first_n < k:
+        first_n += cost[split][0]
+        split += 1
+
+    def seconds(group: list[tuple[int, float, float]]) -> float:
+        return max(sum(c for _, c, _ in group), sum(b for _, _, b in group), 0.0)
+
+    # the seconds steps that compiled nothing took beyond their rows (a graph's first run,
+    # a wait) are the graphs' too, each its share
+    share = (max(0.0, beyond - sum(b for _, _, b in cost)) / compiles) if compiles else 0.0
+    first_s = seconds(cost[:split]) + first_n * share
+    later = sum(c for c, _, _ in cost[split:])
+    if later:  # later graphs there are: they are the price of each one more
+        compile_s = seconds(cost[split:]) / later + share
+    elif first_n:
+        compile_s = first_s / first_n
     return CostModel(crossover=base.crossover, unit_s=unit_s, compile_s=compile_s,
-                     graphs_per_shape=per_shape, extra_graphs=extra, calibrated=True)
+                     graphs_per_shape=per_shape, extra_graphs=extra, calibrated=True,
+                     first_graphs=first_n, first_s=first_s)
 
 
 def _graphs_per_shape(user: list[Any], padded: dict[int, int], graphs: int,
@@ -1154,6 +1212,49 @@ class MeasuredRow:
     graph_memory: int | None = None
 
 
+def plan_for_run(advice: Advice, policy: Policy, steps: int) -> Plan:
+    """What ``advice``'s cost model predicts for a run of ``steps`` steps under ``policy`` (a
+    compare's run: that many steps, so a packed run's steps hold more data than as many padded
+    steps)."""
+    lengths = advice.lengths
+    ctx = _Ctx(advice.cost_model, lengths.batch, steps, lengths.mean, lengths.top)
+    if policy.packed and policy.rows and policy.row_len:
+        return _packed_plan(list(lengths.sequences), policy.rows, policy.row_len, ctx,
+                            steps=steps)
+    short = advise(lengths, max_buckets=max(1, len(advice.per_k)), horizon=steps,
+                   model=advice.cost_model, packing=False)
+    plan = _plan_for_policy(short, policy)
+    if plan is None:
+        maxima_list = list(lengths.maxima) or _random_maxima(lengths.sequences, lengths.batch)
+        plan = _padded_plan(policy.label(), policy, _normalised(histogram(maxima_list)), ctx,
+                            ("collate",))
+    return plan
+
+
+def predict_compare(advice: Advice, policies: Sequence[str], steps: int) -> dict[str, Plan]:
+    """Each ``lazyscope compare`` policy (its ``--policies`` name) priced for a run of
+    ``steps`` steps by ``advice`` (calibrated on a run of the same workload): ``auto`` and
+    ``bucket:auto`` what the advisor picks for that many steps, as the scenarios do; a fixed
+    policy at the run's max length and batch. A name that is no policy is left out."""
+    lengths = advice.lengths
+    picked = advise(lengths, max_buckets=max(1, len(advice.per_k)), horizon=steps,
+                    model=advice.cost_model, packing=advice.packing)
+    out: dict[str, Plan] = {}
+    for name in policies:
+        try:
+            if name in ("auto", "bucket:auto"):
+                chosen = picked.recommended if name == "auto" else picked.best_buckets
+                policy = chosen.policy
+            else:
+                policy = fixed_policy(name, lengths.top, lengths.batch)
+        except ValueError:
+            continue
+        if lengths.grouped and not policy.packed:
+            policy = replace(policy, grouped=True)
+        out[name] = plan_for_run(advice, policy, steps)
+    return out
+
+
 def match_measured(advice: Advice, rows: Sequence[MeasuredRow], *, compared: str) -> Advice:
     """``advice`` with each measured row beside the plan that runs its policy, predicted for the
     row's own run: as many steps (a compare runs few: compilation weighs more), so a packed row
@@ -1163,20 +1264,7 @@ def match_measured(advice: Advice, rows: Sequence[MeasuredRow], *, compared: str
     for row in rows:
         if row.steps < 1:
             continue
-        ctx = _Ctx(advice.cost_model, lengths.batch, row.steps, lengths.mean, lengths.top)
-        plan: Plan | None
-        if row.policy.packed and row.policy.rows and row.policy.row_len:
-            plan = _packed_plan(list(lengths.sequences), row.policy.rows, row.policy.row_len,
-                                ctx, steps=row.steps)
-        else:
-            short = advise(lengths, max_buckets=max(1, len(advice.per_k)), horizon=row.steps,
-                           model=advice.cost_model, packing=False)
-            plan = _plan_for_policy(short, row.policy)
-            if plan is None:
-                maxima_list = list(lengths.maxima) or _random_maxima(lengths.sequences,
-                                                                     lengths.batch)
-                plan = _padded_plan(row.policy.label(), row.policy,
-                                    _normalised(histogram(maxima_list)), ctx, ("collate",))
+        plan = plan_for_run(advice, row.policy, row.steps)
         longest = max(lengths.sequences, default=lengths.top)
         predicted = with_memory(plan, advice.memory, lengths.batch,
                                 longest if plan.policy.kind == "longest" else lengths.top, None)

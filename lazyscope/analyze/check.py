@@ -27,8 +27,9 @@ state", the assertion serving stacks run in CI):
   (inputs + outputs - aliased + intermediates + program, the backend's own analysis).
   Evidence: each site whose largest graph is over, with its sizes and shape.
 * ``--baseline BASE`` (``check_report(..., baseline=)``) - the run against a baseline run of the
-  same program: its steady step time, compilations and host syncs per step
-  (:mod:`lazyscope.analyze.baseline`). With a baseline, the default rule applies only when
+  same program: its compilations, host syncs and executions per step, the CPU (and device)
+  time of its steady step, and its wall-clock step time unless the machine was loaded
+  (:mod:`lazyscope.analyze.baseline`; ``baseline_tolerance``: ``--tolerance``). With a baseline, the default rule applies only when
   asked for.
 * a pod (a run several hosts wrote to one URL) is always checked for divergence
   (``no-host-divergence``): a host that compiled graphs the others did not, a straggler host, a
@@ -50,12 +51,12 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from lazyscope.analyze.baseline import compare_to_baseline
+from lazyscope.analyze.baseline import DEFAULT_TOLERANCE, compare_to_baseline
 from lazyscope.analyze.findings import BreakFacts
 from lazyscope.analyze.report import Report, compiles_unexplained
 from lazyscope.analyze.summary import timed_steps
 from lazyscope.analyze.wording import plural
-from lazyscope.core.units import counted, nbytes
+from lazyscope.core.units import counted, nbytes, size_given
 
 MAX_EVIDENCE = 10
 
@@ -80,6 +81,9 @@ class Rules:
     #: ``max_syncs_per_step`` counts the steps from this one on (``lazyscope.guard``: not the
     #: warm-up steps it was given)
     syncs_from_step: int = 0
+    #: ``--baseline``: the share of the baseline's time per step a run may take more
+    #: (``--tolerance``)
+    baseline_tolerance: float = DEFAULT_TOLERANCE
 
     def any_rule(self) -> bool:
         return (self.max_recompiles is not None or self.max_syncs_per_step is not None
@@ -93,7 +97,8 @@ class Rules:
         """These rules, or "no recompilation in steady state" when no rule was given."""
         if self.any_rule():
             return self
-        return Rules(max_recompiles=0, allow_incomplete=self.allow_incomplete)
+        return Rules(max_recompiles=0, allow_incomplete=self.allow_incomplete,
+                     baseline_tolerance=self.baseline_tolerance)
 
 
 @dataclass
@@ -347,7 +352,7 @@ def _check_graph_memory(report: Report, limit: int) -> Violation | None:
     return Violation(
         rule="max-graph-memory", limit=limit, actual=worst.total,
         message=(f"{counted(len(over), 'site')} compiled a graph holding more than "
-                 f"{nbytes(limit)} (largest {nbytes(worst.total)} at {worst.site})"),
+                 f"{size_given(limit)} (largest {nbytes(worst.total)} at {worst.site})"),
         evidence=_capped(evidence, len(over), "sites"))
 
 
@@ -451,13 +456,13 @@ def check_report(report: Report, rules: Rules, baseline: Report | None = None) -
     if limit is not None:
         share = rules.max_graph_memory_share
         described.append(("max-graph-memory", f"no compiled graph holds more than "
-                          f"{nbytes(limit)}" + (f" ({share:.0%} of the device)"
+                          f"{size_given(limit)}" + (f" ({share:.0%} of the device)"
                                                 if rules.max_graph_memory is None and share
                                                 else "")))
         if (v := _check_graph_memory(report, limit)):
             violations.append(v)
     if baseline is not None:
-        compared = compare_to_baseline(report, baseline)
+        compared = compare_to_baseline(report, baseline, rules.baseline_tolerance)
         described += compared.rules
         violations += [Violation(rule=r.rule, limit=r.limit, actual=r.actual, message=r.message,
                                  evidence=r.evidence) for r in compared.regressions]

@@ -24,8 +24,9 @@ appears nor disappears, and neither do that kind's sites.
 steps), ``metrics`` (:class:`MetricDelta`: ``b - a`` and ``b / a``, None where either side does
 not measure it or ``a`` is 0, for compilations, recompilations, distinct graphs, compile and
 execute seconds, executions, transfers both ways, host syncs, CPU-fallback executions, graph
-breaks, the median step, the wall time, the measured padding efficiency and real tokens per
-second), ``compile_sites`` / ``sync_sites`` /
+breaks, the median step, the wall time, the measured padding efficiency, real tokens per
+second and the largest compiled graph's device memory, ``graph_memory_bytes``),
+``compile_sites`` / ``sync_sites`` /
 ``fallback_sites`` / ``break_sites`` (:class:`SiteChanges`), ``fallback_ops`` (the same, keyed by
 op name), ``findings`` (:class:`FindingChanges`) and ``warnings`` (each run's load warnings,
 ``a:`` / ``b:``). :meth:`RunDiff.to_json` is the ``--format json`` object.
@@ -58,6 +59,7 @@ METRICS: list[tuple[str, str]] = [
     ("wall_seconds", "wall_seconds"),
     ("padding_efficiency", "padding_efficiency"),
     ("real_tokens_per_second", "real_tokens_per_second"),
+    ("graph_memory_bytes", ""),
 ]
 
 
@@ -167,6 +169,9 @@ def _metric(report: Report, name: str, attr: str) -> Any:
         return getattr(s, attr)
     if name == "recompiles":
         return sum(f.count for f in report.findings if f.kind == "recompile")
+    if name == "graph_memory_bytes":  # the largest graph compiled: its device memory
+        mem = report.memory
+        return mem.peak.total if mem is not None and mem.peak is not None else None
     return sum(s.fallback_ops.values())
 
 

@@ -193,9 +193,10 @@ class GrowthFacts:
 class DivergenceFacts:
     """A host of a pod that is not like the others: it compiled graphs they did not
     (``diverges`` ``graphs``: where, what changed against their closest graph), it is a
-    straggler (``straggler``: its median step against theirs) or it stopped early
+    straggler (``straggler``: its median step against theirs), it stopped early
     (``stopped``: at which step; at the line its program raised at, else ``no_line`` says
-    why none can be named)."""
+    why none can be named), or it is not there at all (``missing``: a host of the ``expected``
+    ones with no part in the bucket)."""
 
     host: int
     diverges: str
@@ -206,6 +207,10 @@ class DivergenceFacts:
     last_step: int | None = field(default=None, metadata={"omit_none": True})
     #: why the finding names no line (a host killed without a trace of where)
     no_line: str | None = field(default=None, metadata={"omit_none": True})
+    #: ``missing``: how many hosts the pod was expected to have, and who said so
+    #: (``--hosts``, ``TPU_WORKER_HOSTNAMES on host 0``, ``host 2 in the bucket``)
+    expected: int | None = field(default=None, metadata={"omit_none": True})
+    expected_from: str | None = field(default=None, metadata={"omit_none": True})
 
 
 @dataclass

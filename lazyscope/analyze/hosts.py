@@ -12,7 +12,13 @@ Each host's part is reported as a run of its own (a multi-process host through
   others and the user line that makes it; a straggler (its median step far from the others');
   a host that stopped early (fewer steps than the others, its run not ended ``ok``: at the
   line its program raised at, else why no line can be named). On a pod any of them stalls
-  every collective, or hangs it.
+  every collective, or hangs it;
+* a host that is not there at all (kind ``divergence``, ``missing``): the pod is expected to
+  have ``--hosts N`` hosts when the user says so, else the most of what its launcher told each
+  host (``TPU_WORKER_HOSTNAMES``, torchrun's node count: in their heartbeats) and the hosts the
+  bucket shows (its highest host index + 1); a host of those with no part is a row of status
+  ``missing`` and a finding, and the pod is ``incomplete`` (a host killed before its first
+  upload, or one that never started).
 
 A host still tracing (its heartbeat fresh: :func:`lazyscope.store.remote.heard_from`) is
 ``running`` with its steps so far, never stopped; the pod then reads as a run still being
@@ -156,11 +162,52 @@ def straggler_finding(host: int, median: float, others: float,
                     no_line=why, seconds=lost, ratio=ratio)
 
 
+def expected_hosts(pod: PodRun, given: int | None = None) -> tuple[int, str] | None:
+    """How many hosts ``pod`` is expected to have and who says so: ``given`` (``--hosts N``),
+    else the largest of the counts its hosts' launchers declared and of the hosts the bucket
+    shows (its highest host index + 1); a launcher's count first among equals. None when
+    nothing says."""
+    if given is not None:
+        return given, "--hosts"
+    options = [(n, f"{source} on host {h}") for h, (n, source) in sorted(pod.declared.items())]
+    seen = pod.seen | set(pod.hosts)
+    if seen:
+        options.append((max(seen) + 1, f"host {max(seen)} in the bucket"))
+    return max(options, key=lambda o: o[0]) if options else None
+
+
+def missing_finding(host: int, expected: int, source: str, started: bool) -> Finding:
+    """Host ``host`` of the ``expected`` ones (``source`` says so) has no part in the bucket;
+    ``started``: it began an upload that never completed."""
+    how = ("its first upload never completed" if started else
+           "it uploaded nothing: it never started tracing, or it stopped before its first "
+           "upload (the uploads come every LAZYSCOPE_UPLOAD_SECONDS, 5 s)")
+    why = f"host {host} recorded nothing here"
+    return _finding(
+        host, "missing",
+        f"host {host} of the {expected} expected ({source}) has no part in the bucket: {how}; "
+        f"no line can be named: {why}; the other hosts' next collective waits for it (or "
+        "hangs)",
+        f"look at host {host}'s own log (the trace's output on that host): if its trace was "
+        "killed, the next lazyscope command on that host uploads what its spool kept; if the "
+        "pod has fewer hosts than that, say how many with --hosts N",
+        no_line=why, expected=expected, expected_from=source)
+
+
+def _missing_row(host: int) -> HostRow:
+    return HostRow(host=host, status="missing", steps=0, median_step_s=None, p99_step_s=None,
+                   compiles=None, syncs=None, distinct_graphs=0, findings=0,
+                   graphs_only_here=0, ranks=0)
+
+
 def build_pod_report(pod: PodRun, *, warmup_steps: int | None = None,
-                     sources: SourceLookup | None = None) -> Report:
-    """One report for all hosts of a pod (see the module docstring)."""
+                     sources: SourceLookup | None = None, hosts: int | None = None) -> Report:
+    """One report for all hosts of a pod (see the module docstring); ``hosts``: how many
+    hosts to expect (``--hosts N``)."""
     reports = {h: build_ranked_any(part, warmup_steps=warmup_steps, sources=sources)
                for h, part in sorted(pod.hosts.items())}
+    expected = expected_hosts(pod, hosts)
+    missing = [h for h in range(expected[0]) if h not in reports] if expected else []
     leads = runs_by_rank(pod)  # each host's lowest rank
     graphs: dict[int, dict[str, tuple[Compile, int, Frame | None]]] = {}
     for h, part in pod.hosts.items():
@@ -208,10 +255,15 @@ def build_pod_report(pod: PodRun, *, warmup_steps: int | None = None,
     medians = {r.host: (r.median_step_s, reports[r.host].summary.median_step_steps)
                for r in rows if reports[r.host].summary.median_step_basis == "steady"}
     divergence += [straggler_finding(h, m, mid, reports) for h, m, mid in stragglers(medians)]
+    if expected is not None:
+        divergence += [missing_finding(h, expected[0], expected[1], h in pod.seen)
+                       for h in missing]
+        rows = sorted(rows + [_missing_row(h) for h in missing], key=lambda r: r.host)
     findings = divergence + merge_findings({h: rep.findings for h, rep in reports.items()},
                                           "hosts")
     notes = merge_findings({h: rep.notes for h, rep in reports.items()}, "hosts")
-    statuses = {rep.summary.status for rep in reports.values()}
+    statuses = {rep.summary.status for rep in reports.values()} | (
+        {"incomplete"} if missing else set())
     summary = lead.summary
     live = [r for r in rows if r.written_by is not None]
     if statuses != {"ok"}:
@@ -224,6 +276,10 @@ def build_pod_report(pod: PodRun, *, warmup_steps: int | None = None,
                               for r in live) or None)
     name = pod.name or str(pod.path)
     verdict = f"{len(reports)} host{plural(len(reports))}; host {lead_host}: {lead.verdict}"
+    if missing:
+        verdict = (f"{len(reports)} of {expected[0] if expected else '?'} hosts (host"
+                   f"{plural(len(missing))} {', '.join(map(str, missing))} missing); host "
+                   f"{lead_host}: {lead.verdict}")
     if live:
         verdict = (f"run still being written (host{plural(len(live))} "
                    f"{', '.join(str(r.host) for r in live)} running): {verdict}")
@@ -232,6 +288,11 @@ def build_pod_report(pod: PodRun, *, warmup_steps: int | None = None,
     run_notes = list(lead.run_notes) + [
         f"{len(reports)} hosts in {name}: the summary, steps and plots are host {lead_host}'s; "
         "see the hosts table"]
+    if expected is not None:
+        beyond = [h for h in reports if h >= expected[0]]
+        run_notes.append(f"{expected[0]} hosts expected ({expected[1]})" + (
+            f"; host{plural(len(beyond))} {', '.join(map(str, beyond))} beyond them"
+            if beyond else ""))
     return replace(
         lead, run_dir=name, summary=summary, verdict=verdict,
         clean=not divergence and all(rep.clean for rep in reports.values()),
@@ -240,8 +301,10 @@ def build_pod_report(pod: PodRun, *, warmup_steps: int | None = None,
 
 
 def build_any(target: Run | RankedRun | PodRun, *, warmup_steps: int | None = None,
-              sources: SourceLookup | None = None) -> Report:
-    """The report of a run, a multi-process run or a pod (``store.load_target``)."""
+              sources: SourceLookup | None = None, hosts: int | None = None) -> Report:
+    """The report of a run, a multi-process run or a pod (``store.load_target``); ``hosts``:
+    how many hosts a pod is expected to have (``--hosts N``)."""
     if isinstance(target, PodRun):
-        return build_pod_report(target, warmup_steps=warmup_steps, sources=sources)
+        return build_pod_report(target, warmup_steps=warmup_steps, sources=sources,
+                                hosts=hosts)
     return build_ranked_any(target, warmup_steps=warmup_steps, sources=sources)

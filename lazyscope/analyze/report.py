@@ -204,6 +204,8 @@ class Report:
     #: what the run recorded of its user files: notebook cells' names and the lines' text
     #: (locations read "cell In[3], line 12"; a diff follows a line that moved)
     sources: SourceMap = field(default_factory=SourceMap, metadata=_VIEW)
+    #: the process's CPU and the machine's load at sampled barriers (``check --baseline``)
+    host_clock: dict[str, Any] | None = field(default=None, metadata=_VIEW)
     #: how a notebook shows a report: ``{"html": ..., "text": ...}``, registered by
     #: lazyscope.render when it is imported (this layer does not import render)
     notebook_views: ClassVar[dict[str, Callable[[Report], str]]] = {}
@@ -505,7 +507,7 @@ def build_report(run: Run, *, warmup_steps: int | None = None,
         memory=memory_section(run, device, device_note, out_of_memory(run)),
         anatomy=time_parts, compile_bill=compile_bill(run),
         recompiles=sites, syncs=syncs, fallbacks=fallbacks, series=series, steps=run.steps,
-        syncs_per_step=per_step_syncs, sources=info.sources,
+        syncs_per_step=per_step_syncs, sources=info.sources, host_clock=info.host_clock,
     )
 
 

@@ -6,6 +6,11 @@ started torch_xla's runtime (lazyscope never starts it first); before that, and 
 device, ``CLOUD_TPU_TASK_ID`` (or ``TPU_WORKER_ID``) when set (so processes of one machine pose
 as hosts in tests), else 0. On a TPU with neither variable set the host is not known until the
 runtime is up: the part waits in its spool until then.
+
+How many hosts the pod has, as its launcher says (:func:`launcher_hosts`): the names in
+``TPU_WORKER_HOSTNAMES`` (a TPU pod's workers), else torchrun's ``GROUP_WORLD_SIZE`` (its nodes),
+else ``WORLD_SIZE / LOCAL_WORLD_SIZE``; each host's uploader writes it into its heartbeat, so a
+reader knows a host that never uploaded anything is missing.
 """
 
 from __future__ import annotations
@@ -65,6 +70,26 @@ def host_index() -> int | None:
     return None if _on_tpu() else 0
 
 
+def _positive(name: str) -> int | None:
+    value = os.environ.get(name, "").strip()
+    return int(value) if value.isdigit() and int(value) > 0 else None
+
+
+def launcher_hosts() -> tuple[int, str] | None:
+    """``(hosts, where that was read)``: how many hosts the launcher started (see the module
+    docstring), None when nothing says."""
+    names = [n for n in os.environ.get("TPU_WORKER_HOSTNAMES", "").split(",") if n.strip()]
+    if names:
+        return len(names), "TPU_WORKER_HOSTNAMES"
+    nodes = _positive("GROUP_WORLD_SIZE")
+    if nodes is not None:
+        return nodes, "GROUP_WORLD_SIZE"
+    world, local = _positive("WORLD_SIZE"), _positive("LOCAL_WORLD_SIZE")
+    if world is not None and local is not None and world % local == 0:
+        return world // local, "WORLD_SIZE / LOCAL_WORLD_SIZE"
+    return None
+
+
 def start_part(url: str, *, force: bool) -> Uploader:
     """The spool and uploader of this host's part of the run at ``url``, checked before the
     program starts: a URL with no bucket, a bucket that does not exist or cannot be written, a
@@ -85,4 +110,5 @@ def start_part(url: str, *, force: bool) -> Uploader:
         if claim is not None:
             release_claim(open_fs(url)[0], claim)
         raise
-    return Uploader(spool, host=host_index, interval=interval, claim=claim, force=force)
+    return Uploader(spool, host=host_index, interval=interval, claim=claim, force=force,
+                    hosts=launcher_hosts())

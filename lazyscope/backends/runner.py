@@ -53,6 +53,7 @@ from lazyscope.backends.base import (
     foreign_options,
     set_active,
 )
+from lazyscope.backends.hostclock import HOST_CLOCK, HostClock
 from lazyscope.backends.loaders import LOADERS, THREAD_ERRORS, LoaderWatch
 from lazyscope.backends.profiling import ProfileWindow
 from lazyscope.backends.sampler import SAMPLES, Sampler
@@ -451,6 +452,8 @@ class Tracer:
         self._loaders = LoaderWatch()
         #: where the step thread's time goes, sampled (started with the trace)
         self._sampler: Sampler | None = None
+        #: the CPU the process used and how busy the machine was, at step barriers
+        self._clock = HostClock()
         if profile is not None and not self.collector.supports_profile:
             raise UsageError(
                 f"--profile is not supported by the {self.collector.name} backend (use --backend "
@@ -531,6 +534,7 @@ class Tracer:
                 self.profile.attach(self.collector, self.recorder)
             for observe in self.observers:
                 observe(self.recorder)
+            self._clock.attach(self.recorder)  # last: its first sample is the program's start
         except BaseException as exc:
             with contextlib.suppress(Exception):
                 self.collector.stop()
@@ -747,7 +751,7 @@ class Tracer:
         """The info the run's end will write that the trace holds in memory until then (what
         the loader watch saw of the data loaders), for a report of the run so far (the live
         alerts, the guard): the line that makes a shape is the same mid-run as at the end."""
-        info: dict[str, Any] = {}
+        info: dict[str, Any] = {HOST_CLOCK: self._clock.info()}
         try:
             loaders = self._loaders.info()
             if loaders:

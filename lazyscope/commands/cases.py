@@ -54,8 +54,7 @@ from lazyscope.commands.console import CaseUpdate, read_progress
 from lazyscope.core.errors import LazyscopeError, OutputError, RunDirError, UsageError
 from lazyscope.core.padding import Policy, read_lengths
 from lazyscope.core.signals import Terminated
-from lazyscope.core.units import counted
-from lazyscope.core.units import seconds as fmt_seconds
+from lazyscope.core.units import counted, duration
 from lazyscope.model import Run, runs_by_rank
 from lazyscope.model.codec import decode
 from lazyscope.model.info import Workload
@@ -177,52 +176,83 @@ def run_compare(
     done: dict[int, list[tuple[str, CompareRow | None]]] = {i: [] for i in range(len(cases))}
     total = len(cases) * repeat
     n = 0
-    took: list[float] = []  # seconds of each case so far: what the rest will take
-    for round_ in range(repeat):
-        # rounds in alternating order (ABBA): a load that drifts during the comparison weighs
-        # on every policy alike
-        order = list(range(len(cases)))
-        for i in (order if round_ % 2 == 0 else order[::-1]):
-            backend, policy_name = cases[i]
-            n += 1
-            policy = f"{backend}/{policy_name}" if backend else policy_name
-            slug = f"{backend}/{policy_slug(policy_name)}" if backend else policy_slug(policy_name)
-            if round_:
-                slug += f".r{round_ + 1}"
-            say(CaseUpdate(n, total, policy, "running"))
+    # rounds in alternating order (ABBA): a load that drifts during the comparison weighs on
+    # every policy alike
+    order = list(range(len(cases)))
+    runs = [(round_, i) for round_ in range(repeat)
+            for i in (order if round_ % 2 == 0 else order[::-1])]
+    clock = TimeLeft([cases[i] for _, i in runs], steps)
+    if total > 1:
+        say(CaseUpdate(0, total, "", "note", line=(
+            f"lazyscope compare: {counted(total, 'run')} of {counted(steps, 'step')}, each in a "
+            f"fresh process; the time they take follows from the first run's first "
+            f"{counted(min(steps, CALIBRATION_STEPS), 'step')}")))
+    for round_, i in runs:
+        backend, policy_name = cases[i]
+        n += 1
+        policy = f"{backend}/{policy_name}" if backend else policy_name
+        slug = f"{backend}/{policy_slug(policy_name)}" if backend else policy_slug(policy_name)
+        if round_:
+            slug += f".r{round_ + 1}"
+        say(CaseUpdate(n, total, policy, "running"))
+        began = time.monotonic()
 
-            def on_step(steps_done: int, compiles: int, n: int = n, policy: str = policy) -> None:
-                say(CaseUpdate(n, total, policy, "running", steps_done, compiles))
+        seen: list[tuple[float, int]] = []  # (when, steps done) of this run's progress
 
-            began = time.monotonic()
-            try:
-                path, row, err = _run_case(scenario, policy, policy_name, backend, steps,
-                                           extra, out, slug, env, timeout, on_step)
-            except OSError as exc:  # compare's own write (a policy's log): as trace says it
-                raise OutputError.from_os(exc, exc.filename or out / f"{slug}.log") from None
-            if err is not None and err.startswith(NO_SPACE_LINE):
-                # the disk filled under the policy's trace (its run is kept, status no_space):
-                # every policy after it would fill it too
-                raise OutputError(f"{policy}: {err.removeprefix('lazyscope: ')}")
-            took.append(time.monotonic() - began)
-            left = _time_left(took, total - n, steps)
-            done[i].append((path, row))
-            if err is not None:
-                failures[policy] = err
-            label = policy + (f" ({row.resolved})" if row is not None and row.resolved else "")
-            if row is None:
-                say(CaseUpdate(n, total, policy, "failed",
-                               line=f"[{n}/{total}] {label:<14} FAILED: {err}{left}"))
-                continue
-            eff = row.padding_efficiency
-            say(CaseUpdate(
-                n, total, policy, "failed" if err is not None else "done", row.steps,
-                row.compiles, line=(
-                    f"[{n}/{total}] {label:<14} {counted(row.steps, 'step')}, "
-                    f"{counted(row.compiles, 'compile')}, "
-                    f"{row.wall_s:.1f} s wall, {row.tokens_per_s:,.0f} real tokens/s, "
-                    f"padding efficiency {'-' if eff is None else f'{eff:.2f}'}"
-                    + (f"  FAILED: {err}" if err is not None else "") + left)))
+        def on_step(steps_done: int, compiles: int, n: int = n, policy: str = policy,
+                    case: tuple[str | None, str] = cases[i], slug: str = slug,
+                    began: float = began, seen: list[tuple[float, int]] = seen) -> None:
+            say(CaseUpdate(n, total, policy, "running", steps_done, compiles))
+            now = time.monotonic()
+            seen.append((now, steps_done))
+            if n == 1 and clock.startup is None and steps_done >= 1:
+                clock.startup = now - began
+            if n == 1 and clock.calibrated_on is None and total > 1 and \
+                    steps_done >= min(steps, CALIBRATION_STEPS) and \
+                    clock.calibrate(out / slug, case, steps_done):
+                line = clock.first_line(total)
+                if line:
+                    say(CaseUpdate(n, total, policy, "note", line=line))
+            # its own pace over its last half of steps (a compile at every step, or at none)
+            half = [(t, k) for t, k in seen if k >= steps_done // 2]
+            if min(steps, CALIBRATION_STEPS) <= steps_done < steps and len(half) > 1 and \
+                    half[-1][1] > half[0][1]:
+                recent = (half[-1][0] - half[0][0]) / (half[-1][1] - half[0][1])
+                left = clock.running(n - 1, now - began, steps_done, recent)
+                if left is not None:
+                    say(CaseUpdate(n, total, policy, "eta", line=f"about {duration(left)} left"))
+
+        try:
+            path, row, err = _run_case(scenario, policy, policy_name, backend, steps,
+                                       extra, out, slug, env, timeout, on_step)
+        except OSError as exc:  # compare's own write (a policy's log): as trace says it
+            raise OutputError.from_os(exc, exc.filename or out / f"{slug}.log") from None
+        if err is not None and err.startswith(NO_SPACE_LINE):
+            # the disk filled under the policy's trace (its run is kept, status no_space):
+            # every policy after it would fill it too
+            raise OutputError(f"{policy}: {err.removeprefix('lazyscope: ')}")
+        clock.finished(cases[i], time.monotonic() - began,
+                       row.wall_s if row is not None and err is None else None)
+        if row is not None and err is None and n < total:
+            clock.calibrate(Path(path), cases[i], row.steps)  # the whole run: every length
+        left = clock.after(n)
+        done[i].append((path, row))
+        if err is not None:
+            failures[policy] = err
+        label = policy + (f" ({row.resolved})" if row is not None and row.resolved else "")
+        if row is None:
+            say(CaseUpdate(n, total, policy, "failed",
+                           line=f"[{n}/{total}] {label:<14} FAILED: {err}{left}"))
+            continue
+        eff = row.padding_efficiency
+        say(CaseUpdate(
+            n, total, policy, "failed" if err is not None else "done", row.steps,
+            row.compiles, line=(
+                f"[{n}/{total}] {label:<14} {counted(row.steps, 'step')}, "
+                f"{counted(row.compiles, 'compile')}, "
+                f"{row.wall_s:.1f} s wall, {row.tokens_per_s:,.0f} real tokens/s, "
+                f"padding efficiency {'-' if eff is None else f'{eff:.2f}'}"
+                + (f"  FAILED: {err}" if err is not None else "") + left)))
     rows: list[CompareRow] = []
     for i, (backend, policy_name) in enumerate(cases):
         policy = f"{backend}/{policy_name}" if backend else policy_name
@@ -247,14 +277,158 @@ def run_compare(
     return result
 
 
-def _time_left(took: list[float], cases_left: int, steps: int) -> str:
-    """`` (about 4 min left: ...)`` after a case, from the cases so far; "" when none is left."""
-    if cases_left <= 0 or not took:
-        return ""
-    each = sum(took) / len(took)
-    return (f"  (about {fmt_seconds(each * cases_left)} left for {counted(cases_left, 'run')} "
-            f"at ~{fmt_seconds(each)} each; --steps fewer than {steps} or fewer --policies "
-            "shortens it)")
+#: a policy's first steps the comparison's estimate is calibrated on
+CALIBRATION_STEPS = 10
+
+
+class TimeLeft:
+    """How long the rest of a comparison takes, said before it is mostly done and after each
+    run, with how to shorten it.
+
+    Policies differ by orders of magnitude (pad to max compiles once; pad to longest compiles
+    at most steps, minutes on XLA:CPU), so the runs done say little about the runs to come. Once
+    the first run has done its first :data:`CALIBRATION_STEPS` steps, its run so far calibrates
+    the advisor (``advice_for_run``: seconds per compiled graph, per unit of padded work) and
+    every policy is priced for the comparison's steps (:func:`~lazyscope.analyze.buckets
+    .predict_compare`: the graphs it is expected to compile, the work of its batches), plus
+    each run's start-up and ending (measured: its first step's latency, then each finished run's
+    time beyond its steps). Each run that ends calibrates it again (the whole run: every length
+    it saw), and from two on, the finished runs' steps against their predictions rescale the
+    rest (the median ratio). A running policy's own first steps (:meth:`running`) project its
+    end. A policy run before (``--repeat``) is its measured time; without a prediction (a
+    workload the advisor cannot read: no lengths), the mean of the runs done."""
+
+    def __init__(self, schedule: list[tuple[str | None, str]], steps: int):
+        #: (backend, policy) of each run, in the order they run
+        self.schedule = schedule
+        self.steps = steps
+        self.predicted: dict[tuple[str | None, str], float] = {}
+        self.halved: dict[tuple[str | None, str], float] = {}
+        self.took: dict[tuple[str | None, str], list[float]] = {}
+        self.overheads: list[float] = []
+        self.ratios: list[float] = []
+        self.startup: float | None = None
+        self.calibrated_on: str | None = None
+
+    def calibrate(self, run_dir: Path, case: tuple[str | None, str], steps_done: int) -> bool:
+        """Price every policy from ``run_dir`` (the first run so far, or a run that ended: more
+        of the workload's lengths, its own compile and step seconds); True when it could."""
+        from lazyscope.analyze.buckets import advice_for_run, predict_compare
+
+        try:
+            run = load_run(run_dir)
+            if self.startup is not None and len(run.steps) and not self.overheads:
+                # the first step's latency held its own work (its compilation): start-up is
+                # the rest
+                first = float(run.steps.values("wall_s")[0])
+                self.startup = max(0.0, self.startup - (first if first == first else 0.0))
+            advice = advice_for_run(run, horizon=self.steps)
+            names = [p for b, p in self.schedule if b == case[0]]
+            full = predict_compare(advice, names, self.steps)
+            half = predict_compare(advice, names, max(1, self.steps // 2))
+        except (LazyscopeError, NoLengths, NothingFits, ValueError, OSError):
+            return False
+        if not advice.cost_model.calibrated:
+            return False
+        for name, plan in full.items():
+            self.predicted[(case[0], name)] = plan.compile_s + plan.execute_s
+        for name, plan in half.items():
+            self.halved[(case[0], name)] = plan.compile_s + plan.execute_s
+        self.calibrated_on = f"{case[1]}'s first {counted(steps_done, 'step')}"
+        return True
+
+    def finished(self, case: tuple[str | None, str], seconds: float,
+                 step_seconds: float | None) -> None:
+        """A run ended after ``seconds``, ``step_seconds`` of them its steps' (None: failed)."""
+        self.took.setdefault(case, []).append(seconds)
+        if step_seconds is not None:
+            self.overheads.append(max(0.0, seconds - step_seconds))
+            predicted = self.predicted.get(case)
+            if predicted and predicted > 0 and len(self.took[case]) == 1:
+                self.ratios.append(step_seconds / predicted)
+
+    def _scale(self) -> float:
+        if len(self.ratios) < 2:  # one policy's error says little of another's
+            return 1.0
+        return float(sorted(self.ratios)[len(self.ratios) // 2])
+
+    def _overhead(self) -> float:
+        if self.overheads:
+            return sum(self.overheads) / len(self.overheads)
+        return self.startup or 0.0
+
+    def estimate(self, case: tuple[str | None, str], halved: bool = False) -> float | None:
+        """One run of ``case`` (``halved``: with half the steps), None when nothing says."""
+        table = self.halved if halved else self.predicted
+        if case in self.took and not halved:
+            return sum(self.took[case]) / len(self.took[case])
+        if case in table:
+            return self._overhead() + self._scale() * table[case]
+        done = [t for ts in self.took.values() for t in ts]
+        if not done:
+            return None
+        mean = sum(done) / len(done)
+        return mean / 2 if halved else mean
+
+    def left(self, after: int) -> tuple[float, dict[str, float]] | None:
+        """The seconds the runs after the first ``after`` take, and each policy's share."""
+        per: dict[str, float] = {}
+        for backend, policy in self.schedule[after:]:
+            t = self.estimate((backend, policy))
+            if t is None:
+                return None
+            name = f"{backend}/{policy}" if backend else policy
+            per[name] = per.get(name, 0.0) + t
+        return sum(per.values()), per
+
+    def shorter(self, after: int) -> str:
+        """How to shorten what is left: fewer steps, or without the policy that takes longest."""
+        left = self.left(after)
+        if left is None or not left[1]:
+            return ""
+        total, per = left
+        ways = []
+        if self.steps > 1:
+            half = [self.estimate(case, halved=True) for case in self.schedule[after:]]
+            shorter = sum(h for h in half if h is not None)
+            if all(h is not None for h in half) and shorter < 0.8 * total:
+                ways.append(f"--steps {self.steps // 2} (about {duration(shorter)})")
+        slowest, most = max(per.items(), key=lambda kv: kv[1])
+        if len(per) > 1 and most > 0.5 * total:
+            ways.append(f"--policies without {slowest} (about {duration(total - most)})")
+        return "; shorter: " + " or ".join(ways) if ways else ""
+
+    def first_line(self, runs: int) -> str:
+        """The estimate said once the first run's first steps calibrated it."""
+        left = self.left(0)
+        if left is None:
+            return ""
+        total, per = left
+        each = ", ".join(f"{name} ~{duration(t)}" for name, t in per.items())
+        return (f"lazyscope compare: about {duration(total)} for the {counted(runs, 'run')} "
+                f"({each}), calibrated on {self.calibrated_on}{self.shorter(0)}")
+
+    def running(self, done: int, elapsed: float, steps_done: int,
+                recent: float | None) -> float | None:
+        """The seconds left while run ``done + 1`` has done ``steps_done`` steps in
+        ``elapsed`` seconds, its last steps at ``recent`` seconds each: its own end projected
+        from them, then the runs after it."""
+        rest = self.left(done + 1)
+        if recent is None or rest is None:
+            return None
+        return max(0.0, (self.steps - steps_done) * recent) + rest[0]
+
+    def after(self, done: int) -> str:
+        """`` (about 4.1 min left for 3 runs ...)`` after ``done`` runs; "" when none is left."""
+        runs = len(self.schedule) - done
+        left = self.left(done) if runs > 0 else None
+        if left is None:
+            return ""
+        total, per = left
+        slowest, most = max(per.items(), key=lambda kv: kv[1])
+        of = f", {slowest} ~{duration(most)} of it" if len(per) > 1 else ""
+        return (f"  (about {duration(total)} left for {counted(runs, 'run')}{of}"
+                f"{self.shorter(done)})")
 
 
 def _run_case(scenario: str, policy: str, policy_name: str, backend: str | None, steps: int,

@@ -14,7 +14,7 @@ from lazyscope.analyze.check import (
     check_report,
     check_time_unmeasured,
 )
-from lazyscope.commands.common import RUN, Real, Whole, report_and_views
+from lazyscope.commands.common import RUN, Real, Whole, hosts_option, report_and_views
 from lazyscope.core.errors import EXIT_CHECK_FAILED, RunDirError, UsageError, show_path
 from lazyscope.core.numbers import BadNumber, parse_float, parse_size_or_share
 from lazyscope.render.check import CHECK_RENDERERS
@@ -54,6 +54,18 @@ def size_or_share_option(ctx: Any, param: Any, value: str | None
     if value is None:
         return None, None
     return parse_size_or_share(value, "--max-graph-memory")
+
+
+def tolerance_option(ctx: Any, param: Any, value: str) -> float:
+    """``--tolerance``: a share, ``10%`` or ``0.1``, from 0 up to 10 (1000%); anything else is a
+    usage error (exit 2)."""
+    text = value.strip()
+    try:
+        if text.endswith("%"):
+            return parse_float(text[:-1], "--tolerance", minimum=0, maximum=1000) / 100
+        return parse_float(text, "--tolerance", minimum=0, maximum=10)
+    except BadNumber as err:
+        raise UsageError(f"{err} (a share: 10% or 0.1)") from None
 
 
 def _measured_for(report: Any, rules: Rules) -> None:
@@ -105,10 +117,16 @@ def _measured_for(report: Any, rules: Rules) -> None:
               help="check a failed, interrupted or killed run's recorded steps instead of failing")
 @click.option("--max-graph-memory", default=None, metavar="SIZE", callback=size_or_share_option,
               help="no compiled graph may hold more than SIZE on the device (1MB, 16GiB, or "
-                   "80%% of the device where the runtime reports its memory)")
+                   "80% of the device where the runtime reports its memory)")
 @click.option("--baseline", type=RUN, default=None, metavar="BASE",
-              help="fail when the steady step got slower than BASE's (beyond both runs' "
-                   "spread), or compilations or host syncs per step rose")
+              help="fail when compilations, host syncs or graph executions per step rose "
+                   "against BASE's, or the steady step's CPU time, or its wall time on a "
+                   "machine not loaded by others (beyond both runs' spread and --tolerance)")
+@click.option("--tolerance", default="10%", show_default=True, metavar="SHARE",
+              callback=tolerance_option,
+              help="with --baseline: how much more time per step than BASE's passes (10% or "
+                   "0.1)")
+@hosts_option
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text",
               show_default=True)
 def check_cmd(run_dir: Path, max_recompiles: int | None, max_recompiles_old: int | None,
@@ -117,7 +135,7 @@ def check_cmd(run_dir: Path, max_recompiles: int | None, max_recompiles_old: int
               no_rank_divergence: bool, max_step_seconds: float | None,
               max_input_share: float | None, max_tracing_share: float | None,
               allow_incomplete: bool, max_graph_memory: tuple[int | None, float | None],
-              baseline: Path | None, fmt: str) -> int:
+              baseline: Path | None, tolerance: float, hosts: int | None, fmt: str) -> int:
     """A CI gate: exit 0 when RUN_DIR obeys the rules, 1 (with the evidence) when not.
 
     With no rule given, checks --max-recompiles 0: no recompilation in steady state. A run that
@@ -130,8 +148,8 @@ def check_cmd(run_dir: Path, max_recompiles: int | None, max_recompiles_old: int
                   no_rank_divergence=no_rank_divergence, max_step_seconds=max_step_seconds,
                   allow_incomplete=allow_incomplete, max_graph_memory=max_graph_memory[0],
                   max_graph_memory_share=max_graph_memory[1], max_input_share=max_input_share,
-                  max_tracing_share=max_tracing_share)
-    report = report_and_views(run_dir, warmup_steps=warmup_steps, views=False)
+                  max_tracing_share=max_tracing_share, baseline_tolerance=tolerance)
+    report = report_and_views(run_dir, warmup_steps=warmup_steps, views=False, hosts=hosts)
     _measured_for(report, rules)
     base = (report_and_views(baseline, warmup_steps=warmup_steps, views=False)
             if baseline is not None else None)

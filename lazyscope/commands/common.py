@@ -12,7 +12,7 @@ import click
 
 from lazyscope.analyze.hosts import build_any
 from lazyscope.core import streams
-from lazyscope.core.errors import RunDirError, one_line, show_path
+from lazyscope.core.errors import RunDirError, UsageError, one_line, show_path
 from lazyscope.core.numbers import BadNumber, parse_float, parse_int
 from lazyscope.model import PodRun
 from lazyscope.model.source_files import SOURCES
@@ -112,6 +112,15 @@ class Real(click.ParamType):
             self.fail(str(err), param, ctx)
 
 
+def hosts_option(command: Any) -> Any:
+    """``--hosts N``: how many hosts a pod is expected to have (a decorator)."""
+    return click.option(
+        "--hosts", type=Whole(minimum=1), default=None, metavar="N",
+        help="a pod (a run at a URL) is expected to have N hosts: one that wrote nothing is "
+             "missing (default: what the hosts' launcher said, TPU_WORKER_HOSTNAMES or "
+             "torchrun's nodes, and the highest host in the bucket)")(command)
+
+
 #: how a command that runs a program parses its line: lazyscope's options, then the target;
 #: everything after the target is the program's, untouched (as python, pyinstrument and py-spy)
 PROGRAM_LINE = {**CONTEXT, "allow_interspersed_args": False}
@@ -148,10 +157,12 @@ def warn(lines: list[str]) -> None:
 
 def report_and_views(run_dir: Path, *, warmup_steps: int | None = None,
                       views: bool = True, need_html: bool = False,
-                      warnings: list[str] | None = None) -> Any:
+                      warnings: list[str] | None = None, hosts: int | None = None) -> Any:
     """Load a run (or a multi-process run), build its report once, write its views (their
     warnings printed, or appended to ``warnings`` when given). A run a live trace is still
-    writing gets the report so far and no views: asked for the HTML report, RunDirError."""
+    writing gets the report so far and no views: asked for the HTML report, RunDirError.
+    ``hosts``: how many hosts a pod is expected to have (``--hosts N``; a usage error for
+    anything but a pod)."""
 
     plotter = None
     if views:  # matplotlib is imported in a plotter process while the run is read
@@ -163,7 +174,10 @@ def report_and_views(run_dir: Path, *, warmup_steps: int | None = None,
         url = URLS.get(Path(run_dir))
         if url is not None and isinstance(target, PodRun):
             target.name = url
-        report = build_any(target, warmup_steps=warmup_steps, sources=SOURCES)
+        if hosts is not None and not isinstance(target, PodRun):
+            raise UsageError(f"--hosts {hosts}: {url or show_path(run_dir)} is not a pod (a run "
+                             "whose hosts wrote their parts to one URL, URL/host<N>/)")
+        report = build_any(target, warmup_steps=warmup_steps, sources=SOURCES, hosts=hosts)
         if url is not None:
             report.run_dir = url
         writer = report.summary.being_written_by

@@ -180,7 +180,9 @@ def progress_parts(steps: int, limit: int | None, compiles: int, last: float | N
 class CaseUpdate:
     """What ``lazyscope compare`` says about one case (a policy, or backend x policy) as it
     runs: ``state`` is ``running`` (``steps`` and ``compiles`` so far), ``done`` or
-    ``failed`` (``line`` then says how it went)."""
+    ``failed`` (``line`` then says how it went), ``note`` (``line``: about the comparison,
+    its estimate of the time it takes) or ``eta`` (``line``: the time left, on the live line
+    only)."""
 
     index: int
     total: int
@@ -225,10 +227,21 @@ class CompareProgress(_LiveLines):
         return self
 
     def update(self, event: CaseUpdate) -> None:
-        """Show one case's progress; print its summary when it ends."""
+        """Show one case's progress; print its summary when it ends (and a ``note``: the
+        comparison's estimate)."""
         if self._progress is None:
-            if event.state != "running":
+            if event.state not in ("running", "eta"):
                 self.echo(event.line)
+            return
+        if event.state == "note":
+            self._progress.console.print(event.line, markup=False, highlight=False,
+                                         soft_wrap=True)
+            if self.echo_when_live:
+                self.echo(event.line)
+            return
+        if event.state == "eta":  # the live line only
+            if self._overall is not None:
+                self._progress.update(self._overall, info=event.line)
             return
         if self._overall is None:
             self._overall = self._progress.add_task(self.title, total=event.total,
@@ -246,6 +259,8 @@ class CompareProgress(_LiveLines):
                               info="done" if event.state == "done" else "FAILED")
         self._progress.stop_task(task)
         self._progress.advance(self._overall)
+        if event.index == event.total:
+            self._progress.update(self._overall, info="done")
         self._progress.console.print(event.line, markup=False, highlight=False,
                                      soft_wrap=True)
         if self.echo_when_live:

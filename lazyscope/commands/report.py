@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from lazyscope.commands.common import RUN, Whole, echo_as_is, report_and_views
+from lazyscope.commands.common import RUN, Whole, echo_as_is, hosts_option, report_and_views
 from lazyscope.render import RENDERERS, render_text
 from lazyscope.store.layout import COMPARE_JSON, META_FILE, REPORT_HTML
 
@@ -17,7 +17,8 @@ from lazyscope.store.layout import COMPARE_JSON, META_FILE, REPORT_HTML
               show_default=True, help="html writes RUN_DIR/report.html and prints its path")
 @click.option("--warmup-steps", type=Whole(minimum=0), default=None, metavar="N",
               help="count every compilation from step N on as a recompilation")
-def report_cmd(run_dir: Path, fmt: str, warmup_steps: int | None) -> None:
+@hosts_option
+def report_cmd(run_dir: Path, fmt: str, warmup_steps: int | None, hosts: int | None) -> None:
     """Re-render a saved run as text or json, or write its views (--format html:
     RUN_DIR/report.html with the plots inline, the PNGs, the TensorBoard scalars)."""
 
@@ -30,7 +31,7 @@ def report_cmd(run_dir: Path, fmt: str, warmup_steps: int | None) -> None:
         click.echo(str(write_compare_html(run_dir, load_comparison(run_dir))))
         return
     report = report_and_views(run_dir, warmup_steps=warmup_steps, views=fmt == "html",
-                               need_html=fmt == "html")
+                               need_html=fmt == "html", hosts=hosts)
     if fmt == "html":
         click.echo(str(run_dir / REPORT_HTML))
         return

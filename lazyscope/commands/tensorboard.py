@@ -23,7 +23,13 @@ import click
 from lazyscope.analyze.report import Report
 from lazyscope.commands.common import RUN, URLS, Whole, report_and_views
 from lazyscope.core.errors import LazyscopeError
-from lazyscope.render.tensorboard import check_tensorboard, tensorboard_dir, write_scalars
+from lazyscope.render.tensorboard import (
+    check_tensorboard,
+    remove_scalars,
+    tensorboard_dir,
+    write_scalars,
+)
+from lazyscope.store.remote import PROFILE_DIR, host_dir_name
 
 #: what a profile of XLA:CPU can and cannot show (docs/profiles.md says why)
 PROFILE_ON_CPU = ("XLA:CPU: the overview's step time is host time; its device fields stay 0, "
@@ -70,13 +76,28 @@ def joint_view_url(host: str, port: int, session: str, hosts: list[str]) -> str:
     return f"http://{host}:{port}/?{query}#profile"
 
 
-def serving_dir(report: Report, run_dir: Path) -> tuple[Path, Any]:
+def write_all_scalars(report: Report, logdir: Path,
+                      hosts: dict[int, Report] | None = None) -> None:
+    """The scalars of a run into ``logdir``; of a pod (``hosts``: each host's own report),
+    each host's into ``logdir/host<N>/``, a TensorBoard run per host beside the others (the
+    pod's own report is host 0's: its series alone would hide the rest)."""
+    if not hosts:
+        write_scalars(report, logdir)
+        return
+    remove_scalars(logdir)
+    for h, rep in sorted(hosts.items()):
+        write_scalars(rep, logdir / host_dir_name(h))
+
+
+def serving_dir(report: Report, run_dir: Path,
+                hosts: dict[int, Report] | None = None) -> tuple[Path, Any]:
     """The log directory to serve and a cleanup function: ``RUN/tensorboard`` with fresh
-    scalars, or, when the run cannot be written (a read-only mount), a temporary copy of its
-    profile with the scalars written there (removed by the cleanup)."""
+    scalars (a pod's: one run per host, ``host<N>``), or, when the run cannot be written (a
+    read-only mount), a temporary copy of its profile with the scalars written there (removed
+    by the cleanup)."""
     logdir = tensorboard_dir(run_dir)
     try:
-        write_scalars(report, logdir)
+        write_all_scalars(report, logdir, hosts)
         return logdir, lambda: None
     except OSError:
         pass
@@ -84,12 +105,25 @@ def serving_dir(report: Report, run_dir: Path) -> tuple[Path, Any]:
     try:
         if logdir.is_dir():
             shutil.copytree(logdir, tmp / "tensorboard", dirs_exist_ok=True)
-        write_scalars(report, tmp / "tensorboard")
+        write_all_scalars(report, tmp / "tensorboard", hosts)
     except OSError as err:
         shutil.rmtree(tmp, ignore_errors=True)
         raise LazyscopeError(f"cannot prepare TensorBoard's log directory for {run_dir}: "
                              f"{err.strerror or err}") from None
     return tmp / "tensorboard", lambda: shutil.rmtree(tmp, ignore_errors=True)
+
+
+def host_reports(run_dir: Path) -> dict[int, Report]:
+    """Each host's own report of the pod at ``run_dir`` (its part as a run of its own)."""
+    from lazyscope.analyze.ranks import build_any
+    from lazyscope.model import PodRun
+    from lazyscope.model.source_files import SOURCES
+    from lazyscope.store import load_target
+
+    pod = load_target(run_dir)
+    if not isinstance(pod, PodRun):
+        return {}
+    return {h: build_any(part, sources=SOURCES) for h, part in sorted(pod.hosts.items())}
 
 
 def free_port() -> int:
@@ -152,6 +186,12 @@ def stop_tensorboard(proc: subprocess.Popen[bytes]) -> None:
 
 
 
+def has_profile(logdir: Path) -> bool:
+    """True when ``logdir`` holds an XProf capture (``plugins/profile/<session>/*.xplane.pb``:
+    a run traced with ``--profile``)."""
+    return any((logdir / PROFILE_DIR).glob("*/*" + XPLANE))
+
+
 def _profiled_on_cpu(report: Any) -> bool:
     profile = report.profile or {}
     return bool(profile.get("captured_steps")) and "CPU" in (report.summary.device or "")
@@ -179,9 +219,10 @@ def tensorboard_cmd(run_dir: Path, port: int, host: str) -> None:
 
     check_tensorboard()
     report = report_and_views(run_dir, views=False)
+    hosts = host_reports(run_dir) if report.hosts is not None else None
     # `kill PID` stops TensorBoard and removes a temporary copy, from here on (start-up too)
     signal.signal(signal.SIGTERM, _terminate)
-    logdir, cleanup = serving_dir(report, run_dir)
+    logdir, cleanup = serving_dir(report, run_dir, hosts)
     port = port or free_port()
     try:
         proc = start_tensorboard(logdir, port, host=host)
@@ -192,8 +233,15 @@ def tensorboard_cmd(run_dir: Path, port: int, host: str) -> None:
         click.echo(f"  scalars, unsmoothed: {links['scalars']}  (legacy dashboard: "
                    f"{links['scalars (legacy)']})")
         click.echo(f"  counts per step:     {links['counts']}")
-        click.echo(f"  profile:             {links['profile']}"
-                   + (f"  ({PROFILE_ON_CPU})" if _profiled_on_cpu(report) else ""))
+        if hosts:
+            click.echo(f"  hosts:               {', '.join(map(host_dir_name, hosts))} (a "
+                       "TensorBoard run each: their scalars side by side)")
+        if has_profile(logdir):
+            click.echo(f"  profile:             {links['profile']}"
+                       + (f"  ({PROFILE_ON_CPU})" if _profiled_on_cpu(report) else ""))
+        else:
+            click.echo("  profile:             none captured (`lazyscope trace --profile` "
+                       "captures one)")
         joint = joint_view(logdir)
         if joint is not None:
             session, hosts = joint

@@ -19,6 +19,7 @@ from lazyscope.backends.runner import (
 )
 from lazyscope.commands.common import (
     PROGRAM_LINE,
+    URLS,
     Whole,
     default_out,
     echo_as_is,
@@ -165,12 +166,15 @@ def _show_run(tracer: Any, views: bool, quiet: bool, url: str | None = None) -> 
     """The report of a finished trace, and where its run is (a URL's part: this host's, read
     from its spool, which goes once it reached the bucket)."""
     run_dir = tracer.path
+    part = None
+    if url is not None and tracer.remote is not None:
+        # the report is headed by the part's URL, not by the spool it was read from
+        part = URLS[Path(run_dir)] = f"{url.rstrip('/')}/host{tracer.remote.spool.host}"
     report = report_and_views(run_dir, views=views and url is None)
     print_report(render_text(report) + "\n", clean=report.clean, colour=colour_wanted(quiet),
                  echo=echo_as_is)
-    if url is not None and tracer.remote is not None:
+    if part is not None and tracer.remote is not None:
         spool = tracer.remote.spool
-        part = f"{url.rstrip('/')}/host{spool.host}"
         if tracer.upload_error is None:
             spool.remove()
             streams.echo(f"run saved in {part} (`lazyscope report {url}` reads every host)")

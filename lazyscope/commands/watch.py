@@ -2,12 +2,15 @@
 RUN`` in another terminal): its live counts and the same alerts as the trace prints, until the
 trace ends; then the final verdict.
 
-What it reads goes through :func:`lazyscope.store.follow.follow` (a local run directory today).
-Each poll (every ``POLL_S``) reads who writes the run (its lock) and then the run so far; the
+What it reads goes through :func:`lazyscope.store.follow.follow`: a local run directory, or one
+host's part of a run at a URL (a consistent copy of its last whole upload, see
+:func:`lazyscope.store.remote.download`). Each poll (every ``POLL_S``) reads who writes the run (its lock) and then the run so far; the
 steps not seen before go through the live alerts' own rule (:meth:`lazyscope.online.OnlineCheck
 .after_steps`: the same triggers, the same report and findings as ``lazyscope report``), so
 what is said while it runs is a finding of the final report. It writes nothing anywhere: Ctrl-C
-stops watching (exit 130) and leaves the run alone.
+stops watching (exit 130) and leaves the run alone. It exits 0 when the run ended ok, else 5
+(``EXIT_TARGET_FAILED``: failed, interrupted, or killed without finalising it), having said its
+error and the line it was raised at.
 
 On a terminal the counts are the trace's own live line (:class:`~lazyscope.commands.console
 .TraceProgress`), the alerts printed above it; otherwise plain lines: one per alert, and a
@@ -27,10 +30,10 @@ from lazyscope.analyze.report import build_report
 from lazyscope.commands.common import CONTEXT, Real, Whole
 from lazyscope.commands.console import TraceProgress, live_wanted, progress_parts
 from lazyscope.core import streams
-from lazyscope.core.errors import RunDirError, one_line
+from lazyscope.core.errors import EXIT_OK, EXIT_TARGET_FAILED, RunDirError, one_line
 from lazyscope.core.numbers import MAX_SECONDS
 from lazyscope.model import Run
-from lazyscope.model.meta import STATUS_RUNNING
+from lazyscope.model.meta import STATUS_OK, STATUS_RUNNING
 from lazyscope.model.source_files import SOURCES
 from lazyscope.online import OnlineCheck
 from lazyscope.store.follow import MISSING, NOT_A_RUN, follow
@@ -81,14 +84,14 @@ def _wait_for_run(source: Any, timeout: float) -> None:
             raise RunDirError(source.why)
         if state != MISSING:
             return
-        if time.monotonic() >= deadline:
-            raise RunDirError(f"{source.name}: no run appeared there within {timeout:g} s "
-                              f"(start `lazyscope trace --out {source.name} ...`, or wait "
-                              "longer with --timeout)")
         if not said:
             streams.echo(f"lazyscope watch: waiting for a run in {source.name} "
                          f"(up to {timeout:g} s)", to_err=True)
             said = True
+        if time.monotonic() >= deadline:
+            raise RunDirError(f"{source.name}: no run appeared there within {timeout:g} s "
+                              f"(start `lazyscope trace --out {source.name} ...`, or wait "
+                              "longer with --timeout)")
         time.sleep(POLL_S)
 
 
@@ -112,9 +115,11 @@ def watch_cmd(run: str, timeout: float, every: float, warmup_steps: int | None,
 
     \b
     lazyscope watch runs/train
+    lazyscope watch gs://bucket/run/host0     (one host's part of a run at a URL)
 
-    A RUN that does not exist yet is waited for (--timeout). Ctrl-C stops watching (exit 130);
-    the run is never touched.
+    A RUN that does not exist yet is waited for (--timeout). Exit 0 when the run ended ok, 5
+    when it failed, was interrupted or was killed (its error and the line it was raised at
+    said). Ctrl-C stops watching (exit 130); the run is never touched.
     """
 
     source = follow(run)
@@ -157,9 +162,28 @@ def watch_cmd(run: str, timeout: float, every: float, warmup_steps: int | None,
                 break
             time.sleep(POLL_S)
     report = build_report(current, warmup_steps=warmup_steps, sources=SOURCES)
-    how = "was not finalised (killed?)" if current.meta.status == STATUS_RUNNING else \
-        f"ended: status {current.status}"
-    streams.echo(one_line(f"lazyscope watch: {source.name} {how}, {report.summary.steps} steps "
-                          f"(the whole report: lazyscope report {source.name})"), to_err=True)
+    streams.echo(one_line(f"lazyscope watch: {source.name} {ending(current)}, "
+                          f"{report.summary.steps} steps (the whole report: lazyscope report "
+                          f"{source.name})"), to_err=True)
     streams.echo(f"verdict: {report.verdict}")
-    return 0
+    return EXIT_OK if current.meta.status == STATUS_OK else EXIT_TARGET_FAILED
+
+
+def ending(run: Run) -> str:
+    """How a followed run ended, as ``watch`` says it: ``ended: status ok``; a run that did
+    not end ok with its error and the program's line it was raised at
+    (``ended: status failed: ValueError: boom (at train.py:12)``); a run whose writer
+    went away without finalising it (killed: SIGKILL, the out-of-memory killer, a machine
+    gone) as such."""
+    meta = run.meta
+    if meta.status == STATUS_RUNNING:
+        return ("was not finalised: its trace was killed (SIGKILL, the out-of-memory killer, "
+                "its machine going down) without a trace of where")
+    said = f"ended: status {run.status}"
+    if meta.status == STATUS_OK:
+        return said
+    error = meta.error or ""
+    line = meta.run_info.error_frame
+    if line is not None and f"{line.file}:{line.line}" not in error:
+        error += f" (at {line.file}:{line.line})"  # the error's own text may name it already
+    return said + (f": {error.strip()}" if error else "")

@@ -19,7 +19,8 @@ Exit codes (also in docs/faults.md):
       another trace writes; a damaged baseline
 4     a missing optional dependency (torch_xla, a GPU, a browser ...)
 5     the traced scenario or script raised or exited with a non-zero status (``sys.exit(3)``,
-      ``os._exit(3)``); the run is kept, status ``failed``
+      ``os._exit(3)``); the run is kept, status ``failed``; ``lazyscope watch``: the run it
+      followed did not end ok (failed, interrupted, or killed without being finalised)
 6     the traced program ran out of device memory (XLA ``RESOURCE_EXHAUSTED`` at compile or
       run time, CUDA ``OutOfMemoryError``): one line with the graph's site, its sizes and the
       largest buffers the message lists; the run is kept, status ``failed``

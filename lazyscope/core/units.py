@@ -27,6 +27,15 @@ def seconds(s: float | None) -> str:
     return f"{s * 1e6:.0f} us"
 
 
+def duration(s: float) -> str:
+    """A time to wait for, rounded as a person says it: ``40 s``, ``4.1 min``, ``1.2 h``."""
+    if s >= 3600:
+        return f"{s / 3600:.1f} h"
+    if s >= 120:
+        return f"{s / 60:.1f} min"
+    return f"{max(1.0, s):.0f} s"
+
+
 def nbytes(n: float | None) -> str:
     """Bytes in B, KiB, MiB or GiB; :data:`NOT_MEASURED` for None."""
     if n is None:
@@ -37,6 +46,20 @@ def nbytes(n: float | None) -> str:
             return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
         value /= 1024
     return f"{value:.1f} GiB"  # pragma: no cover - the loop returns
+
+
+def size_given(n: int) -> str:
+    """A size the user gave, said as given and as :func:`nbytes` says sizes: a whole number of
+    decimal units (``--max-graph-memory 100MB``) is ``100 MB (95.4 MiB)``, anything else
+    ``16.0 GiB``."""
+    for unit, size in (("TB", 10**12), ("GB", 10**9), ("MB", 10**6), ("kB", 10**3)):
+        if n >= size and n % size == 0:
+            binary = nbytes(n)
+            if n % 1024 == 0 and float(binary.split()[0]) * 1024 ** (
+                    ("B", "KiB", "MiB", "GiB").index(binary.split()[1])) == n:
+                return binary  # a binary size that is also decimal (2**20 * 1000): as binary
+            return f"{n // size:,} {unit} ({binary})"
+    return nbytes(n)
 
 
 def count(n: int | None) -> str:

@@ -88,6 +88,10 @@ class RunInfo:
     #: ``total``, samples per step part (``phases``) and per user line (``lines``: part, file,
     #: line, function, samples)
     samples: dict[str, Any] | None = None
+    #: the process's CPU seconds and the machine's busy seconds at sampled step barriers
+    #: (``lazyscope.backends.hostclock``: ``{"cpus": N, "samples": [[step, cpu_s, busy_s,
+    #: wall_s], ...]}``)
+    host_clock: dict[str, Any] | None = None
     #: the device's memory at each barrier, where the runtime reports it (``used``, ``peak``,
     #: ``limit`` ...), or why not (``unmeasured``)
     device_memory: dict[str, Any] | None = None

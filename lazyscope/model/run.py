@@ -98,6 +98,12 @@ class PodRun:
     hosts: dict[int, Run | RankedRun] = field(default_factory=dict)
     #: the name the user gave it (the URL)
     name: str = ""
+    #: how many hosts each host's uploader said the pod has, and where it read that (its
+    #: launcher's ``TPU_WORKER_HOSTNAMES`` ...): ``{host: (hosts, source)}``
+    declared: dict[int, tuple[int, str]] = field(default_factory=dict)
+    #: every host that put anything in the bucket (a part whose first upload never completed
+    #: too)
+    seen: set[int] = field(default_factory=set)
 
     def steps_frame(self, *, tail: bool = False) -> Any:
         """Every host's :meth:`Run.steps_frame` (a multi-process host's with its ``rank``

@@ -7,14 +7,15 @@
 
 from __future__ import annotations
 
-from lazyscope.analyze.buckets import Advice, Plan, largest_shape
+from lazyscope.analyze.buckets import Advice, Plan, largest_shape, plan_for_run
 from lazyscope.analyze.makers import (
     SEQUENCE_LABELS,
     group_by_length,
     multiple_for,
     padded_shapes,
 )
-from lazyscope.core.units import counted, nbytes
+from lazyscope.core.padding import Policy
+from lazyscope.core.units import counted, nbytes, size_given
 from lazyscope.core.units import seconds as fmt_seconds
 from lazyscope.render.json import dumps
 
@@ -148,7 +149,7 @@ def _memory_lines(advice: Advice) -> list[str]:
         return [f"  graph memory: {advice.memory_note or 'not measured'}"]
     out = [f"  graph memory: each plan's largest padded batch (rows x length); {advice.memory.how}"]
     if advice.device_memory is not None:
-        out.append(f"  device memory: {nbytes(advice.device_memory)} "
+        out.append(f"  device memory: {size_given(advice.device_memory)} "
                    f"({advice.device_memory:,} bytes, --device-memory): "
                    + (f"{counted(len(advice.ruled_out), 'policy', 'policies')} ruled out"
                       if advice.ruled_out else "every policy fits"))
@@ -158,11 +159,11 @@ def _memory_lines(advice: Advice) -> list[str]:
 def _ruled_out_lines(advice: Advice) -> list[str]:
     if not advice.ruled_out or advice.device_memory is None:
         return []
-    out = ["", f"  ruled out: their largest graph would not fit in {nbytes(advice.device_memory)}"
+    out = ["", f"  ruled out: their largest graph would not fit in {size_given(advice.device_memory)}"
            " of device memory (never recommended):"]
     for p in advice.ruled_out:
         out.append(f"        {p.name:<26} largest batch {_largest(p, advice)}: graph "
-                   f"{_mem(p)} > {nbytes(advice.device_memory)}")
+                   f"{_mem(p)} > {size_given(advice.device_memory)}")
     return out
 
 
@@ -231,7 +232,8 @@ def render_emit(advice: Advice, plan: Plan | None = None) -> str:
             f"(padding efficiency {p.padding_efficiency:.2f}, "
             f"{counted(round(p.graphs), 'compiled graph')}"
             + (f", largest graph {nbytes(p.graph_bytes)}" if p.graph_bytes is not None else "")
-            + (f", fits {nbytes(advice.device_memory)}" if p.fits else "") + ")"]
+            + (f", fits {size_given(advice.device_memory)}"
+               if p.fits and advice.device_memory is not None else "") + ")"]
     lengths_line = ("lengths = lengths_of(dataset)  # each item's tokens: item['input_ids'], "
                     "item[0] of a (tokens, label) pair, or the item")
     if pol.packed:
@@ -240,8 +242,9 @@ def render_emit(advice: Advice, plan: Plan | None = None) -> str:
             else ""
         code = [
             "from torch.utils.data import DataLoader",
-            "from lazyscope.data import PackedBatchSampler, PackRows, document_causal_mask, "
-            "lengths_of",
+            "from lazyscope.data import PackedBatchSampler, PackRows, lengths_of",
+            "from lazyscope.data import document_causal_mask, flex_block_mask, "
+            "multihead_attention_mask  # the mask for your attention, below",
             "",
             lengths_line,
             f"row_len = max({row_len}, max(lengths))  # a document longer than the run showed "
@@ -252,9 +255,14 @@ def render_emit(advice: Advice, plan: Plan | None = None) -> str:
             f"row_len, return_document_ids=True{extra}))",
             f"# each batch: input_ids, labels, position_ids, document_ids, all ({rows}, "
             f"{row_len}); labels are -100 on padding and on each document's first token",
-            "# the model must keep the documents of a row apart:",
-            "#   mask = document_causal_mask(batch['document_ids'].to(device))  "
-            f"# ({rows}, 1, {row_len}, {row_len}) bool: SDPA attn_mask",
+            "# the model must keep the documents of a row apart, with the mask its attention "
+            "takes (ids = batch['document_ids'].to(device)):",
+            "#   F.scaled_dot_product_attention(q, k, v, attn_mask=document_causal_mask(ids))  "
+            f"# ({rows}, 1, {row_len}, {row_len}) bool, True = attend",
+            "#   nn.MultiheadAttention: attn_mask=multihead_attention_mask(ids, num_heads)  "
+            f"# ({rows} * num_heads, {row_len}, {row_len}) bool, True = masked: the opposite "
+            "convention",
+            "#   flex_attention(q, k, v, block_mask=flex_block_mask(ids))",
             "#   positions = batch['position_ids']  # restart at 0 in each document",
             "# Hugging Face models: pass input_ids, labels and position_ids (no attention_mask):",
             "#   transformers finds the documents in position_ids (DataCollatorWithFlattening's "
@@ -283,19 +291,26 @@ def render_emit(advice: Advice, plan: Plan | None = None) -> str:
                 f"loader = DataLoader(dataset, batch_size={b}, shuffle=True, collate_fn=collate)",
             ]
         one_label = advice.task == SEQUENCE_LABELS
-        code += [f"# each batch: input_ids, attention_mask, labels, all ({b}, L) with L in "
+        notes = [f"# each batch: input_ids, attention_mask, labels, all ({b}, L) with L in "
                  f"{bounds if bounds else 'the batch lengths'}"
                  + (f" (labels ({b},): one a sequence)" if one_label else "")
                  + "; pad id 0, labels -100 on padding; (tokens, label) items give "
                  "(input_ids, labels)",
                  *([f"# a batch longer than {bounds[-1]} (longer than the run showed) is "
                     "padded to a multiple of 8, a shape of its own, with a warning "
-                    "(truncate=True cuts it)"] if bounds else []),
-                 "# Hugging Face Trainer: data_collator=" + collate
-                 + (f" and {_grouping(advice)} for the length grouping" if pol.grouped
-                    else "")]
-        if advice.collator is not None:
-            code = _hf_collator_first(advice, pol.grouped) + code
+                    "(truncate=True cuts it)"] if bounds else [])]
+        grouping = f" and {_grouping(advice)} for the length grouping" if pol.grouped else ""
+        if advice.collator is None:
+            code += [*notes, f"# Hugging Face Trainer: data_collator={collate}{grouping}"]
+        else:
+            # a Trainer's run: the plan as the Trainer takes it, then the collator's own option
+            code = ["from lazyscope.data import PadToBuckets", "",
+                    f"data_collator = {collate}  # Trainer(..., data_collator=data_collator)"
+                    + (f"{grouping}" if pol.grouped else ""),
+                    *notes,
+                    "# your own DataLoader: collate_fn=data_collator"
+                    + (" with lazyscope.data.LengthGroupedBatchSampler" if pol.grouped else ""),
+                    *_hf_collator_option(advice, p, ref)]
     return "\n".join(kept + head + code) + "\n"
 
 
@@ -309,9 +324,11 @@ def _grouping(advice: Advice) -> str:
             "group_by_length=True in 4.x)")
 
 
-def _hf_collator_first(advice: Advice, grouped: bool) -> list[str]:
-    """For a Hugging Face padding collator, the smallest change first: the same collator,
-    padding to a multiple (or to one length); the advisor's buckets come after."""
+def _hf_collator_option(advice: Advice, plan: Plan, ref: Plan | None) -> list[str]:
+    """For a Hugging Face padding collator, the smallest change, after the advisor's plan (the
+    one ranked first) and priced as it is: the same collator padding each batch to a multiple
+    of 8 or more (buckets at every multiple up to the max length), its prediction beside the
+    plan's."""
     name = str((advice.collator or {}).get("name", "DataCollatorWithPadding")).split(".")[-1]
     sizes = sorted(set(advice.lengths.maxima)) or [advice.lengths.top]
     multiple = multiple_for(sizes)
@@ -324,13 +341,24 @@ def _hf_collator_first(advice: Advice, grouped: bool) -> list[str]:
         return [f"# (the Hugging Face collator padded to a multiple of {multiple} makes "
                 f"{advice.lengths.batch}x{top} batches: a graph of "
                 f"{nbytes(mem.bytes_at(top, advice.lengths.batch))}, over the "
-                f"{nbytes(limit)} given; the advisor's plan instead)"]
+                f"{size_given(limit)} given: not an option here)"]
+    option = multiple_plan(advice, multiple)
+    than = f" the real tokens/s of {ref.name}" if ref is not None else ""
     return [
-        f"# Hugging Face Trainer with {name}: the smallest change, where it is built",
-        f"#   (pads each batch to a multiple of {multiple}: {len(shapes)} shapes for the "
-        f"lengths seen, {min(sizes)}..{max(sizes)})",
-        f"data_collator = {name}(tokenizer, pad_to_multiple_of={multiple})",
-        f"# or one shape: {name}(tokenizer, padding=\"max_length\", max_length={top})",
+        "",
+        f"# or, the smallest change to the {name} the Trainer has: predicted "
+        f"{_ratio(option, ref)}{than}, against the plan's {_ratio(plan, ref)} above:",
+        f"#   each batch padded to a multiple of {multiple}: {len(shapes)} shapes for the "
+        f"lengths seen, {min(sizes)}..{max(sizes)}",
+        f"# data_collator = {name}(tokenizer, pad_to_multiple_of={multiple})",
         f"# and to keep the padding small: {_grouping(advice)}",
-        "# the advisor's own plan, for any loader:",
     ]
+
+
+def multiple_plan(advice: Advice, multiple: int) -> Plan:
+    """The advisor's prediction for padding each batch to a multiple of ``multiple`` (a Hugging
+    Face collator's ``pad_to_multiple_of``) over the advice's horizon."""
+    top = advice.lengths.top
+    bounds = tuple(range(multiple, top, multiple)) + (-(-top // multiple) * multiple,)
+    policy = Policy("buckets", bounds, grouped=advice.lengths.grouped)
+    return plan_for_run(advice, policy, advice.horizon)

@@ -11,6 +11,7 @@ from collections.abc import Callable
 from typing import Any
 
 from lazyscope.analyze.diff import OpChanges, RunDiff, SiteChanges
+from lazyscope.core.units import nbytes
 from lazyscope.core.units import seconds as fmt_seconds
 from lazyscope.render.json import dumps
 
@@ -26,6 +27,8 @@ def _value(name: str, v: Any) -> str:
         return f"{v:.2f}"
     if name == "real_tokens_per_second":
         return f"{v:,.0f}"
+    if name == "graph_memory_bytes":
+        return nbytes(v) if v >= 0 else "-" + nbytes(-v)
     return str(v)
 
 

@@ -41,6 +41,7 @@ from lazyscope.analyze.report import Report
 from lazyscope.core import units
 from lazyscope.model import Change, Frame
 from lazyscope.render.json import to_jsonable
+from lazyscope.render.text import finding_cost
 
 #: rows a table shows before it folds the rest
 FOLD_ROWS = 20
@@ -292,7 +293,8 @@ def _step_row(row: Any) -> dict[str, Any]:
 
 def _finding(i: int, f: Finding) -> str:
     where = f" at <code>{esc(f.where)}</code>" if f.file else ""
-    stats = [f"{f.count}x"]
+    cost = finding_cost(f)
+    stats = [cost] if cost and not cost.startswith("x") else [f"{f.count}x"] if cost else []
     if f.seconds:
         stats.append(units.seconds(f.seconds))
     context = []

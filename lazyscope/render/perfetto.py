@@ -55,6 +55,7 @@ from lazyscope.model import (
     Sync,
     user_site,
 )
+from lazyscope.render.text import finding_cost
 
 US = 1e6
 #: a rank's process id; its tracks' thread ids are 1..8, never equal to it (Perfetto calls a
@@ -380,7 +381,9 @@ def chrome_trace(runs: Mapping[int, tuple[Run, Report]]) -> dict[str, Any]:
 
 
 def _finding_line(n: int, f: Finding) -> str:
-    return f"#{n} [{f.kind}] {f.where} x{f.count}, ~{f.seconds * 1e3:.1f} ms"
+    cost = finding_cost(f)
+    return f"#{n} [{f.kind}] {f.where}" + (f" {cost}" if cost.startswith("x") else
+                                           f", {cost}" if cost else "")
 
 
 def render_perfetto(runs: Mapping[int, tuple[Run, Report]]) -> str:

@@ -201,6 +201,12 @@ def text_summary(tag: str, text: str, description: str) -> Any:
     return summary
 
 
+def remove_scalars(logdir: Path) -> None:
+    """Remove the scalars lazyscope wrote into ``logdir`` before (its events files only)."""
+    for old in Path(logdir).glob(f"events.out.tfevents.*{SCALARS_SUFFIX}"):
+        old.unlink()
+
+
 def write_scalars(report: Report, logdir: Path) -> Path:
     """Write the report's per-step series as TensorBoard scalars into ``logdir``; return the
     events file's path."""
@@ -209,8 +215,7 @@ def write_scalars(report: Report, logdir: Path) -> Path:
 
     logdir = Path(logdir)
     logdir.mkdir(parents=True, exist_ok=True)
-    for old in logdir.glob(f"events.out.tfevents.*{SCALARS_SUFFIX}"):
-        old.unlink()
+    remove_scalars(logdir)
     t0 = time.time()
     # TensorBoard's EventFileWriter writes from a thread of its own, whose OSError (a full
     # disk) is printed as a traceback: the same records are written here, in this thread,

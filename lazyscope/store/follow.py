@@ -18,11 +18,15 @@ from typing import Any
 
 from lazyscope.core.errors import RunDirError, show_path
 from lazyscope.model import Run
-from lazyscope.store.layout import META_FILE, RUN_DIRS, RUN_FILES
+from lazyscope.store.layout import MANIFEST_FILE, META_FILE, RUN_DIRS, RUN_FILES, UPLOAD_FILE
 from lazyscope.store.lock import writer_of
 from lazyscope.store.reader import load_run
-from lazyscope.store.remote import download, host_dir_name, is_remote, local_path
+from lazyscope.store.remote import INDEX_FILE, download, host_dir_name, is_remote, local_path
 from lazyscope.store.rundir import host_dirs, is_run_dir, rank_dirs
+
+#: what a download of a run's part holds before the part's first upload is complete: its
+#: heartbeat, its manifest, the download's own index
+STARTING = frozenset({UPLOAD_FILE, MANIFEST_FILE, INDEX_FILE})
 
 #: what :meth:`LocalRun.state` says
 MISSING = "missing"  # nothing there yet, or a directory a trace is just creating
@@ -61,9 +65,10 @@ class LocalRun:
             self.why = f"{self.name} is not a lazyscope run ({META_FILE} is not lazyscope's)"
             return NOT_A_RUN
         # a run file's ``.tmp`` is an atomic write in progress (meta.json.tmp just before the
-        # rename that makes the run): a trace starting, like the files it writes first
+        # rename that makes the run): a trace starting, like the files it writes first; a
+        # download of a part whose first upload is under way holds its heartbeat
         foreign = [n for n in names if n not in RUN_FILES and n not in RUN_DIRS
-                   and n.removesuffix(".tmp") not in RUN_FILES]
+                   and n.removesuffix(".tmp") not in RUN_FILES and n not in STARTING]
         if foreign:
             self.why = (f"{self.name} is not a lazyscope run (no {META_FILE}; it holds "
                         f"{', '.join(sorted(foreign)[:3])}{' ...' if len(foreign) > 3 else ''})")

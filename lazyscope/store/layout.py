@@ -18,6 +18,8 @@ A run directory (``lazyscope trace --out RUN``)::
     host<N>/             host N's part of a run at a URL (``--out gs://...``; store.remote)
     host<N>/upload.json  its uploader's heartbeat: rewritten while the trace runs (a launcher's
                          ranks each upload their own: host<N>/rank<R>/upload.json)
+    host<N>/manifest.json  written last by each upload: the size and checksum of every record
+                         file it uploaded (a reader takes the part only when they match)
     report.html          the HTML report                    (render.views)
     timeline.png, time_split.png, cumulative.png   the plots
     tensorboard/         TensorBoard scalars and the XProf profile (plugins/profile/...)
@@ -50,6 +52,8 @@ RANK_DIR = "rank{rank}"
 HOST_DIR = "host{host}"
 #: in a host's part at a URL: its uploader's heartbeat (who uploads, how often, still or no more)
 UPLOAD_FILE = "upload.json"
+#: in a host's part at a URL, beside its heartbeat: what the last upload uploaded, written last
+MANIFEST_FILE = "manifest.json"
 REPORT_HTML = "report.html"
 TIMELINE_PNG = "timeline.png"
 TIME_SPLIT_PNG = "time_split.png"

@@ -45,7 +45,14 @@ from lazyscope.model import (
 )
 from lazyscope.model.codec import decode
 from lazyscope.model.steps import INTERVAL_FIELDS
-from lazyscope.store.layout import ANNOTATIONS_FILE, EVENTS_FILE, INTERN_FILE, META_FILE, STEPS_FILE
+from lazyscope.store.layout import (
+    ANNOTATIONS_FILE,
+    EVENTS_FILE,
+    INTERN_FILE,
+    META_FILE,
+    STEPS_FILE,
+    UPLOAD_FILE,
+)
 from lazyscope.store.lock import short_holder, writer_of
 from lazyscope.store.records import (
     EVENT_DTYPE,
@@ -458,6 +465,34 @@ class _LazyRef:
 
 
 
+def pod_beats(path: Path) -> tuple[set[int], dict[int, tuple[int, str]]]:
+    """The hosts that left anything under a pod's directory (``host<N>/``), and the host count
+    their heartbeats (``upload.json``, the part's or its ranks') declare: ``{host: (hosts,
+    where its launcher said it)}``."""
+    seen: set[int] = set()
+    declared: dict[int, tuple[int, str]] = {}
+    try:
+        entries = list(path.iterdir())
+    except OSError:
+        return seen, declared
+    for entry in entries:
+        name = entry.name
+        if not (name.startswith("host") and name[4:].isdigit() and entry.is_dir()):
+            continue
+        host = int(name[4:])
+        seen.add(host)
+        for beat in [entry / UPLOAD_FILE, *sorted(entry.glob(f"rank*/{UPLOAD_FILE}"))]:
+            try:
+                data = json.loads(beat.read_text())
+            except (OSError, ValueError):
+                continue
+            hosts = data.get("hosts") if isinstance(data, dict) else None
+            if isinstance(hosts, int) and not isinstance(hosts, bool) and hosts > 0:
+                declared[host] = (hosts, str(data.get("hosts_from") or "its launcher"))
+                break
+    return seen, declared
+
+
 def load_target(path: str | os.PathLike[str]) -> Run | RankedRun | PodRun:
     """A run, a multi-process run (:class:`~lazyscope.model.RankedRun`) when ``path`` holds
     ``rank<N>/`` runs, or a pod (:class:`~lazyscope.model.PodRun`) when it holds ``host<N>/``
@@ -470,7 +505,8 @@ def load_target(path: str | os.PathLike[str]) -> Run | RankedRun | PodRun:
             loaded = load_target(part)
             assert not isinstance(loaded, PodRun)
             parts[host] = loaded
-        return PodRun(path=path, hosts=parts)
+        seen, declared = pod_beats(path)
+        return PodRun(path=path, hosts=parts, seen=seen | set(parts), declared=declared)
     ranks = rank_dirs(path) if _is_dir(path) else {}
     if not ranks:
         if _is_dir(path) and not (path / META_FILE).exists():

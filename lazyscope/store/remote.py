@@ -10,7 +10,7 @@ a trace killed before its last upload leaves it behind, and the next ``lazyscope
 that host uploads what is left (:func:`recover_spools`), or says it is lost.
 
 While the trace runs its uploader also rewrites ``URL/host<N>/upload.json`` (its heartbeat:
-pid, machine, how often it beats), at most every :func:`beat_seconds`, whether or not a step
+pid, machine, how often it beats, how many hosts the launcher started), at most every :func:`beat_seconds`, whether or not a step
 changed anything (a loop that waits, or a long upload of one file, still beats); a final upload
 writes it ``ended``. A reader tells a host still tracing from one that stopped by it without
 talking to the host: the part's ``meta.json`` says running and the bucket stored the heartbeat
@@ -61,10 +61,12 @@ from lazyscope.core.errors import (
 from lazyscope.core.numbers import MAX_SECONDS, parse_float
 from lazyscope.store.layout import (
     ANNOTATIONS_FILE,
+    ERROR_FILE,
     EVENTS_FILE,
     HOST_DIR,
     INTERN_FILE,
     LOCK_FILE,
+    MANIFEST_FILE,
     META_FILE,
     STEPS_FILE,
     TENSORBOARD_DIR,
@@ -117,6 +119,9 @@ SPOOL_FILE = "spool.json"
 PART_DIR = "part"
 #: record files, compared by checksum (a run of an older lazyscope rewrote them in place)
 MAPPED = frozenset({STEPS_FILE, EVENTS_FILE, INTERN_FILE, ANNOTATIONS_FILE})
+#: files uploaded as the bytes their checksum was taken of, and listed in the part's manifest
+#: with it (what a reader must see from one upload)
+CHECKED = MAPPED | {META_FILE, ERROR_FILE}
 #: files of a local run never uploaded (the lock means something on this machine only)
 LOCAL_ONLY = frozenset({LOCK_FILE, WRITE_TEST})
 #: where XProf writes a capture, and the suffixes of its files
@@ -505,6 +510,15 @@ def drop_uploaded_spool(part: Path) -> None:
         shutil.rmtree(part.parent, ignore_errors=True)
 
 
+def _read_order(path: Path) -> tuple[int, str]:
+    """The order one upload reads a part's files in, so that what it reads is one state of the
+    run while the trace goes on appending: ``meta.json`` first (a run it says ended has every
+    record already), the records next, ``intern.jsonl`` last (append-only: read after the
+    records that refer to it, it holds every entry they name)."""
+    name = path.name
+    return (0 if name == META_FILE else 2 if name == INTERN_FILE else 1, path.as_posix())
+
+
 def _crc(path: Path) -> tuple[int, bytes]:
     data = path.read_bytes()
     return zlib.crc32(data), data
@@ -517,11 +531,14 @@ class Uploader:
     upload (record files by checksum: they are rewritten in place), nothing else, so a tick is
     bounded by what the steps since the last one wrote. The traced program never waits for it.
     ``host``: called for the host index when it is not known yet (None: not yet; the part is
-    uploaded once it is)."""
+    uploaded once it is). ``hosts``: how many hosts the pod has and where that was read (the
+    launcher's), written into every heartbeat."""
 
     def __init__(self, spool: Spool, *, host: Callable[[], int | None] | None = None,
-                 interval: float | None = None, claim: str | None = None, force: bool = False):
+                 interval: float | None = None, claim: str | None = None, force: bool = False,
+                 hosts: tuple[int, str] | None = None):
         self.spool = spool
+        self.hosts = hosts
         self.interval = upload_seconds() if interval is None else interval
         self._host = host
         #: this trace's claim on its part (:func:`claim_part`), removed after the last upload;
@@ -540,6 +557,9 @@ class Uploader:
         self.uploads = 0
         self.beat_every = beat_seconds(self.interval)
         self._beat_at = -1e18
+        #: the manifest's entries: each record file uploaded, its size and CRC-32
+        self._listed: dict[str, dict[str, int]] = {}
+        self._manifest_written = False
 
     def start(self) -> None:
         self._thread = threading.Thread(target=self._loop, name="lazyscope-upload", daemon=True)
@@ -570,7 +590,14 @@ class Uploader:
 
     def sync(self, *, final: bool = False) -> int:
         """Upload what changed; the number of files uploaded. Raises what the filesystem
-        raised (kept in :attr:`error` too)."""
+        raised (kept in :attr:`error` too).
+
+        One upload is a consistent snapshot for a reader: every record file is read before any
+        is sent, in the order that makes what is read one state of the run
+        (:func:`_read_order`); each goes up as the bytes its checksum was taken of, and then the
+        part's manifest (:data:`MANIFEST_FILE`: each record file's size and CRC-32), written
+        last; a reader takes a part only when its files match its manifest
+        (:func:`download`)."""
         with self._lock:
             host = self.host()
             if host is None:
@@ -587,19 +614,25 @@ class Uploader:
                 session = session_name(self.spool.url)
                 n = 0
                 self._beat(fs, root, host)
-                for path in sorted(self.spool.part.rglob("*")):
+                # the snapshot first, every file read before any is sent (an upload takes
+                # longer than the trace takes to append), in the order that makes it whole
+                snapshot: list[tuple[Path, str, Any, bytes | None]] = []
+                for path in sorted(self.spool.part.rglob("*"), key=_read_order):
                     if not path.is_file() or path.name in LOCAL_ONLY or path.suffix == ".tmp":
                         continue
                     rel = path.relative_to(self.spool.part).as_posix()
                     data: bytes | None = None
                     try:
-                        if path.name in MAPPED:
+                        if path.name in CHECKED:
                             key, data = _crc(path)
                         else:
                             st = path.stat()
                             key = (st.st_size, st.st_mtime_ns)
                     except OSError:
                         continue  # replaced while we looked: the next tick takes it
+                    snapshot.append((path, rel, key, data))
+                present = {rel for _, rel, _, _ in snapshot}
+                for path, rel, key, data in snapshot:
                     if self._sent.get(rel) == key:
                         continue
                     target = f"{root}/{remote_name(rel, host, session)}"
@@ -608,8 +641,13 @@ class Uploader:
                         fs.put_file(str(path), target)
                     else:
                         fs.pipe_file(target, data)
+                        self._listed[rel] = {"size": len(data), "crc32": key}
                     self._sent[rel] = key
                     n += 1
+                for gone in set(self._listed) - present:
+                    del self._listed[gone]
+                if n or final or not self._manifest_written:
+                    self._write_manifest(fs, root, host)
                 if final:
                     self._beat(fs, root, host, ended=True)
                     if self.claim is not None:
@@ -621,6 +659,16 @@ class Uploader:
                 self.error = storage_reason(err, self.spool.url, writing=True)
                 raise
 
+    def _write_manifest(self, fs: Any, root: str, host: int) -> None:
+        """The part's manifest, beside its heartbeat: the record files uploaded so far below
+        the heartbeat's directory, relative to it, each with its size and CRC-32."""
+        where = self._beat_dir()
+        files = {rel[len(where):]: entry for rel, entry in sorted(self._listed.items())
+                 if rel.startswith(where)}
+        fs.pipe_file(f"{root}/{host_dir_name(host)}/{where}{MANIFEST_FILE}",
+                     json.dumps({"files": files}).encode())
+        self._manifest_written = True
+
     def _beat(self, fs: Any, root: str, host: int, *, ended: bool = False) -> None:
         """Rewrite the part's heartbeat (``upload.json``) when the last one is
         :attr:`beat_every` old (or, ``ended``, to say no more uploads follow)."""
@@ -628,7 +676,10 @@ class Uploader:
         if not ended and now - self._beat_at < self.beat_every:
             return
         beat = {"state": "ended" if ended else "writing", "host": host, "pid": os.getpid(),
-                "machine": socket.gethostname(), "every": self.beat_every}
+                "machine": socket.gethostname(), "every": self.beat_every,
+                "manifest": MANIFEST_FILE}
+        if self.hosts is not None:
+            beat.update(hosts=self.hosts[0], hosts_from=self.hosts[1])
         fs.pipe_file(f"{root}/{host_dir_name(host)}/{self._beat_dir()}{UPLOAD_FILE}",
                      json.dumps(beat).encode())
         self._beat_at = now
@@ -733,11 +784,14 @@ def _tag(info: dict[str, Any]) -> str:
     return f"size:{info.get('size')}:{info.get('mtime') or info.get('LastModified')}"
 
 
-def download(url: str, stats: dict[str, int] | None = None) -> Path:
-    """A local copy of the run at ``url`` (see the module docstring): the objects that
-    changed since the last download, fetched in parallel batches. ``stats`` gets how many
-    objects the URL holds (``objects``) and how many were fetched (``fetched``)."""
-    fs, root = open_fs(url)
+#: how often :func:`download` lists again when a part's files do not match its manifest (an
+#: upload in progress), and the seconds between two tries
+SETTLE_TRIES = 12
+SETTLE_SECONDS = 0.25
+
+
+def _download_listing(fs: Any, root: str, url: str) -> dict[str, tuple[str, str, dict[str, Any]]]:
+    """``{rel: (object name, tag, its listing)}`` of the objects under ``root``."""
     with contextlib.suppress(Exception):
         fs.invalidate_cache()
     try:
@@ -748,51 +802,146 @@ def download(url: str, stats: dict[str, int] | None = None) -> Path:
         raise storage_error(err, url, "list") from None
     # the hosts' claims are the writers' business, not the run's
     listing = {k: v for k, v in listing.items() if not _is_claim(k)}
-    if not listing:
-        raise RunDirError(f"{url} holds nothing: no lazyscope run there")
-    dest = download_dir(url)
-    dest.mkdir(parents=True, exist_ok=True)
-    try:
-        index: dict[str, str] = json.loads((dest / INDEX_FILE).read_text())
-    except (OSError, ValueError):
-        index = {}
-    wanted: dict[str, str] = {}
-    todo: list[tuple[str, str]] = []
+    out: dict[str, tuple[str, str, dict[str, Any]]] = {}
     for name, info in listing.items():
         if info.get("type") == "directory":
             continue
         rel = name[len(root):].lstrip("/")
         if not rel or rel.startswith("..") or "/../" in f"/{rel}/":
             continue
-        tag = _tag(info)
-        wanted[rel] = tag
-        if index.get(rel) != tag or not (dest / rel).is_file():
-            todo.append((rel, name))
-    if stats is not None:
-        stats.update(objects=len(wanted), fetched=len(todo))
-    for start in range(0, len(todo), DOWNLOAD_BATCH):
-        batch = todo[start:start + DOWNLOAD_BATCH]
+        out[rel] = (name, _tag(info), info)
+    return out
+
+
+def _groups(names: set[str]) -> dict[str, str | None]:
+    """``{directory: its manifest or None}`` of every uploader's part under a download: a
+    directory holding a manifest or a heartbeat (``host1/``, ``host1/rank0/``, or ``""`` for a
+    URL that is one host's part)."""
+    out: dict[str, str | None] = {}
+    for rel in names:
+        where, _, name = rel.rpartition("/")
+        prefix = f"{where}/" if where else ""
+        if name == MANIFEST_FILE:
+            out[prefix] = rel
+        elif name == UPLOAD_FILE:
+            out.setdefault(prefix, None)
+    return out
+
+
+def _matches(manifest: Path, prefix: str, read: Callable[[str], Path]) -> bool:
+    """True when the files of one upload's manifest (at ``manifest``) are, byte for byte, those
+    ``read(rel)`` gives (the freshly fetched copy, else the one already here)."""
+    try:
+        files = json.loads(manifest.read_bytes()).get("files", {})
+    except (OSError, ValueError, AttributeError):
+        return False
+    for rel, entry in files.items():
         try:
-            got = fs.cat([name for _, name in batch], on_error="return")
-        except Exception as err:  # noqa: BLE001 - the filesystem's own errors, one line
-            raise storage_error(err, url, "download") from None
-        for rel, name in batch:
-            data = got.get(name) if isinstance(got, dict) else None
-            if not isinstance(data, bytes):
-                wanted.pop(rel, None)  # gone since the listing (a replaced file): next time
-                continue
+            data = read(prefix + rel).read_bytes()
+        except OSError:
+            return False
+        if len(data) != entry.get("size") or zlib.crc32(data) != entry.get("crc32"):
+            return False
+    return True
+
+
+def download(url: str, stats: dict[str, int] | None = None, *,
+             tries: int = SETTLE_TRIES) -> Path:
+    """A local copy of the run at ``url`` (see the module docstring): the objects that
+    changed since the last download, fetched in parallel batches. ``stats`` gets how many
+    objects the URL holds (``objects``) and how many were fetched (``fetched``).
+
+    The copy is consistent: each uploader's part (a directory with its heartbeat) is taken
+    only when its files match its manifest, i.e. all from one upload. Objects fetched in the
+    middle of an upload (the manifest of one, a record file of the next) are fetched again,
+    up to ``tries`` listings :data:`SETTLE_SECONDS` apart; a part that never matches keeps its
+    previous copy here (none the first time: not there yet). A part whose heartbeat promises a
+    manifest not uploaded yet (its first upload in progress) is not there yet either. Parts
+    uploaded without a manifest (an older lazyscope) are taken as they are."""
+    fs, root = open_fs(url)
+    dest = download_dir(url)
+    staging = dest.with_name(f"{dest.name}.incoming-{os.getpid()}")
+    try:
+        index: dict[str, str] = json.loads((dest / INDEX_FILE).read_text())
+    except (OSError, ValueError):
+        index = {}
+    fetched: dict[str, str] = {}  # rel -> tag of what staging holds
+    objects = n_fetched = 0
+    listing: dict[str, tuple[str, str, dict[str, Any]]] = {}
+    held: set[str] = set()
+    for attempt in range(max(1, tries)):
+        if attempt:
+            time.sleep(SETTLE_SECONDS)
+        listing = _download_listing(fs, root, url)
+        if not listing:
+            raise RunDirError(f"{url} holds nothing: no lazyscope run there")
+        have = {**index, **fetched}
+        todo = [(rel, name) for rel, (name, tag, _) in listing.items()
+                if have.get(rel) != tag or not ((staging / rel).is_file()
+                                                or (dest / rel).is_file())]
+        objects = len(listing)
+        n_fetched += len(todo)
+        for start in range(0, len(todo), DOWNLOAD_BATCH):
+            batch = todo[start:start + DOWNLOAD_BATCH]
+            try:
+                got = fs.cat([name for _, name in batch], on_error="return")
+            except Exception as err:  # noqa: BLE001 - the filesystem's own errors, one line
+                raise storage_error(err, url, "download") from None
+            for rel, name in batch:
+                data = got.get(name) if isinstance(got, dict) else None
+                if not isinstance(data, bytes):
+                    continue  # gone since the listing (a replaced file): the next listing
+                out = staging / rel
+                out.parent.mkdir(parents=True, exist_ok=True)
+                if out.name == UPLOAD_FILE:
+                    data = _stamped(data, listing[rel][2])
+                out.write_bytes(data)
+                fetched[rel] = listing[rel][1]
+
+        def read(rel: str) -> Path:
+            return staging / rel if rel in fetched else dest / rel
+
+        held = {prefix for prefix, manifest in _groups(set(listing)).items()
+                if manifest is None and _promises_manifest(read(prefix + UPLOAD_FILE))
+                or manifest is not None and not _matches(read(manifest), prefix, read)}
+        if not held:
+            break
+    if stats is not None:
+        stats.update(objects=objects, fetched=n_fetched)
+
+    def is_held(rel: str) -> bool:
+        return any(rel.startswith(prefix) and rel != prefix + UPLOAD_FILE for prefix in held)
+
+    dest.mkdir(parents=True, exist_ok=True)
+    wanted: dict[str, str] = {}
+    for rel in listing:
+        if is_held(rel):
+            if rel in index and (dest / rel).is_file():
+                wanted[rel] = index[rel]  # the copy of the last consistent upload stays
+            continue
+        if rel in fetched:
             out = dest / rel
             out.parent.mkdir(parents=True, exist_ok=True)
-            if out.name == UPLOAD_FILE:
-                data = _stamped(data, listing[name])
-            tmp = out.with_name(out.name + ".dl")
-            tmp.write_bytes(data)
-            os.replace(tmp, out)
-    for rel in set(index) - set(wanted):
+            os.replace(staging / rel, out)
+            wanted[rel] = fetched[rel]
+        elif rel in index and (dest / rel).is_file():
+            wanted[rel] = index[rel]
+    for rel in set(index) - set(listing):
         with contextlib.suppress(OSError):
             (dest / rel).unlink()
+    shutil.rmtree(staging, ignore_errors=True)
     (dest / INDEX_FILE).write_text(json.dumps(wanted))
     return dest
+
+
+def _promises_manifest(beat: Path) -> bool:
+    """True when a heartbeat says its uploader writes a manifest (and so a part without one
+    is a first upload still in progress)."""
+    try:
+        data = json.loads(beat.read_bytes())
+    except (OSError, ValueError):
+        return False
+    return isinstance(data, dict) and data.get("manifest") == MANIFEST_FILE
 
 
 def _stored_at(info: dict[str, Any]) -> float | None:

@@ -65,13 +65,14 @@ def test_device_memory_rules_out_the_policies_that_do_not_fit(run) -> None:
     assert data["recommended"]["policy"] not in ruled
     text = lazyscope_cmd("advise", str(run_dir), "--device-memory", "1MB")
     assert text.returncode == 0, text.stderr
-    assert "device memory: 976.6 KiB (1,000,000 bytes, --device-memory): 2 policies ruled out" \
-        in text.stdout
-    assert re.search(r"packed 2x192 +largest batch 2x192: graph 1\.5 MiB > 976\.6 KiB",
+    # the size as given, and as the report says sizes
+    assert "device memory: 1 MB (976.6 KiB) (1,000,000 bytes, --device-memory): 2 policies " \
+        "ruled out" in text.stdout
+    assert re.search(r"packed 2x192 +largest batch 2x192: graph 1\.5 MiB > 1 MB \(976\.6 KiB\)",
                      text.stdout)
     emit = lazyscope_cmd("advise", str(run_dir), "--device-memory", "1MB", "--emit")
     assert emit.returncode == 0, emit.stderr
-    assert "fits 976.6 KiB" in emit.stdout.splitlines()[0]
+    assert "fits 1 MB (976.6 KiB)" in emit.stdout.splitlines()[0]
     assert "192" not in emit.stdout and "384" not in emit.stdout
     # a generous device: nothing ruled out, the same ranking as without one
     roomy = _advise(run_dir, "--device-memory", "1GB")

@@ -24,8 +24,15 @@ def comparison(tmp_path_factory):
 
 def test_compare_writes_runs_json_png_and_a_table(comparison) -> None:
     out, proc = comparison
-    lines = proc.stdout.splitlines()
+    said = proc.stdout.splitlines()
+    # before the runs: how the time is estimated, then the estimate from max's first steps
+    assert said[0] == ("lazyscope compare: 2 runs of 3 steps, each in a fresh process; the "
+                       "time they take follows from the first run's first 3 steps")
+    assert said[1].startswith("lazyscope compare: about ") and \
+        "for the 2 runs (max ~" in said[1] and ", calibrated on max's first 3 steps" in said[1]
+    lines = [ln for ln in said if ln.startswith("[")]
     assert lines[0].startswith("[1/2] max ") and lines[1].startswith("[2/2] packed ")
+    assert " left for 1 run" in lines[0] and "left" not in lines[1]
     # each piped line counts in the right number: '3 steps, 1 compile, ...'
     for line in lines[:2]:
         n = int(re.search(r", (\d+) compiles?, ", line).group(1))

@@ -2,7 +2,9 @@
 
 Each process is one host (``CLOUD_TPU_TASK_ID``). ``--odd-host H --odd-step S``: host H feeds a
 batch of another length from step S on (a graph the other hosts never compile); ``--hang-host
-H --hang-at K``: host H writes ``--marker`` at step K and then sleeps (the test kills it)."""
+H --hang-at K``: host H writes ``--marker`` at step K and then sleeps (the test kills it);
+``--fail-host H --fail-at K``: host H raises at step K; ``--sleep-ms``: each step sleeps that
+long after its barrier (a run long enough to be watched)."""
 
 import argparse
 import os
@@ -19,6 +21,9 @@ p.add_argument("--odd-step", type=int, default=6)
 p.add_argument("--hang-host", type=int, default=-1)
 p.add_argument("--hang-at", type=int, default=5)
 p.add_argument("--marker", default="")
+p.add_argument("--fail-host", type=int, default=-1)
+p.add_argument("--fail-at", type=int, default=5)
+p.add_argument("--sleep-ms", type=float, default=0)
 args = p.parse_args()
 host = int(os.environ.get("CLOUD_TPU_TASK_ID", "0"))
 
@@ -30,6 +35,8 @@ for step in range(args.steps):
         if args.marker:
             open(args.marker, "w").close()
         time.sleep(600)
+    if host == args.fail_host and step == args.fail_at:
+        raise RuntimeError(f"host {host} gave up at step {step}")  # the failing line
     rows = 8
     if host == args.odd_host and step >= args.odd_step:
         rows = 12
@@ -39,3 +46,4 @@ for step in range(args.steps):
     opt.step()
     opt.zero_grad()
     xm.mark_step()
+    time.sleep(args.sleep_ms / 1000)

@@ -266,7 +266,10 @@ def test_advice_for_run_is_calibrated_on_the_run(tmp_path) -> None:
     advice = advice_for_run(run, max_buckets=4, horizon=20)
     assert advice.cost_model.calibrated and advice.lengths.exact
     assert advice.lengths.source == "annotations" and advice.lengths.top == 256
-    assert advice.cost_model.compile_s == pytest.approx(2.0)
+    # the first graph apart (the compiler's warm-up), the later ones each: both 2 s here
+    assert advice.cost_model.compile_s == pytest.approx(2.0, rel=0.01)
+    assert (advice.cost_model.first_graphs, advice.cost_model.first_s) == \
+        (1, pytest.approx(2.0, rel=0.02))
     assert advice.horizon == 20 and advice.run_policy == "longest"
     assert len(advice.per_k) == 4
     assert advice_for_run(run, horizon=10**7, packing=False).best_buckets.buckets >= \
@@ -398,3 +401,51 @@ def test_past_the_run_the_runs_own_policy_is_priced_as_every_plan_is(tmp_path) -
     longest, top = advice.plan_named("pad to longest"), advice.plan_named("pad to max")
     assert longest.execute_s / longest.steps <= top.execute_s / top.steps
     assert advice.recommended.name != "pad to longest"
+
+
+def test_a_process_first_graphs_are_priced_apart_from_the_later_ones(tmp_path) -> None:
+    """The first graphs of a process cost more than its later ones (the compiler's warm-up, the
+    optimizer's state built in the first steps' graphs): a plan that compiles as few graphs as
+    the first ones pays what they took, not that many times the run's mean compile (which the
+    many cheaper later graphs of a pad-to-longest run set)."""
+    rng = random.Random(3)
+    steps, events, annotations = [], [], {}
+    seen: set[int] = set()
+    for i in range(24):
+        lens = [rng.randint(1, 127) for _ in range(8)] if i else [40] * 8
+        m = 40 if i == 1 else max(lens)
+        lens = lens if i != 1 else [40] * 8
+        new = m not in seen or i == 1  # step 1 compiles a second graph for step 0's length
+        seen.add(m)
+        seconds = (6.0 if i < 2 else 3.0) if new else 0.0  # the first two: 6 s each
+        steps.append({"wall_s": seconds + 8 * m * 1e-4, "compile_count": int(new),
+                      "compile_s": seconds})
+        if new:
+            events.append({"kind": "compile", "step": i, "seconds": seconds,
+                           "key": f"g{m}-{i}", "payload": Compile()})
+        annotations[i] = {"seq_len": m, "batch_max_len": m, "rows": 8, "lengths": lens}
+    run = build_run(tmp_path / "r", steps=steps, events=events, annotations=annotations,
+                    info={"batch": 8, "max_len": 128})
+    advice = advice_for_run(run, horizon=24)
+    model = advice.cost_model
+    assert model.first_graphs == 2 and model.first_s == pytest.approx(12.0, rel=0.01)
+    assert model.compile_s == pytest.approx(3.0, rel=0.01)
+    pad_to_max = advice.plan_named("pad to max")
+    assert pad_to_max is not None and pad_to_max.graphs == pytest.approx(2)
+    assert pad_to_max.compile_s == pytest.approx(12.0, rel=0.01)  # not 2 x the mean (3.25 s)
+    assert model.compile_cost(5) == pytest.approx(12.0 + 3 * 3.0, rel=0.01)
+
+
+def test_a_measured_mean_sets_the_lengths_below_the_shortest_maximum() -> None:
+    """The batch maxima say nothing of the lengths below the smallest of them (here most of the
+    sequences): with the real tokens a sequence the run measured, they are spread so that the
+    estimate's mean is that one, not from 1 up."""
+    rng = random.Random(4)
+    true = [rng.randint(40, 128) for _ in range(8 * 200)]
+    maxima = [max(true[i:i + 8]) for i in range(0, len(true), 8)][:23]
+    mean = sum(true) / len(true)
+    blind = estimate_sequences(maxima, 8)
+    told = estimate_sequences(maxima, 8, mean=mean)
+    assert abs(sum(blind) / len(blind) - mean) > 10  # from 1 up: far too short
+    assert sum(told) / len(told) == pytest.approx(mean, rel=0.03)
+    assert max(told) == max(blind) == max(maxima)

@@ -4,6 +4,7 @@ input lines for compare/advise (pure or cheap: no XLA)."""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -280,7 +281,14 @@ def test_the_length_grouping_is_spelled_as_the_runs_transformers_spells_it(
     grouped = next(p for p in advice.plans if p.policy.grouped)
     code = render_emit(advice, grouped)
     assert spelling in code and not_spelled not in code, code
-    assert "DataCollatorWithPadding(tokenizer, pad_to_multiple_of=" in code  # smallest first
+    # the plan ranked first leads, as the Trainer takes it; the collator's smallest change
+    # follows with its own prediction beside the plan's
+    assert code.splitlines()[0].startswith(f"# lazyscope advise: {grouped.name} -- predicted ")
+    assert code.index("data_collator = PadToBuckets(") < \
+        code.index("DataCollatorWithPadding(tokenizer, pad_to_multiple_of=")
+    option = next(ln for ln in code.splitlines() if "the smallest change to the " in ln)
+    assert re.search(r"predicted \d+\.\d\dx the real tokens/s of .*, against the plan's "
+                     r"\d+\.\d\dx above", option), option
     compile(code, "emit", "exec")
 
 
@@ -348,3 +356,44 @@ def test_a_failed_policy_is_the_exit_status_s_own_line(tmp_path: Path, monkeypat
                  "decoder"]) == 5
     err = capsys.readouterr().err.strip().splitlines()
     assert err == ["lazyscope: 1 policy of 1 failed: max: max.py failed: boom"], err
+
+
+def test_the_time_left_is_priced_per_policy_and_rescaled_by_the_runs_done() -> None:
+    """Pad to max compiles once, pad to longest at most steps: the estimate prices each policy
+    (here as a calibration would), not the mean of the runs done, and says how to shorten it."""
+    from lazyscope.commands.cases import TimeLeft
+
+    clock = TimeLeft([(None, "max"), (None, "longest"), (None, "pow2")], 40)
+    assert clock.left(0) is None and clock.first_line(3) == ""  # nothing measured yet
+    clock.predicted = {(None, "max"): 20.0, (None, "longest"): 240.0, (None, "pow2"): 20.0}
+    clock.halved = {(None, "max"): 15.0, (None, "longest"): 150.0, (None, "pow2"): 15.0}
+    clock.startup, clock.calibrated_on = 10.0, "max's first 10 steps"
+    line = clock.first_line(3)
+    assert line.startswith("lazyscope compare: about 5.2 min for the 3 runs (max ~30 s, "
+                           "longest ~4.2 min, pow2 ~30 s), calibrated on max's first 10 "
+                           "steps; shorter: --steps 20 (about 3.5 min) or --policies without "
+                           "longest (about 60 s)"), line
+    # the first run took 36 s, 18 s of it its steps: its start-up and ending are measured
+    clock.finished((None, "max"), 36.0, 18.0)
+    total, per = clock.left(1) or (0.0, {})
+    assert per == {"longest": pytest.approx(18 + 240), "pow2": pytest.approx(18 + 20)}
+    assert clock.after(1).startswith("  (about 4.9 min left for 2 runs, longest ~4.3 min of "
+                                     "it; shorter: --steps 20")
+    # from two runs on, their steps against their predictions (0.9x, 0.5x: the median, the
+    # larger of two) rescale the rest
+    clock.finished((None, "pow2"), 28.0, 10.0)
+    assert clock.left(1) is not None and clock.estimate((None, "longest")) == \
+        pytest.approx(18 + 0.9 * 240)
+    # the running policy's own pace: 30 steps left at 2 s each, then what follows it
+    assert clock.running(1, 20.0, 10, 2.0) == pytest.approx(60 + 28.0)
+    assert clock.after(3) == ""
+
+
+def test_without_a_prediction_the_runs_done_say_it() -> None:
+    from lazyscope.commands.cases import TimeLeft
+
+    clock = TimeLeft([(None, "a"), (None, "b"), (None, "a")], 10)
+    clock.finished((None, "a"), 30.0, 25.0)
+    # b: the mean of the runs done; a again (--repeat): its own measured time
+    assert clock.left(1) == (60.0, {"b": 30.0, "a": 30.0})
+    assert "left for 2 runs" in clock.after(1)

@@ -27,6 +27,7 @@ from lazyscope.data import (  # noqa: E402
     document_causal_mask,
     layout_rows,
     lengths_of,
+    multihead_attention_mask,
     sampler_for,
 )
 from tests.conftest import REPO  # noqa: E402
@@ -294,6 +295,30 @@ def test_document_mask_keeps_documents_apart_in_sdpa() -> None:
         alone = torch.nn.functional.scaled_dot_product_attention(
             q[:, :, idx], k[:, :, idx], v[:, :, idx], is_causal=True)
         assert torch.allclose(out[:, :, idx], alone, atol=1e-6)
+
+
+def test_the_multihead_attention_mask_is_the_same_rule_in_its_convention() -> None:
+    """nn.MultiheadAttention takes True as 'may not attend' (SDPA: 'may attend'): with
+    multihead_attention_mask it computes what SDPA computes with document_causal_mask, and with
+    the SDPA mask as it is it would attend across documents."""
+    rows = PackRows(2, 12, return_document_ids=True)([[1] * 5, [2] * 7, [3] * 4, [4] * 6])
+    ids = rows["document_ids"]
+    heads, dim = 2, 8
+    torch.manual_seed(0)
+    mha = torch.nn.MultiheadAttention(dim, heads, batch_first=True, bias=False)
+    x = torch.randn(2, 12, dim)
+    out, _ = mha(x, x, x, attn_mask=multihead_attention_mask(ids, heads), need_weights=False)
+    # the same projections through SDPA with the SDPA mask
+    wq, wk, wv = mha.in_proj_weight.chunk(3)
+    def split(t: torch.Tensor) -> torch.Tensor:
+        return t.view(2, 12, heads, dim // heads).transpose(1, 2)
+    sdpa = torch.nn.functional.scaled_dot_product_attention(
+        split(x @ wq.T), split(x @ wk.T), split(x @ wv.T), attn_mask=document_causal_mask(ids))
+    expected = mha.out_proj(sdpa.transpose(1, 2).reshape(2, 12, dim))
+    assert torch.allclose(out, expected, atol=1e-5)
+    wrong, _ = mha(x, x, x, attn_mask=document_causal_mask(ids)[:, 0].repeat_interleave(
+        heads, dim=0), need_weights=False)
+    assert not torch.allclose(wrong, expected, atol=1e-3)
 
 
 item_kinds = st.sampled_from(["tuple", "dict", "dict-label", "tensor", "list"])

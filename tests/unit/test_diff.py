@@ -12,6 +12,7 @@ from lazyscope.analyze.report import build_report
 from lazyscope.cli import main
 from lazyscope.model import SOURCES_KEY, Compile, FallbackExec, SourceMap, Sync
 from lazyscope.model.codec import encode
+from lazyscope.model.payloads import GraphMemory
 from lazyscope.store import load_run
 from tests.builders import build_run, frame
 
@@ -155,3 +156,22 @@ def main_text(a, b) -> str:
     from lazyscope.render.diff import render_diff_text
 
     return render_diff_text(diff_reports(a, b))
+
+
+def test_the_largest_graphs_memory_is_a_row(tmp_path, capsys) -> None:
+    def run(name: str, mib: int) -> Path:
+        memory = GraphMemory(inputs=mib << 20, outputs=mib << 20, intermediates=mib << 20)
+        build_run(tmp_path / name, steps=[{"wall_s": 0.1, "compile_count": 1}], events=[
+            {"kind": "compile", "stack": (frame("/u/t.py", 10, "f"),),
+             "payload": Compile(memory=memory, digest=name), "key": name}])
+        return tmp_path / name
+
+    a, b = run("a", 1), run("b", 4)
+    d = diff_reports(build_report(load_run(a)), build_report(load_run(b)))
+    m = d.metric("graph_memory_bytes")
+    assert (m.a, m.b, m.ratio) == (3 << 20, 12 << 20, 4.0)
+    assert main(["diff", str(a), str(b)]) == 0
+    line = next(ln for ln in capsys.readouterr().out.splitlines()
+                if ln.strip().startswith("graph_memory_bytes "))
+    assert line.split() == ["graph_memory_bytes", "3.0", "MiB", "12.0", "MiB", "9.0", "MiB",
+                            "4.00x"]

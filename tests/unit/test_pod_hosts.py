@@ -10,11 +10,12 @@ import time
 from pathlib import Path
 
 from lazyscope.analyze.check import Rules, check_report
-from lazyscope.analyze.hosts import build_pod_report
+from lazyscope.analyze.hosts import build_pod_report, expected_hosts
+from lazyscope.backends.hosts import launcher_hosts
 from lazyscope.model import PodRun, Run
 from lazyscope.model.info import ERROR_SITE
 from lazyscope.render.text import render_text
-from lazyscope.store import load_run
+from lazyscope.store import load_run, load_target
 from lazyscope.store.layout import UPLOAD_FILE
 from lazyscope.store.remote import (
     Spool,
@@ -250,3 +251,69 @@ def test_a_median_of_a_few_steps_makes_no_straggler(tmp_path: Path) -> None:
     few = build_pod_report(pod(4))
     assert not [f for f in few.findings if f.kind == "divergence"]
     assert _straggler(build_pod_report(pod(12))).facts.host == 2
+
+
+def _missing(report) -> list:
+    return [f for f in report.findings if f.kind == "divergence"
+            and f.facts.diverges == "missing"]
+
+
+def test_a_host_the_launcher_declared_that_never_uploaded_is_missing(tmp_path: Path) -> None:
+    pod = PodRun(path=tmp_path, hosts={0: _host(tmp_path, 0, 12), 1: _host(tmp_path, 1, 12)},
+                 name="gs://b/run", declared={0: (3, "TPU_WORKER_HOSTNAMES")}, seen={0, 1})
+    report = build_pod_report(pod)
+    (f,) = _missing(report)
+    assert f.facts.host == 2 and f.facts.expected == 3
+    assert f.facts.expected_from == "TPU_WORKER_HOSTNAMES on host 0"
+    assert f.detail.startswith("host 2 of the 3 expected (TPU_WORKER_HOSTNAMES on host 0) has "
+                               "no part in the bucket: it uploaded nothing")
+    assert [(r.host, r.status, r.steps) for r in report.hosts] == [
+        (0, "ok", 12), (1, "ok", 12), (2, "missing", 0)]
+    assert report.summary.status == "incomplete" and not report.clean
+    assert report.verdict.startswith("2 of 3 hosts (host 2 missing); host 0: ")
+    text = render_text(report)
+    assert "hosts (3):" in text and "   2 missing" in text
+    result = check_report(report, Rules())
+    assert {v.rule for v in result.violations} == {"run-status", "no-host-divergence"}
+    # --hosts says otherwise: the user knows the pod
+    assert _missing(build_pod_report(pod, hosts=2)) == []
+    assert [f.facts.host for f in _missing(build_pod_report(pod, hosts=5))] == [2, 3, 4]
+
+
+def test_without_a_launcher_the_highest_host_seen_says_who_is_missing(tmp_path: Path) -> None:
+    # host 1 started an upload that never completed (its heartbeat only), host 2 uploaded
+    pod = PodRun(path=tmp_path, hosts={0: _host(tmp_path, 0, 12), 2: _host(tmp_path, 2, 12)},
+                 seen={0, 1, 2})
+    assert expected_hosts(pod) == (3, "host 2 in the bucket")
+    (f,) = _missing(build_pod_report(pod))
+    assert f.facts.host == 1 and "its first upload never completed" in f.detail
+    # nothing says more hosts than are there: none missing, as before
+    whole = PodRun(path=tmp_path, hosts={0: _host(tmp_path, 0, 12)})
+    assert expected_hosts(whole) == (1, "host 0 in the bucket") and \
+        _missing(build_pod_report(whole)) == []
+
+
+def test_the_launchers_host_count(monkeypatch) -> None:
+    for name in ("TPU_WORKER_HOSTNAMES", "GROUP_WORLD_SIZE", "WORLD_SIZE", "LOCAL_WORLD_SIZE"):
+        monkeypatch.delenv(name, raising=False)
+    assert launcher_hosts() is None
+    monkeypatch.setenv("WORLD_SIZE", "16")
+    monkeypatch.setenv("LOCAL_WORLD_SIZE", "4")
+    assert launcher_hosts() == (4, "WORLD_SIZE / LOCAL_WORLD_SIZE")
+    monkeypatch.setenv("GROUP_WORLD_SIZE", "2")
+    assert launcher_hosts() == (2, "GROUP_WORLD_SIZE")
+    monkeypatch.setenv("TPU_WORKER_HOSTNAMES", "t1k-w-0,t1k-w-1,t1k-w-2")
+    assert launcher_hosts() == (3, "TPU_WORKER_HOSTNAMES")
+
+
+def test_the_heartbeats_declared_count_is_read_back(tmp_path: Path) -> None:
+    for host in (0, 1):
+        _host(tmp_path, host, 3)
+    (tmp_path / "host0" / UPLOAD_FILE).write_text(json.dumps(
+        {**BEAT, "hosts": 4, "hosts_from": "TPU_WORKER_HOSTNAMES"}))
+    (tmp_path / "host3").mkdir()  # a first upload under way: a heartbeat, no run yet
+    (tmp_path / "host3" / UPLOAD_FILE).write_text(json.dumps(BEAT))
+    pod = load_target(tmp_path)
+    assert isinstance(pod, PodRun) and sorted(pod.hosts) == [0, 1]
+    assert pod.declared == {0: (4, "TPU_WORKER_HOSTNAMES")} and pod.seen == {0, 1, 3}
+    assert [f.facts.host for f in _missing(build_pod_report(pod))] == [2, 3]

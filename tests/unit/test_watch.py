@@ -14,8 +14,10 @@ import time
 from pathlib import Path
 
 from lazyscope.cli import main
+from lazyscope.model import Meta
 from lazyscope.online import OnlineCheck, step_activity
-from lazyscope.store import load_run
+from lazyscope.store import RunWriter, load_run
+from tests.builders import build_run
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -145,3 +147,21 @@ def test_the_steps_the_rule_looks_at(data_run) -> None:
     alerts = check.after_steps(run, 0)
     assert [a.finding.kind for a in alerts if a.finding] == ["recompile"]
     assert check.after_steps(run, len(run.steps)) == []
+
+
+def test_a_run_that_failed_or_was_killed_exits_5_with_its_error_and_line(
+        tmp_path: Path, capsys) -> None:
+    steps = [{"wall_s": 0.01, "compile_count": 0.0, "execute_count": 1.0}] * 3
+    build_run(tmp_path / "failed", steps=steps, status="failed", error="ValueError: boom",
+              info={"error_site": {"file": "/src/train.py", "line": 12, "function": "main"}})
+    assert main(["watch", str(tmp_path / "failed")]) == 5
+    out, err = capsys.readouterr()
+    assert f"{tmp_path / 'failed'} ended: status failed: ValueError: boom (at " \
+           "/src/train.py:12), 3 steps" in err, err
+    assert out.startswith("verdict: ")
+    # killed: its writer gone (no lock held), its meta never finalised
+    writer = RunWriter(tmp_path / "killed", Meta(target="train.py", backend="xla"))
+    writer.write_step(0, steps[0])
+    assert main(["watch", str(tmp_path / "killed")]) == 5
+    err = capsys.readouterr().err
+    assert "was not finalised: its trace was killed" in err, err

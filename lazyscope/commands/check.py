@@ -109,7 +109,7 @@ def _measured_for(report: Any, rules: Rules) -> None:
               metavar="S", help="no steady step may take longer than S seconds")
 @click.option("--max-input-share", type=_Share(), default=None, metavar="SHARE",
               help="the steady step may wait for its data at most SHARE of its time (0.1 or "
-                   "10%%: XProf's input-bound threshold)")
+                   "10%: XProf's input-bound threshold)")
 @click.option("--max-tracing-share", type=_Share(), default=None, metavar="SHARE",
               help="the steady step may spend at most SHARE of its time on the host's own work "
                    "(tracing, on XLA)")

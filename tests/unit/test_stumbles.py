@@ -12,7 +12,8 @@ from lazyscope.analyze.check import Rules, check_report
 from lazyscope.analyze.findings import AliasFacts, DivergenceFacts, Finding, GrowthFacts
 from lazyscope.analyze.report import build_report
 from lazyscope.cli import cli
-from lazyscope.core.units import parse_size, size_given
+from lazyscope.core.numbers import parse_size
+from lazyscope.core.units import size_given
 from lazyscope.model import Compile, SourceMap
 from lazyscope.model.payloads import GraphMemory
 from lazyscope.model.steps import STEP_FIELDS

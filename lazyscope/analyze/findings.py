@@ -817,6 +817,8 @@ def sync_finding(backend: str, site: SyncSite, wall_seconds: float = 0.0) -> Fin
                              library=_library_of(facts.happens_at), where=str(facts.happens_at))
     if site.price is not None:
         detail += "; " + say(backend, "sync_price", price=units.seconds(site.price),
+                             over="the steady steps" if site.price_basis == "steady" else
+                             "the run's steps (its compilations left out)",
                              wait=units.seconds(site.price_wait),
                              lost=units.seconds(site.price_lost))
     return Finding("sync", file, line, function, list(site.stack), site.count, steps,

@@ -48,7 +48,13 @@ from lazyscope.analyze.memory import (
 from lazyscope.analyze.recompiles import SiteCompiles, explain_recompiles, library_compiles
 from lazyscope.analyze.series import Series
 from lazyscope.analyze.summary import Summary, summarize
-from lazyscope.analyze.syncs import SyncSite, read_price, sync_sites, syncs_per_step
+from lazyscope.analyze.syncs import (
+    SyncSite,
+    read_price,
+    read_seconds_per_step,
+    sync_sites,
+    syncs_per_step,
+)
 from lazyscope.analyze.wording import plural, say
 from lazyscope.core.units import counted, nbytes
 from lazyscope.model import (
@@ -458,8 +464,10 @@ def build_report(run: Run, *, warmup_steps: int | None = None,
     time_parts = anatomy(run.steps, run.meta.capabilities, run.meta.warmup_steps)
     syncs = sync_sites(run)
     if time_parts is not None:  # priced by what they cost the steady steps
-        steady, _ = anatomy_steps(run.steps, run.meta.warmup_steps)
-        syncs = [read_price(s, steady, time_parts.per_step["host"]) for s in syncs]
+        steady, basis = anatomy_steps(run.steps, run.meta.warmup_steps)
+        reads = read_seconds_per_step(syncs, len(run.steps))
+        syncs = [read_price(s, steady, time_parts.per_step["host"],
+                            time_parts.per_step["syncs"], reads, basis) for s in syncs]
     fallbacks = fallback_ops(run)
     breaks = graph_breaks(run)
     eagers = eager_fallbacks(run)

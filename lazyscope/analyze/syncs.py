@@ -59,6 +59,8 @@ class SyncSite:
     price: float | None = None
     price_wait: float = 0.0
     price_lost: float = 0.0
+    #: the steps it was priced over: ``steady``, or ``all`` (too few steady steps)
+    price_basis: str = "steady"
 
     @property
     def recurring(self) -> bool:
@@ -134,23 +136,43 @@ def sync_sites(run: Run) -> list[SyncSite]:
     return out
 
 
-def read_price(site: SyncSite, steady: np.ndarray, host: np.ndarray) -> SyncSite:
+def read_price(site: SyncSite, steady: np.ndarray, host: np.ndarray,
+               waits: np.ndarray | None = None, reads: np.ndarray | None = None,
+               basis: str = "steady") -> SyncSite:
     """``site`` priced over the steady steps (``steady``: a mask over the run's steps;
     ``host``: each step's own host time, :mod:`lazyscope.analyze.anatomy`): the waits of its
     reads in those steps, plus the overlap each step that read lost (the host's own work of
-    that step, up to the step's wait: it ran while the device idled instead of beside it). A
-    read in warm-up (where the graph it cut compiled) costs the price nothing."""
+    that step, up to the step's wait: it ran while the device idled instead of beside it).
+    ``waits``: each step's time in reads without the compilations that ran inside them (the
+    anatomy's ``syncs``), shared among the step's sites by their seconds there (``reads``: all
+    sites' read seconds per step); a compilation a read triggered is the recompile's cost, never
+    the read's. A read in warm-up costs the price nothing."""
     n = len(steady)
     steps, seconds = site.event_steps, site.event_seconds
     ok = (steps >= 0) & (steps < n)
     steps, seconds = steps[ok].astype(np.int64), seconds[ok]
     keep = steady[steps]
     per_step = np.bincount(steps[keep], weights=seconds[keep], minlength=n)[:n]
+    if waits is not None and reads is not None:
+        share = np.divide(per_step, reads, out=np.zeros(n), where=reads > 0)
+        per_step = np.minimum(per_step, waits * share)
     read = np.flatnonzero(per_step > 0)
     site.price_wait = float(per_step.sum())
     site.price_lost = float(np.minimum(per_step[read], host[read]).sum()) if len(read) else 0.0
     site.price = site.price_wait + site.price_lost
+    site.price_basis = basis
     return site
+
+
+def read_seconds_per_step(sites: list[SyncSite], n: int) -> np.ndarray:
+    """Every site's read seconds summed per step (of ``n``)."""
+    out = np.zeros(n)
+    for site in sites:
+        steps = site.event_steps
+        ok = (steps >= 0) & (steps < n)
+        out += np.bincount(steps[ok].astype(np.int64), weights=site.event_seconds[ok],
+                           minlength=n)[:n]
+    return out
 
 
 def syncs_per_step(run: Run) -> np.ndarray:

@@ -148,7 +148,7 @@ BASE: dict[str, str] = {
     "sync_after_detail": "{reads} in {nsteps} step{s}, of a value already computed (it cut no "
                          "graph): the host waited {seconds}",
     "sync_every": "it reads every {every} steps, {share}",
-    "sync_price": "over the steady steps it costs {price}: the waits ({wait}) and the overlap "
+    "sync_price": "over {over} it costs {price}: the waits ({wait}) and the overlap "
                   "lost ({lost}: the host's own work of the steps that read, which ran while "
                   "the device idled instead of beside it)",
     "sync_fix_every": "it already reads only every N steps, and still costs the run: read it "

@@ -10,10 +10,13 @@ STAMP  := $(VENV)/.lazyscope-installed
 
 .PHONY: venv demo test test-fast lint bench clean chromium
 
+# torch_xla 2.9.0's wheel carries an older copy of torchax (it imports flax, which nothing
+# installs); pip may unpack it over torchax 0.0.13's files, so torchax is reinstalled last.
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q -e '.[xla,torchax,test]'
+	$(PY) -m pip install -q --force-reinstall --no-deps 'torchax==0.0.13'
 	touch $(STAMP)
 
 venv: $(STAMP)

@@ -125,7 +125,7 @@ def main(argv: list[str] | None = None) -> int:
     for label, call in (("metric reads", reader.take),
                         ("_collect_step", collector._collect_step),
                         ("recorder.step", lambda: collector._recorder.step(values)),
-                        ("_on_barrier", collector._on_barrier)):
+                        ("_on_barrier", lambda: collector._on_barrier(0.0))):
         call()
         t = time.perf_counter()
         for _ in range(args.calls):

@@ -19,6 +19,10 @@ REPO = Path(__file__).resolve().parents[1]
 DATA = REPO / "tests" / "data"
 
 os.environ.setdefault("PJRT_DEVICE", "CPU")
+# gcsfs reads this once, when it is first imported (a test module's importorskip("gcsfs") at
+# collection): left on (gcsfs 2026.10's default), each bucket's first request waits ~60 s on a
+# gRPC lookup the storage emulator cannot answer
+os.environ.setdefault("GCSFS_EXPERIMENTAL_ZB_HNS_SUPPORT", "false")
 
 
 def lazyscope_cmd(*args: str, cwd: Path | None = None, timeout: float = 600,

@@ -18,6 +18,7 @@ microseconds, on a thread that holds the GIL only while it samples); 100 a secon
 
 from __future__ import annotations
 
+import gc
 import os
 import sys
 import threading
@@ -100,20 +101,15 @@ class Sampler:
                 pass
 
     def _sample(self) -> None:
-        """One sample. No frame outlives it: a frame held while the program runs on would keep
-        its locals alive, and on XLA a tensor kept alive is one more output of the next graph
-        (a different graph: a compilation the program never made; seen as 2-6 compilations of
-        a loop that compiles 2 when a frame was held across the wait)."""
+        """One sample. No frame outlives :func:`_stack`: a frame held while the program runs
+        on would keep its locals alive, and on XLA a tensor kept alive is one more output of
+        the next graph (a different graph: a compilation the program never made; seen as 2-6
+        compilations of a loop that compiles 2 when a frame was held across the wait)."""
         if not self._counting():
             return
-        frames = sys._current_frames()
-        frame = frames.get(self._thread())
-        del frames
-        if frame is not None:
-            try:
-                self._take(frame)
-            finally:
-                del frame
+        stack = _stack(self._thread())
+        if stack:
+            self._take(stack)
 
     def _is_user(self, code: CodeType) -> bool:
         known = self._user.get(code)
@@ -123,25 +119,21 @@ class Sampler:
                                             or file.startswith("<"))
         return known
 
-    def _take(self, frame: Any) -> None:
+    def _take(self, stack: list[tuple[CodeType, int]]) -> None:
         phase = None
         user = None
-        inner: Any = None  # the frame the innermost user frame called (a library's)
-        depth = 0
-        while frame is not None and depth < MAX_DEPTH:
-            code = frame.f_code
+        inner: Any = None  # the code the innermost user frame called (a library's)
+        for code, line in stack:
             if phase is None:
                 phase = _PHASES.get(code)
             if user is None:
                 if self._is_user(code):
-                    user = (code.co_filename, frame.f_lineno, code.co_name,
+                    user = (code.co_filename, line, code.co_name,
                             _callee(inner) if inner is not None else "")
                 else:
                     inner = code
             if phase is not None and user is not None:
                 break
-            frame = frame.f_back
-            depth += 1
         phase = phase or "host"
         with self._lock:
             self.phases[phase] += 1
@@ -161,6 +153,31 @@ class Sampler:
             return None
         return {"hz": self.rate, "total": total, "phases": phases,
                 "lines": [[p, f, ln, fn, n, callee] for (p, f, ln, fn, callee), n in lines]}
+
+
+def _stack(thread: int | None) -> list[tuple[CodeType, int]]:
+    """The thread's stack as (code, line) pairs, innermost first, at most :data:`MAX_DEPTH`.
+
+    The frames are held only inside this function, which neither calls what may release the
+    GIL (a path's resolution makes system calls that do: the program's thread would run on,
+    return from a frame held here, and its locals would stay alive) nor lets a garbage
+    collection run finalizers meanwhile."""
+    collecting = gc.isenabled()
+    gc.disable()
+    frame: Any = None
+    try:
+        frames = sys._current_frames()
+        frame = frames.get(thread) if thread is not None else None
+        del frames
+        stack: list[tuple[CodeType, int]] = []
+        while frame is not None and len(stack) < MAX_DEPTH:
+            stack.append((frame.f_code, frame.f_lineno))
+            frame = frame.f_back
+        return stack
+    finally:
+        frame = None
+        if collecting:
+            gc.enable()
 
 
 def _callee(code: CodeType) -> str:

@@ -39,6 +39,10 @@ SMOKE = {
     "gpu_seed.py": (["--device", "cpu", "--preset", "tiny", "--steps", "2", "--warmup-steps", "1",
                      "--autocast", "none", "--variants", "sdpa-max", "--backends", "eager",
                      "--modes", "eval", "--groups", "table"], "best eval:"),
+    # on the CPU: the profiler has no CUDA kernel to sum; the step times and the lines print
+    "gpu_kernels.py": (["--skip", "1", "--active", "1", "--", "--backend", "eager", "--device",
+                        "cpu", "--preset", "tiny", "--steps", "3", "--mode", "eval"],
+                       "profiled steps 1..1: mean wall"),
     "advice_gain.py": (["--only", "text_classifier", "--out", "{tmp}/g"], "within 20%"),
 }
 

@@ -23,7 +23,6 @@ import os
 import re
 import shutil
 import signal
-import struct
 import subprocess
 import sys
 import tempfile
@@ -38,6 +37,8 @@ from typing import Any
 
 import pytest
 
+from lazyscope.model import STEP_FIELDS
+from lazyscope.store.records import EVENT_RECORD, STEP_RECORD
 from tests.conftest import REPO, lazyscope_cmd
 
 pytestmark = pytest.mark.xla
@@ -434,7 +435,7 @@ def _corrupt_meta(ctx: Ctx) -> None:
 def _truncate_steps(ctx: Ctx) -> None:
     make_run(ctx.d / "run", 5)
     steps = ctx.d / "run" / "steps.bin"
-    os.truncate(steps, 4 * 120 + 50)  # 4 whole records and half of the 5th
+    os.truncate(steps, 4 * STEP_RECORD.size + STEP_RECORD.size // 2)  # 4 whole and half the 5th
 
 
 def _newer_schema(ctx: Ctx) -> None:
@@ -757,7 +758,8 @@ def _nsteps(run: Path) -> int:
         raw = (run / "steps.bin").read_bytes()
     except OSError:
         return 0
-    return sum(1 for k in range(0, len(raw) - 119, 120) if raw[k] == 1)
+    size = STEP_RECORD.size
+    return sum(1 for k in range(0, len(raw) - size + 1, size) if raw[k] == 1)
 
 
 def _wait(cond: Callable[[], bool], proc: subprocess.Popen | None = None,
@@ -1479,11 +1481,10 @@ def _nested_said(ctx: Ctx, res: Result) -> list[str]:
 
 # -- run files that cannot be true (G10) ------------------------------------------------------
 
-STEP = struct.Struct("<B7x" + "d" * 14)
-EVENT = struct.Struct("<B3xIqdIId")
-FIELDS = ("wall_s", "t_end_s", "compile_count", "compile_s", "execute_count", "execute_s",
-          "to_device_count", "to_device_bytes", "to_device_s", "from_device_count",
-          "from_device_bytes", "from_device_s", "fallback_count")
+# the store's own layout: a record's kind, its step, then STEP_FIELDS in order
+STEP = STEP_RECORD
+EVENT = EVENT_RECORD
+FIELDS = tuple(STEP_FIELDS)
 
 
 def _events_run(path: Path) -> None:

@@ -49,7 +49,8 @@ def test_trace_prints_report_and_writes_files(lazytensor_runs) -> None:
         assert (run / name).is_file(), name
     meta = json.loads((run / "meta.json").read_text())
     assert meta["versions"]["torch_xla"].startswith("2.9")
-    assert meta["status"] == "ok" and meta["ended_at"] and meta["schema_version"] == 2
+    # schema 3: steps carry their anatomy (input, barrier, sync, own time)
+    assert meta["status"] == "ok" and meta["ended_at"] and meta["schema_version"] == 3
     assert meta["device"].startswith("xla:0")  # recorded once the program made the device
 
 

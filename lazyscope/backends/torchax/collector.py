@@ -153,6 +153,38 @@ class _Mark:
     window: _Window
 
 
+def overwritten_torchax() -> str | None:
+    """One line when torchax's files are not torchax's own, else None.
+
+    torch_xla 2.9.0's wheel ships an older copy of the ``torchax`` package (its ``checkpoint.py``
+    imports flax, which neither declares). Whichever of the two pip unpacks last owns the shared
+    files, so a fresh ``pip install 'lazyscope[xla,torchax]'`` can leave a torchax 0.0.13 whose
+    ``import torchax`` fails on flax. The installed files are checked against torchax's own
+    RECORD hashes (metadata only: nothing is imported)."""
+    import base64
+    import hashlib
+    from importlib.metadata import PackageNotFoundError, distribution
+
+    try:
+        dist = distribution("torchax")
+    except PackageNotFoundError:
+        return None
+    for name in ("torchax/__init__.py", "torchax/checkpoint.py"):
+        entry = next((f for f in dist.files or () if str(f) == name), None)
+        if entry is None or entry.hash is None or entry.hash.mode != "sha256":
+            continue
+        try:
+            data = entry.locate().read_bytes()
+        except OSError:
+            continue
+        digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+        if digest != entry.hash.value:
+            return (f"torchax {dist.version}'s {name} was overwritten (torch_xla's wheel ships "
+                    "an older torchax that imports flax): pip install --force-reinstall "
+                    f"--no-deps torchax=={dist.version}")
+    return None
+
+
 # --------------------------------------------------------------------------- collector
 
 
@@ -201,6 +233,9 @@ class TorchaxCollector(Collector):
     def check_available(self) -> None:
         if importlib.util.find_spec("torchax") is None or importlib.util.find_spec("jax") is None:
             raise MissingDependencyError(INSTALL_HINT)
+        overwritten = overwritten_torchax()
+        if overwritten:
+            raise MissingDependencyError(overwritten)
 
     def describe(self) -> tuple[str, dict[str, str]]:
         """Versions only: JAX's backend is the program's to start (a multi-host program calls

@@ -239,8 +239,29 @@ class TimeFacts:
     loader: dict[str, Any] | None = field(default=None, metadata={"omit_none": True})
 
 
+@dataclass
+class BarrierFacts:
+    """A loop with no step barrier: its iterations were traced into one graph, compiled once,
+    at a value read after the loop (or the trace's end)."""
+
+    #: the loop's line, and where the graph was cut (the read)
+    loop: Frame
+    compiled_at: Frame | None
+    graph: str
+    #: the graph's size: its ops, inputs, and what it holds on the device (bytes; None where
+    #: the backend did not analyse it)
+    ops: int | None
+    inputs: int | None
+    memory_bytes: int | None
+    compile_seconds: float
+    #: graph inputs made at lines inside the loop (one per iteration and tensor moved in)
+    loop_inputs: int
+    #: step barriers the run reached in all
+    steps: int
+
+
 Facts = (RecompileFacts | ReuseFacts | SyncFacts | FallbackFacts | BreakFacts | EagerFacts
-         | AliasFacts | GrowthFacts | DivergenceFacts | TimeFacts)
+         | AliasFacts | GrowthFacts | DivergenceFacts | TimeFacts | BarrierFacts)
 
 
 @dataclass
@@ -324,13 +345,19 @@ class SourceLookup(Protocol):
         """The call at or just above ``file:line`` that makes a size from a Python number, and
         where that number is set."""
 
+    def loop_without_barrier(self, file: str, lines: list[int], read_line: int
+                             ) -> Frame | None:
+        """The outermost loop holding any of ``lines`` (and not ``read_line``) in which nothing
+        ends a step."""
+
 
 def _dims_text(varying: list[Varying]) -> str:
     return ", ".join(f"dim {v.index} of {v.input}" for v in varying[:3])
 
 
 def _recompile_reasons(entry: SiteCompiles) -> list[str]:
-    reasons = [v.text() for v in entry.varying if v.what in ("dim", "rank", "dtype", "value")]
+    reasons = [v.text() for v in entry.varying
+               if v.what in ("dim", "rank", "dtype", "value", "count")]
     if not reasons:
         kinds = {c.what for r in entry.counted for c in r.changes}
         if "count" in kinds:
@@ -357,6 +384,15 @@ def _recompile_fix(backend: str, entry: SiteCompiles, graph_shapes: bool) -> str
     whats = {c.what for r in counted for c in r.changes}
     shaped = [v for v in entry.varying if v.what in ("dim", "rank")]
     where = str(entry.origin or entry.site or "this site")
+    counts = [v for v in entry.varying if v.what == "count"]
+    if counts and not shaped:
+        # one more input of one shape at every graph: a list of device tensors stacked or
+        # concatenated in the step
+        grows = all(c.after > c.before for r in entry.recompiles for c in r.changes
+                    if c.what == "count" and isinstance(c.before, int)
+                    and isinstance(c.after, int))
+        return say(backend, "fix_growing_inputs" if grows else "fix_count_inputs",
+                   inputs=counts[0].input, where=where)
     if shaped:
         # a size that came back (graphs compiled again after the cache dropped them) cycles
         # over a set of values: it does not grow
@@ -1001,5 +1037,5 @@ def _rank(f: Finding) -> tuple[Any, ...]:
     return (-f.seconds, -f.count, f.kind, f.file, f.line)
 
 
-__all__ = ["AliasFacts", "GrowthFacts", "BreakFacts", "HotLine", "TimeFacts", "EagerFacts", "Facts", "FallbackFacts", "Finding", "RecompileFacts",
+__all__ = ["AliasFacts", "BarrierFacts", "GrowthFacts", "BreakFacts", "HotLine", "TimeFacts", "EagerFacts", "Facts", "FallbackFacts", "Finding", "RecompileFacts",
            "ReuseFacts", "SourceLookup", "SyncFacts", "VaryingInput", "make_findings"]

@@ -151,6 +151,9 @@ class Varying:
             return f"{self.input} changes rank over {shown}"
         if self.what == "dtype":
             return f"{self.input} changes dtype over {shown}"
+        if self.what == "count":
+            how = "grows" if self.growing else "varies"
+            return f"the number of {self.input.removeprefix('the ')}s {how} over {shown}"
         return f"{self.input} takes {shown}"
 
 
@@ -204,6 +207,9 @@ class SiteCompiles:
     outlook: Outlook | None = None
     #: the DataLoader whose batches made the varying sizes (lazyscope.analyze.makers)
     maker: ShapeMaker | None = None
+    #: judged as every graph of its site together (:func:`_by_site`): graphs of several
+    #: computations (more inputs each time) that, together, keep being new
+    site_wide: bool = False
 
     @property
     def executions_known(self) -> bool:
@@ -426,12 +432,26 @@ def diff_graphs(new: _Graph, old: _Graph) -> tuple[str, list[Change]]:
                                     text=f"special scalar: the constant "
                                          f"{', '.join(sorted(lost))} became a scalar input",
                                     origin=_first_changed_line(new, old, last=True))]
-        changes.append(Change("inputs", "count", None, sum(old.multiset.values()),
-                              sum(new.multiset.values())))
+        sigs = set(add) | set(rem)
+        if len(sigs) == 1 and not (add and rem):
+            # one more (or fewer) input of one dtype and shape, the rest unchanged: a list of
+            # device tensors stacked or concatenated before the barrier (the line where the
+            # graph's instructions differ is the stack or cat that takes them)
+            sig = next(iter(sigs))
+            changes.append(Change(_sig_name(sig), "count", None, old.multiset[sig],
+                                  new.multiset[sig], origin=_first_changed_line(new, old)))
+        else:
+            changes.append(Change("inputs", "count", None, sum(old.multiset.values()),
+                                  sum(new.multiset.values())))
         cls = STRUCTURE
     if not changes:
         return _op_changes(new, old)
     return cls, changes
+
+
+def _sig_name(sig: tuple[str, tuple[int, ...]]) -> str:
+    """``the f32[8,32] input`` for a (dtype, shape) signature."""
+    return f"the {sig[0]}[{','.join(str(d) for d in sig[1])}] input"
 
 
 def _pair_changes(before: tuple[Any, ...], after: tuple[Any, ...], old: _Graph, new: _Graph) -> list[Change]:
@@ -522,7 +542,8 @@ def _varying(recompiles: Iterable[Recompile]) -> list[Varying]:
     for r in recompiles:
         pairs_seen: set[tuple[Any, ...]] = set()
         for c in r.changes:
-            if c.what not in ("dim", "value", "rank", "dtype"):
+            if c.what not in ("dim", "value", "rank", "dtype", "count") or (
+                    c.what == "count" and c.input == "inputs"):
                 continue
             key = (c.input, c.what, c.index)
             if (key, repr(c.before), repr(c.after)) in pairs_seen:
@@ -558,7 +579,7 @@ def _varying(recompiles: Iterable[Recompile]) -> list[Varying]:
         # every change made it larger, and each new size is larger than the last: a size that
         # follows the step (the closest earlier graph a change is diffed against need not be
         # the one just before, so the pairs need not chain)
-        v.growing = v.what == "dim" and len(pairs_) >= 3 and all(
+        v.growing = v.what in ("dim", "count") and len(pairs_) >= 3 and all(
             isinstance(a, int) and isinstance(b, int) and b > a for a, b in pairs_) and all(
             p[1] < q[1] for p, q in zip(pairs_, pairs_[1:], strict=False))
         out.append(v)
@@ -637,7 +658,8 @@ def explain_recompiles(run: Run) -> list[SiteCompiles]:
     forward_family: dict[str, SiteCompiles] = {}
     for s_no, (site, stack, phase, function) in enumerate(sites):
         sel = idx[event_site == s_no]
-        families += _explain_site(context, site, stack, phase, function, sel, forward_family)
+        found = _explain_site(context, site, stack, phase, function, sel, forward_family)
+        families += _by_site(context, found, site, stack, phase, function, sel)
     for n in backward:  # a backward compile belongs to its forward's family
         sel = idx[inverse == n]
         data = ev.payload_of(int(pair_payload[n]))
@@ -707,10 +729,29 @@ def _horizon(run: Run) -> tuple[int, int | None, int | None]:
     return DEFAULT_HORIZON, largest, None
 
 
+def _by_site(ctx: _Context, families: list[SiteCompiles], site: Frame | None, stack: Stack,
+             phase: str, function: str, sel: np.ndarray) -> list[SiteCompiles]:
+    """Novelty by site: the families of an XLA graph site judged as one when, together, they
+    keep making graphs never run before (a list of device tensors stacked or concatenated each
+    step has one more input every step, so each of its graphs is a family of its own), or under
+    a fixed warm-up (every graph new to the site from that step on counts, whatever family it
+    starts). The site's families stay apart when one of them already churns (its finding is the
+    more precise) or when, together, they are a bounded set."""
+    if phase != "graph" or len(families) < 2 or any(f.verdict == CHURN for f in families):
+        return families
+    [whole] = _explain_site(ctx, site, stack, phase, function, sel, {}, by_site=True)
+    if whole.verdict == CHURN or (whole.verdict == FIXED and whole.counted_count >
+                                  sum(f.counted_count for f in families)):
+        whole.site_wide = True
+        return [whole]
+    return families
+
+
 def _explain_site(ctx: _Context, site: Frame | None, stack: Stack, phase: str, function: str,
-                  sel: np.ndarray, forward_family: dict[str, SiteCompiles]
-                  ) -> list[SiteCompiles]:
-    """The families of one site from its compile events ``sel`` (indices, in step order)."""
+                  sel: np.ndarray, forward_family: dict[str, SiteCompiles], *,
+                  by_site: bool = False) -> list[SiteCompiles]:
+    """The families of one site from its compile events ``sel`` (indices, in step order);
+    ``by_site``: one family of every graph of the site (:func:`_by_site`)."""
     ev = ctx.run.events
     keys = ev.key[sel]
     steps = ev.step[sel]
@@ -734,11 +775,12 @@ def _explain_site(ctx: _Context, site: Frame | None, stack: Stack, phase: str, f
         g = graphs.get(pid)
         if g is None:
             g = graphs[pid] = _Graph(data)
-        entry = fams.get(g.family)
+        family = ("site",) if by_site else g.family
+        entry = fams.get(family)
         if entry is None:
             fam = SiteCompiles(site=site, stack=stack, phase=phase, function=function,
                                compiles=0, graphs=0, first_step=step, seconds=0.0)
-            entry = fams[g.family] = (fam, _SiteIndex(), [])
+            entry = fams[family] = (fam, _SiteIndex(), [])
         fam, index, members = entry
         members.append(pos)
         family_of_key[key] = fam
@@ -1059,7 +1101,8 @@ def changes_text(changes: list[Change], limit: int = 3) -> str:
         elif c.what == "constant":
             parts.append(c.text)
         elif c.what == "count":
-            parts.append(f"{c.input}: {c.before} -> {c.after}")
+            many = "" if c.input == "inputs" else "s"
+            parts.append(f"{c.input}{many}: {c.before} -> {c.after}")
         else:
             parts.append(f"{c.input} {c.what} {c.before} -> {c.after}{times}")
     if len(merged) > limit:

@@ -228,6 +228,79 @@ def transfer_origin(file: str, line: int) -> Frame | None:
     return Frame(file, lines[0], function) if len(lines) == 1 else None
 
 
+#: calls that end a step on XLA (a barrier), by the called name: ``torch_xla.sync()``,
+#: ``xm.mark_step()``, ``xp.StepTrace(...)``, and a parallel loader (it marks a step per batch)
+_BARRIER_CALLS = frozenset({"sync", "mark_step", "StepTrace"})
+_LOADER_CALLS = frozenset({"MpDeviceLoader", "ParallelLoader", "per_device_loader"})
+
+
+def _ends_step(call: ast.Call, functions: set[str]) -> bool:
+    """A call that ends a step: a barrier, ``torch_xla.step()``, ``xm.optimizer_step(...,
+    barrier=True)``, ``lazyscope.barrier()``, a parallel loader, or one of ``functions`` (the
+    file's own functions that end one)."""
+    name = _callee(call)
+    fn = call.func
+    owner = fn.value.id if isinstance(fn, ast.Attribute) and isinstance(fn.value, ast.Name) \
+        else ""
+    if name in _BARRIER_CALLS or name in _LOADER_CALLS or name in functions:
+        return True
+    if name == "step" and owner == "torch_xla" or name == "barrier" and owner == "lazyscope":
+        return True
+    return name == "optimizer_step" and any(
+        k.arg == "barrier" and isinstance(k.value, ast.Constant) and k.value.value is True
+        for k in call.keywords)
+
+
+def _barrier_functions(tree: ast.Module) -> set[str]:
+    """The names of the file's functions that end a step (call a barrier, or such a function
+    of the file), to a fixed point."""
+    defs = {n.name: n for n in ast.walk(tree)
+            if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))}
+    found: set[str] = set()
+    while True:
+        more = {name for name, fn in defs.items() if name not in found and any(
+            isinstance(c, ast.Call) and _ends_step(c, found) for c in ast.walk(fn))}
+        if not more:
+            return found
+        found |= more
+
+
+def _loader_names(tree: ast.Module) -> set[str]:
+    """Names assigned a torch_xla parallel loader (``loader = pl.MpDeviceLoader(...)``)."""
+    return {t.id for n in ast.walk(tree) if isinstance(n, ast.Assign)
+            and isinstance(n.value, ast.Call) and _callee(n.value) in _LOADER_CALLS
+            for t in n.targets if isinstance(t, ast.Name)}
+
+
+def loop_without_barrier(file: str, lines: list[int], read_line: int) -> Frame | None:
+    """The outermost ``for`` / ``while`` loop of ``file`` that holds any of ``lines`` and not
+    ``read_line``, when nothing in it ends a step: no call of a barrier (``torch_xla.sync()``,
+    ``xm.mark_step()``, ``torch_xla.step()``, ``xp.StepTrace``, ``xm.optimizer_step``) or of a
+    function of the file that calls one, and no iteration over a parallel loader
+    (``MpDeviceLoader``); None otherwise (or when the file cannot be read)."""
+    tree = _tree(file)
+    if tree is None or not lines:
+        return None
+    loops = [n for n in ast.walk(tree) if isinstance(n, (ast.For, ast.While, ast.AsyncFor))
+             and any(n.lineno <= ln <= (n.end_lineno or n.lineno) for ln in lines)]
+    if not loops:
+        return None
+    outer = min(loops, key=lambda n: n.lineno - (n.end_lineno or n.lineno))
+    if outer.lineno <= read_line <= (outer.end_lineno or outer.lineno):
+        return None
+    functions = _barrier_functions(tree)
+    if any(isinstance(c, ast.Call) and _ends_step(c, functions) for c in ast.walk(outer)):
+        return None
+    loaders = _loader_names(tree)
+    for loop in ast.walk(outer):
+        if isinstance(loop, (ast.For, ast.AsyncFor)) and any(
+                (isinstance(x, ast.Call) and _callee(x) in _LOADER_CALLS)
+                or (isinstance(x, ast.Name) and x.id in loaders) for x in ast.walk(loop.iter)):
+            return None
+    scope, function = _scope(tree, outer.lineno)
+    return Frame(file, outer.lineno, function)
+
+
 class SourceFiles:
     """The user's source files, read on demand and parsed once each (see the module
     docstring); the analysis' :class:`~lazyscope.analyze.findings.SourceLookup`."""
@@ -255,6 +328,10 @@ class SourceFiles:
 
     def size_origin(self, file: str, line: int) -> tuple[Frame, Frame] | None:
         return size_origin(file, line)
+
+    def loop_without_barrier(self, file: str, lines: list[int], read_line: int
+                             ) -> Frame | None:
+        return loop_without_barrier(file, lines, read_line)
 
 
 SOURCES = SourceFiles()

@@ -42,6 +42,18 @@ BASE: dict[str, str] = {
     "extra_breaks": "{n} graph break{s}",
     "extra_eager": "{n} function{s} fell back to eager (recompile limit)",
     "extra_findings": "{n} finding{s}",
+    "verdict_no_barrier": "no step barrier in the loop at {loop}: its iterations were traced "
+                          "into one graph of {ops} ops, compiled once at {site}",
+    # a loop with no barrier
+    "no_barrier_detail": "the loop at {loop} ends no step: every iteration added its work to "
+                         "one pending graph, compiled once when {site} read a value after the "
+                         "loop: {ops} ops, {inputs} inputs{memory}, {seconds} to compile"
+                         "{made}{steps}; it grows with the iterations (a longer run compiles a "
+                         "larger graph, until it no longer fits in memory)",
+    "no_barrier_made": "; {n} of its inputs were made inside the loop, one per iteration",
+    "no_barrier_steps": "; the run reached no step barrier at all (steps 0)",
+    "no_barrier_fix": "end every iteration of the loop at {loop} with a step barrier, so each "
+                      "iteration compiles one graph once and reuses it",
     # recompiles
     "recompile_detail": "{where} compiled {graphs} graph{s} ({counted} recompilation{cs} after "
                         "its first graph{fs}){reasons}",
@@ -56,6 +68,16 @@ BASE: dict[str, str] = {
                    "maximum and write or mask by index, or keep a running sum",
     "fix_dtype": "{inputs} changes dtype between graphs: cast it once, before the step, so "
                  "every step sees one dtype",
+    "fix_growing_inputs": "{inputs} enters the compiled code once more at every step at "
+                          "{where} (a Python list of device tensors stacked or concatenated "
+                          "before the step ends: every step is code never run before): keep a "
+                          "running value on the device (total += x.detach()), or a fixed-size "
+                          "buffer written at an index held on the device "
+                          "(buf.index_copy_(0, i, x), i a device tensor), or stack the list "
+                          "once, after the loop",
+    "fix_count_inputs": "the number of {inputs}s changes between steps at {where} (a list of "
+                        "device tensors of changing length): give the code the same number of "
+                        "tensors every step (a fixed-size buffer, padded with zeros)",
     "fix_count": "the compiled code's inputs change (a tensor enters it only in some steps): "
                  "pass the same tensors every step",
     "fix_unknown": "compare the compiled graphs to see what changes",

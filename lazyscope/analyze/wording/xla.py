@@ -39,6 +39,10 @@ WORDS: dict[str, str] = {
                            "one; it is not one of the special scalars 0 and 1)",
     "library_compiles": "{n} compiled by the backend for its own bookkeeping (not the "
                         "program's; not findings)",
+    "no_barrier_fix": "end every iteration of the loop at {loop} with a step barrier: "
+                      "torch_xla.sync() as its last line (or iterate the data through torch_xla's "
+                      "MpDeviceLoader, pl.MpDeviceLoader(loader, device), which marks a step per "
+                      "batch), so each iteration compiles one graph once and reuses it",
     "verdict_no_steps": "no step finished: nothing reached a step barrier (torch_xla.sync(), "
                         "xm.mark_step(), torch_xla.step())",
     "verdict_clean": "no recompilation in steady state: {compiles} graph{s} compiled and "

@@ -786,6 +786,18 @@ def _library_of(frame: Frame) -> str:
     return "a library"
 
 
+#: reads that turn a tensor into text or a Python number: what a library does to a value it was
+#: handed to show or log (tqdm's set_postfix, logging, a metrics logger), not to its own tensors
+_FORMATTING_READS = ("print(tensor) / repr", "f-string / format(tensor)", "float(tensor)",
+                     "int(tensor)")
+
+
+def _formats(site: SyncSite) -> bool:
+    """Every read at the site formats or converts the tensor (see :data:`_FORMATTING_READS`):
+    the user's line handed the device tensor to the library that read it."""
+    return bool(site.reads) and all(r.startswith(_FORMATTING_READS) for r in site.reads)
+
+
 def _cost(site: SyncSite) -> float:
     """What a site's reads cost: their price over the steady steps where the step's time is
     cut into parts (:func:`lazyscope.analyze.syncs.read_price`), else every wait."""
@@ -833,9 +845,12 @@ def sync_finding(backend: str, site: SyncSite, wall_seconds: float = 0.0) -> Fin
         if facts.api and facts.happens_at is None:
             fix = say(backend, "sync_fix_api", api=facts.api)
         elif facts.happens_at is not None:
-            fix = library_fix(facts.happens_at) or say(
-                backend, "sync_fix_library", library=_library_of(facts.happens_at),
-                where=str(facts.happens_at))
+            library = _library_of(facts.happens_at)
+            fix = library_fix(facts.happens_at) or (
+                say(backend, "sync_fix_handed", library=library, where=str(site.site),
+                    read=_reads(site)) if _formats(site) else
+                say(backend, "sync_fix_library", library=library,
+                    where=str(facts.happens_at)))
         elif site.every:
             # the line already reads every N steps: never advice to do what it does; what is
             # left is the cost, or a closure that does not wait

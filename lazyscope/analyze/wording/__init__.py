@@ -118,6 +118,10 @@ BASE: dict[str, str] = {
     "sync_inside_library": "the read happens inside {library}, at {where}",
     "sync_fix_api": "{api} reads the value on the host at every call: call it every N steps, "
                     "or keep the value on the device and read it after the loop",
+    "sync_fix_handed": "your line at {where} hands the tensor to {library}, which turns it into "
+                       "text or a number ({read}: the host waits for the device each time): "
+                       "hand {library} a Python number instead, read every N steps "
+                       "(loss.item() every N steps), or a float kept on the host",
     "sync_fix_library": "the read is {library}'s own code ({where}), not a line of yours: look "
                         "for an argument or setting of {library} that avoids it (its "
                         "documentation), or accept the cost",

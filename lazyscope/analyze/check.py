@@ -408,7 +408,8 @@ def check_report(report: Report, rules: Rules, baseline: Report | None = None) -
             violations.append(v)
         for note in report.notes:
             if note.kind == "recompile" and s.warmup_steps is None:
-                notes.append(f"one-off recompilation (not a violation): {note.where}: "
+                notes.append(f"recompilation after warm-up (a note, not a violation): "
+                             f"{note.where}: "
                              f"{note.detail}")
     for rule, on, text in (("no-barrier-loops", rules.no_barrier_loops,
                             "every loop ends its steps (no loop traced into one graph)"),

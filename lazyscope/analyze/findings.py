@@ -639,10 +639,9 @@ def _maker_frame(entry: SiteCompiles, sources: SourceLookup | None) -> Frame | N
 
 
 def _batch_rows(entry: SiteCompiles) -> bool:
-    """Only the batch dimension varies, over two sizes: a last partial batch."""
-    shaped = [v for v in entry.varying if v.what in ("dim", "rank")]
-    return not entry.dynamic and bool(shaped) and all(
-        v.what == "dim" and v.index == 0 and len(v.values) == 2 for v in shaped)
+    """A smaller last batch: only the batch dimension varies, over two sizes, the second
+    smaller and run once an epoch (:func:`lazyscope.analyze.recompiles._partial_batch`)."""
+    return entry.last_batch
 
 
 def _maker_fix(backend: str, entry: SiteCompiles, maker: Frame | None) -> str:
@@ -711,7 +710,21 @@ def recompile_note(backend: str, entry: SiteCompiles, graph_shapes: bool,
             # the sizes are padded to a multiple already: a bucket met late, not a size to pad
             f.fix = say(backend, "late_multiple_fix", step=r.step, multiple=multiple,
                         changes=changes_text(r.changes))
+        elif entry.counted_count == 1 and not entry.last_batch and not entry.dynamic and \
+                _switched(entry, r) and \
+                r.changes and all(c.what == "dim" for c in r.changes):
+            # one size changed once and kept its new value: a new phase, compiled once
+            f.fix = say(backend, "late_switch_fix", step=r.step,
+                        changes=changes_text(r.changes), where=f"{f.file}:{f.line}")
     return f
+
+
+def _switched(entry: SiteCompiles, late: Recompile) -> bool:
+    """The graphs compiled before ``late`` never ran again from its step on (where executions
+    are recorded): the program switched to the new shape and kept it."""
+    earlier = [u for u in entry.uses if u.step < late.step]
+    return bool(earlier) and all(u.last_step is not None and u.last_step < late.step
+                                 for u in earlier)
 
 
 def _bucketed_multiple(entry: SiteCompiles) -> int:

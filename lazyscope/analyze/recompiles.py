@@ -44,7 +44,8 @@ already had a graph, first compiled after the run's warm-up ended (from the firs
 :data:`QUIET_STEPS` steps that compiled nothing on), that are either a *switch* (the family's
 earlier graphs never run again: a learning rate that reaches the special scalar 0.0, a cast
 added mid-run) or *rare* (run at most :data:`RARE_SHARE` as often as the family's most used
-graph, or twice: a last partial batch): a one-off recompilation worth knowing, a note. A late
+graph, or twice: a last partial batch): a one-off recompilation worth knowing, a note (from
+:data:`MANY_LATE` late recompilations of one family on, a finding: not a one-off). A late
 variant run as often as the others, interleaved with them, is one more bucket: warm-up. The
 recompilation after which torch.compile made a dimension dynamic is a note too (marked dynamic
 up front, it is none). A family of several variants that are all reused is said in a ``reuse`` note ("dim 1
@@ -94,6 +95,9 @@ CHURN_ONE_SHOTS = 2
 QUIET_STEPS = 2
 #: a late variant run at most this share of the family's most used graph's runs is "rare"
 RARE_SHARE = 0.25
+#: late recompilations of one family from this many on are not one-offs: a recompile finding
+#: (six size changes after warm-up are a schedule to fix, not a note)
+MANY_LATE = 3
 
 #: how a graph relates to the closest earlier graph of its family
 FIRST, STRUCTURE, VARIANT, IDENTICAL = "first", "structure", "variant", "identical"
@@ -210,6 +214,8 @@ class SiteCompiles:
     #: judged as every graph of its site together (:func:`_by_site`): graphs of several
     #: computations (more inputs each time) that, together, keep being new
     site_wide: bool = False
+    #: its two graphs are a full batch and a smaller last batch of an epoch (dim 0 only)
+    last_batch: bool = False
 
     @property
     def executions_known(self) -> bool:
@@ -625,7 +631,9 @@ def explain_recompiles(run: Run) -> list[SiteCompiles]:
     compile of each graph id is diffed (through its family's index); a graph id compiled again
     (the compile cache dropped it) is counted with numpy."""
     ev = run.events
-    idx, pair_stack, pair_payload, inverse = pairs(ev, "compile")
+    # graphs the trace met compiled already (the backend's in-process cache) are graphs new to
+    # the run as much as the ones it compiled
+    idx, pair_stack, pair_payload, inverse = pairs(ev, ("compile", "cached"))
     if not len(idx):
         return []
     steps = ev.step[idx]
@@ -854,6 +862,7 @@ def _explain_site(ctx: _Context, site: Frame | None, stack: Stack, phase: str, f
         found = [m for m in makers if m is not None]
         fam.maker = max(found, key=lambda m: m.matched) if found else None
         _judge(fam, ctx)
+        fam.last_batch = _partial_batch(fam, ctx)
         fam.varying = _varying(fam.counted if fam.verdict in (CHURN, LATE, FIXED)
                                else fam.recompiles)
         out.append(fam)
@@ -916,16 +925,39 @@ def multiple_buckets(fam: SiteCompiles) -> list[int]:
     return list(range(n, top + 1, n))
 
 
-def _partial_batch(fam: SiteCompiles) -> bool:
-    """Two graphs, the second made for another size of the batch dimension (dim 0) and run no
-    more than the first: a smaller last batch."""
+def _partial_batch(fam: SiteCompiles, ctx: _Context | None = None) -> bool:
+    """Two graphs, the second made for a *smaller* size of the batch dimension (dim 0), run no
+    more than the first and never in two steps in a row: a smaller last batch of an epoch. A
+    batch that grew (5 -> 6), or changed and kept its new size (run in the steps after), is
+    not one."""
     if fam.graphs != 2 or len(fam.recompiles) != 1 or fam.dynamic:
         return False
     changes = fam.recompiles[0].changes
     if not changes or any(c.what != "dim" or c.index != 0 for c in changes):
         return False
+    if not all(isinstance(c.before, int) and isinstance(c.after, int) and c.after < c.before
+               for c in changes):
+        return False
     runs = [u.executions for u in fam.uses]
-    return None in runs or (runs[1] or 0) <= (runs[0] or 0)
+    if None in runs:
+        return True
+    if (runs[1] or 0) > (runs[0] or 0):
+        return False
+    steps = _run_steps(ctx, fam.uses[1].graph) if ctx is not None else None
+    return steps is None or not bool(np.any(np.diff(steps) == 1))
+
+
+def _run_steps(ctx: _Context, graph: str) -> np.ndarray | None:
+    """The steps a graph ran in (its ``execute`` events), sorted; None when not recorded."""
+    ev = ctx.run.events
+    sel = ev.indices("execute")
+    if not len(sel) or not graph:
+        return None
+    keys = {ev.key_of(int(k)): int(k) for k in np.unique(ev.key[sel])}
+    kid = keys.get(graph)
+    if kid is None:
+        return None
+    return np.unique(ev.step[sel[ev.key[sel] == kid]])
 
 
 def family_outlook(fam: SiteCompiles, ctx: _Context) -> Outlook:
@@ -1046,13 +1078,15 @@ def _judge(fam: SiteCompiles, ctx: _Context) -> None:
         # torch.compile switched a dimension to dynamic after recompiling for it: one
         # recompilation, worth knowing (marked dynamic up front it is none)
         late = [r for r in recs if r.cls == VARIANT][:1]
-    if not late and _partial_batch(fam):
+    if not late and _partial_batch(fam, ctx):
         # a smaller last batch each epoch, reused every epoch: not bucketing, a one-off to
         # drop or pad (DataLoader(drop_last=True)), said as a note
         late = recs[:1]
     for r in late:
         r.counted = True
-    if late or fam.evicted.count:
+    if len(late) >= MANY_LATE:
+        fam.verdict, fam.outlook = CHURN, None  # recompiles again and again: not a one-off
+    elif late or fam.evicted.count:
         fam.verdict = LATE
     elif fam.outlook is not None and fam.outlook.expected_new >= MIN_NEW:
         # new graphs keep coming, yet they compile so fast that they cost the run nothing

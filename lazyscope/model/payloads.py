@@ -368,6 +368,10 @@ PAYLOADS: dict[str, type] = {
     "graph_break": GraphBreak,
     "eager_fallback": EagerFallback,
     "execute": Execute,
+    # a graph first met by this trace that the backend did not compile: it found it in its
+    # in-process cache (compiled earlier in the process, outside this trace); a Compile payload
+    # (the graph as it was compiled then), ``seconds`` 0
+    "cached": Compile,
 }
 EVENT_KINDS = tuple(PAYLOADS)
 KIND_CODE = {k: i + 1 for i, k in enumerate(EVENT_KINDS)}

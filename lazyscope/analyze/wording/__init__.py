@@ -28,7 +28,7 @@ BASE: dict[str, str] = {
     "verdict_recompiling": "recompiles in steady state: {count} recompilation{s} at {sites} "
                            "site{ss} ({what})",
     "verdict_only_notes": "no recompilation in steady state ({compiles} compilation{s} in all; "
-                          "{notes} one-off note{ns} below)",
+                          "{notes} note{ns} below)",
     "verdict_no_compile": "no compilation: the program ran eagerly",
     "verdict_unexplained": "compile causes unknown: {compiles} compilation{s} counted, none "
                            "recorded with its graph and cause (see the notes), so recompilation "
@@ -86,6 +86,9 @@ BASE: dict[str, str] = {
                        "is one of your buckets, compile every bucket before the loop (one batch "
                        "padded to each size) so that no compilation lands mid-run; if not, pad "
                        "it to one",
+    "late_switch_fix": "the size changed at step {step} ({changes}) and kept its new value "
+                       "since (compiled once more, then reused): if it is not meant to change, "
+                       "make it fixed at {where}; each further change compiles once more",
     "late_multiple_fix": "a new size ({changes}) first met at step {step}, already padded to a "
                          "multiple of {multiple} (a bucket): nothing to pad; to keep the "
                          "compilation out of the run, compile every bucket before the loop (one "

@@ -48,7 +48,7 @@ WORDS: dict[str, str] = {
     "verdict_clean": "no recompilation in steady state: {compiles} graph{s} compiled and "
                      "reused",
     "verdict_only_notes": "no recompilation in steady state: {compiles} graph{s} compiled; "
-                          "{notes} one-off note{ns} below",
+                          "{notes} note{ns} below",
     "verdict_eager_mode": "eager mode: each op is compiled and executed on its own "
                           "({compiles} op compilations, {executions} executions)",
     "extra_syncs": "{n} device-to-host transfers",

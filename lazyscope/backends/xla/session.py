@@ -82,6 +82,14 @@ class XlaSession:
         self.late = torch_xla_compiled()
         #: traces started in this process so far
         self.traces = 0
+        #: every user graph compiled in this process since the session began (in a trace or
+        #: between traces), by torch_xla's graph hash: its payload as it was compiled and the
+        #: user frames that compiled it. A later trace that runs one of them without compiling
+        #: it (torch_xla's in-process cache) knows what it is
+        self.graphs: dict[str, tuple[Any, Any]] = {}
+        #: XLA writes no HLO dump in this process: it read XLA_FLAGS (at the runtime's start)
+        #: before this session set the dump directory; found at the first compilation
+        self.dump_dead = False
         self.saved: dict[str, str | None] = {k: os.environ.get(k) for k in PRIVATE_ENV}
         self.restored = False
         base = fast_tmp()

@@ -350,6 +350,10 @@ class SourceLookup(Protocol):
         """The outermost loop holding any of ``lines`` (and not ``read_line``) in which nothing
         ends a step."""
 
+    def data_size_maker(self, file: str, line: int) -> str:
+        """What at ``file:line`` makes a size from the data (``nonzero``, ``mask indexing``),
+        or ""."""
+
 
 def _dims_text(varying: list[Varying]) -> str:
     return ", ".join(f"dim {v.index} of {v.input}" for v in varying[:3])
@@ -369,6 +373,8 @@ def _recompile_reasons(entry: SiteCompiles) -> list[str]:
                            "and passed as an input to others")
         elif "constant" in kinds:
             reasons.append("a constant baked into the graph differs")
+        if "size" in kinds:
+            reasons.append("a size made inside the graph differs")
         if entry.evicted.count:
             reasons.append(f"{units.counted(entry.evicted.count, 'compilation')} of graphs "
                            "compiled before")
@@ -379,7 +385,8 @@ def _recompile_reasons(entry: SiteCompiles) -> list[str]:
     return reasons
 
 
-def _recompile_fix(backend: str, entry: SiteCompiles, graph_shapes: bool) -> str:
+def _recompile_fix(backend: str, entry: SiteCompiles, graph_shapes: bool,
+                   sources: SourceLookup | None = None, origin: Frame | None = None) -> str:
     counted = entry.counted or entry.recompiles
     whats = {c.what for r in counted for c in r.changes}
     shaped = [v for v in entry.varying if v.what in ("dim", "rank")]
@@ -393,6 +400,13 @@ def _recompile_fix(backend: str, entry: SiteCompiles, graph_shapes: bool) -> str
                     and isinstance(c.after, int))
         return say(backend, "fix_growing_inputs" if grows else "fix_count_inputs",
                    inputs=counts[0].input, where=where)
+    maker = sources.data_size_maker(origin.file, origin.line) \
+        if shaped and sources is not None and origin is not None else ""
+    if maker:
+        # a size the data decides (how many rows a mask keeps): a fixed shape that weighs by
+        # the mask, or a few padded sizes
+        return say(backend, "fix_data_size", dims=_dims_text(shaped), maker=maker,
+                   where=str(origin))
     if shaped:
         # a size that came back (graphs compiled again after the cache dropped them) cycles
         # over a set of values: it does not grow
@@ -417,6 +431,8 @@ def _recompile_fix(backend: str, entry: SiteCompiles, graph_shapes: bool) -> str
         return say(backend, "fix_value", inputs=", ".join(names[:3]))
     if "count" in whats:
         return say(backend, "fix_count")
+    if "size" in whats:
+        return say(backend, "fix_internal_size", where=where)
     if "constant" in whats:
         if any(_special_scalar(c) for r in counted for c in r.changes):
             return say(backend, "fix_special_scalar")
@@ -589,7 +605,8 @@ def recompile_finding(backend: str, entry: SiteCompiles, graph_shapes: bool,
         seconds=entry.counted_seconds + (entry.backward_seconds * n / max(entry.compiles, 1)),
         detail=detail, fix=(say(backend, "fix_size", call=str(sized[0]), set_at=str(sized[1]))
                             if sized is not None else _maker_fix(backend, entry, maker)
-                            or _recompile_fix(backend, entry, graph_shapes)), facts=facts)
+                            or _recompile_fix(backend, entry, graph_shapes, sources,
+                                              origin)), facts=facts)
 
 
 def _size_frames(entry: SiteCompiles, origin: Frame | None,
@@ -599,7 +616,7 @@ def _size_frames(entry: SiteCompiles, origin: Frame | None,
     if sources is None or origin is None or entry.varying:
         return None
     internal = [c for r in entry.counted for c in r.changes
-                if c.what == "constant" and not _special_scalar(c)]
+                if c.what in ("constant", "size") and not _special_scalar(c)]
     if not internal:
         return None
     return sources.size_origin(origin.file, origin.line)
@@ -723,8 +740,10 @@ def _switched(entry: SiteCompiles, late: Recompile) -> bool:
     """The graphs compiled before ``late`` never ran again from its step on (where executions
     are recorded): the program switched to the new shape and kept it."""
     earlier = [u for u in entry.uses if u.step < late.step]
-    return bool(earlier) and all(u.last_step is not None and u.last_step < late.step
-                                 for u in earlier)
+    mine = next((u for u in entry.uses if u.graph == late.graph), None)
+    kept = mine is not None and mine.last_step is not None and mine.last_step > late.step
+    return kept and bool(earlier) and all(u.last_step is not None and u.last_step < late.step
+                                          for u in earlier)
 
 
 def _bucketed_multiple(entry: SiteCompiles) -> int:

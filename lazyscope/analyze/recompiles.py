@@ -504,10 +504,33 @@ def _op_changes(new: _Graph, old: _Graph) -> tuple[str, list[Change]]:
         cls = STRUCTURE if set(ops_new) != set(ops_old) else VARIANT
         return cls, changes
     # same inputs and op counts: a constant (a Python number baked into the graph) or a
-    # shape inside the graph changed
+    # shape inside the graph changed; the line's digests say which (a size changes the
+    # instructions' shapes, a constant only its value)
+    sized = _sized(new, old, origin)
+    if sized:
+        return VARIANT, [Change("graph", "size", None, None, None,
+                                text="same inputs and op counts; an internal size differs "
+                                     "(a length made from a Python number)", origin=origin)]
     return VARIANT, [Change("graph", "constant", None, None, None,
-                            text="same inputs and op counts; a constant or an internal shape "
-                                 "differs", origin=origin)]
+                            text=("same inputs and op counts; a constant differs (a Python "
+                                  "number baked into the graph)" if sized is False else
+                                  "same inputs and op counts; a constant or an internal shape "
+                                  "differs"), origin=origin)]
+
+
+def _sized(new: _Graph, old: _Graph, at: Frame | None) -> bool | None:
+    """Whether two graphs differ at user line ``at`` by the shapes of its instructions (an
+    internal size), not only by a constant's value: True, False, or None when the graphs do
+    not say (no line, or digests of a run recorded before lazyscope told them apart). A size
+    at any changed line counts: the line that makes it may be a library's (F.interpolate)."""
+    if at is None:
+        return None
+    a, b = new.lines.get((at.file, at.line)), old.lines.get((at.file, at.line))
+    if a is None or b is None or ":" not in a or ":" not in b:
+        return None
+    pairs_ = [(d, old.lines.get(k)) for k, d in new.lines.items()]
+    return any(o is not None and ":" in d and ":" in o and d.split(":")[1] != o.split(":")[1]
+               for d, o in pairs_)
 
 
 def _first_changed_line(new: _Graph, old: _Graph, *, last: bool = False) -> Frame | None:
@@ -752,7 +775,29 @@ def _by_site(ctx: _Context, families: list[SiteCompiles], site: Frame | None, st
                                   sum(f.counted_count for f in families)):
         whole.site_wide = True
         return [whole]
+    if whole.verdict != FIXED and not any(f.verdict == LATE for f in families):
+        # a graph of other ops that replaced the site's graphs after warm-up (a length change
+        # that also took another Python branch on the shape): a one-off, as a size change is;
+        # one that joins them (an eval step beside the train step) is not
+        switches = [r for r in whole.recompiles if r.cls == STRUCTURE
+                    and r.step >= ctx.steady_from and _replaced(whole, r)]
+        if switches and len(switches) < MANY_LATE:
+            for r in whole.recompiles:
+                r.counted = r in switches
+            whole.verdict, whole.site_wide = LATE, True
+            whole.varying = _varying(whole.counted)
+            return [whole]
     return families
+
+
+def _replaced(fam: SiteCompiles, rec: Recompile) -> bool:
+    """The graph of ``rec`` ran again after its step while every graph compiled before it never
+    ran from that step on: the program switched to it."""
+    mine = next((u for u in fam.uses if u.graph == rec.graph), None)
+    earlier = [u for u in fam.uses if u.step < rec.step]
+    return mine is not None and mine.last_step is not None and mine.last_step > rec.step and \
+        bool(earlier) and all(u.last_step is not None and u.last_step < rec.step
+                              for u in earlier)
 
 
 def _explain_site(ctx: _Context, site: Frame | None, stack: Stack, phase: str, function: str,

@@ -108,8 +108,29 @@ def value_origin(file: str, line: int) -> Frame | None:
                     latest[bound.id] = (node.lineno, False)
     numeric = [lineno for lineno, is_number in latest.values() if is_number]
     if len(numeric) != 1:  # none, or several numbers: not one answer
+        lr = _lr_set_before(scope, line)
+        if lr is not None and lr != line:  # an optimizer's step reads the lr it was given
+            return value_origin(file, lr) or Frame(file, lr, function)
         return None
     return Frame(file, numeric[0], function)
+
+
+def _lr_set_before(scope: ast.AST, line: int) -> int | None:
+    """For a line that calls an optimizer's ``step()``: the latest line before it, in the same
+    function, that sets a learning rate (``group["lr"] = lr``, ``opt.lr = lr``), else None."""
+    calls = [n for n in ast.walk(scope) if isinstance(n, ast.Call) and _callee(n) == "step"
+             and n.lineno <= line <= (n.end_lineno or n.lineno)]
+    if not calls:
+        return None
+    best = 0
+    for node in ast.walk(scope):
+        if isinstance(node, ast.Assign) and node.lineno < line:
+            for t in node.targets:
+                key = t.slice if isinstance(t, ast.Subscript) else None
+                if (isinstance(key, ast.Constant) and key.value == "lr") or (
+                        isinstance(t, ast.Attribute) and t.attr == "lr"):
+                    best = max(best, node.lineno)
+    return best or None
 
 
 def _attr_path(name: str) -> tuple[str, ...]:
@@ -147,8 +168,11 @@ def read_in(file: str, def_line: int, name: str) -> Frame | None:
     if tree is None or not path:
         return None
     for node in ast.walk(tree):
+        # a decorated function's code starts at its first decorator (@torch.compile)
+        start = min([node.lineno, *(d.lineno for d in node.decorator_list)]) \
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) else 0
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and \
-                node.lineno <= def_line <= (node.body[0].lineno if node.body else node.lineno):
+                start <= def_line <= (node.body[0].lineno if node.body else node.lineno):
             reads = sorted(
                 n.lineno for n in ast.walk(node)
                 if (isinstance(n, ast.Attribute) and n.attr == path[-1] and len(path) > 1
@@ -196,6 +220,36 @@ def _transfers(node: ast.AST) -> bool:
     return False
 
 
+#: calls whose output's size depends on the data (a host read decides it)
+_DATA_SIZE_CALLS = frozenset({"nonzero", "masked_select", "unique", "unique_consecutive",
+                              "argwhere", "bincount"})
+
+
+def data_size_maker(file: str, line: int) -> str:
+    """What at ``file:line`` makes a size from the data: ``nonzero``, ``masked_select``, ...,
+    or ``mask indexing`` for ``x[mask]`` with a comparison or a name that a comparison made;
+    "" when nothing does (or the file cannot be read)."""
+    found = _at_line(file, line)
+    if found is None:
+        return ""
+    _, scope, _, _ = found
+    stmts = [n for n in ast.walk(scope) if isinstance(n, ast.stmt)
+             and n.lineno <= line <= (n.end_lineno or n.lineno)
+             and not isinstance(n, (ast.For, ast.While, ast.With, ast.If, ast.FunctionDef,
+                                    ast.AsyncFunctionDef, ast.ClassDef, ast.Try))]
+    masks = {t.id for n in ast.walk(scope) if isinstance(n, ast.Assign)
+             and isinstance(n.value, ast.Compare) for t in n.targets if isinstance(t, ast.Name)}
+    for stmt in stmts:
+        for n in ast.walk(stmt):
+            if isinstance(n, ast.Call) and _callee(n) in _DATA_SIZE_CALLS:
+                return _callee(n)
+            if isinstance(n, ast.Subscript) and (
+                    isinstance(n.slice, ast.Compare)
+                    or (isinstance(n.slice, ast.Name) and n.slice.id in masks)):
+                return "mask indexing"
+    return ""
+
+
 def transfer_origin(file: str, line: int) -> Frame | None:
     """Where a tensor read at ``file:line`` was moved to the device, when that line is not such
     a line itself: the nearest assignment before it, of a name it reads, whose value moves a
@@ -209,8 +263,8 @@ def transfer_origin(file: str, line: int) -> Frame | None:
                and n.lineno <= line <= (n.end_lineno or n.lineno)
                and not isinstance(n, (ast.For, ast.While, ast.With, ast.If, ast.FunctionDef,
                                       ast.AsyncFunctionDef, ast.ClassDef, ast.Try))]
-    if not at_line or any(_transfers(n) for n in at_line):
-        return None
+    if not at_line or any(_transfers(n) for n in at_line) or data_size_maker(file, line):
+        return None  # the line moves it to the device, or makes its size from the data
     used = {n.id for stmt in at_line for n in ast.walk(stmt)
             if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
     # a name the line assigns too is carried from the line's own last run (history =
@@ -332,6 +386,9 @@ class SourceFiles:
     def loop_without_barrier(self, file: str, lines: list[int], read_line: int
                              ) -> Frame | None:
         return loop_without_barrier(file, lines, read_line)
+
+    def data_size_maker(self, file: str, line: int) -> str:
+        return data_size_maker(file, line)
 
 
 SOURCES = SourceFiles()

@@ -146,8 +146,21 @@ BASE: dict[str, str] = {
                        "the code after it again: remove the graph break",
     "fix_size": "the size made at {call} comes from a Python number set at {set_at}: each new "
                 "value is a new shape inside the graph, and a size cannot be a device tensor; "
-                "keep it to a few values (round the number to a few buckets) or fixed",
-    "fix_constant": "a Python number or size is baked into the compiled code at {where}, so "
+                "take it from a few fixed sizes (round the number up to a few buckets and mask "
+                "the rest; for F.interpolate, size= from that set instead of scale_factor=) "
+                "or keep it fixed",
+    "fix_data_size": "{dims} is made from the data at {where} ({maker}: as many rows as "
+                     "the mask keeps), so each new count is a new graph, and a size cannot be "
+                     "a device tensor: keep the shape fixed, weighing by the mask instead of "
+                     "selecting (x * mask, torch.where(mask, x, 0), a masked mean), or pad the "
+                     "selection to a few fixed sizes",
+    "fix_internal_size": "the size made at {where} changes between steps (a length from a "
+                         "Python number: torch.arange(n), torch.randperm(n), "
+                         "F.interpolate(scale_factor=s) ...), so each new size is a new graph, "
+                         "and a size cannot be a device tensor: take it from a few fixed sizes "
+                         "(pad to a few bucket lengths and mask the rest; for F.interpolate, "
+                         "size= from that set instead of scale_factor=) or keep it fixed",
+    "fix_constant": "a Python number is baked into the compiled code at {where}, so "
                     "each new value compiles it again: pass it as a tensor or keep it fixed",
     "fix_special_scalar": "a value that becomes 0 or 1 is compiled in as a constant: keep it a "
                           "tensor",

@@ -56,9 +56,9 @@ WORDS: dict[str, str] = {
                 "(see `lazyscope advise RUN`)",
     "fix_dims_where": "{dims} takes a new size at {where}: pad it to a few fixed bucket sizes "
                       "there (see `lazyscope advise RUN`)",
-    "fix_constant": "a Python number or size is baked into the graph at {where}, so each new "
-                    "value is a new graph: pass it as a device tensor (torch.tensor(v, "
-                    "device=dev)) or keep it fixed",
+    "fix_constant": "a Python number is baked into the graph as a constant at {where}, so "
+                    "each new value is a new graph: pass it as a device tensor (torch.tensor(v, "
+                    "device=dev)) where the op takes a tensor, or keep it fixed",
     "fix_special_scalar": "XLA bakes the special scalars 0 and 1 into the graph (a value that "
                           "becomes 0.0, such as a decayed learning rate, makes a new graph): "
                           "set XLA_NO_SPECIAL_SCALARS=1 or keep the value a device tensor",

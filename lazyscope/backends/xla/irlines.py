@@ -20,7 +20,7 @@ from collections import Counter
 from typing import Any
 
 from lazyscope.backends.base import Recorder
-from lazyscope.backends.xla.hlo import HloModuleInfo, parse_module
+from lazyscope.backends.xla.hlo import HloModuleInfo, parse_module, parse_stacks
 from lazyscope.model import OWNER_USER, Compile, Stack
 from lazyscope.model.ownership import make_frame
 
@@ -144,6 +144,11 @@ def lower_pending() -> HloModuleInfo | None:
         # step finishes (an SPMD placeholder's handle is its first shard, moved in then;
         # reading it meanwhile crashed reads.py's hook). So the step in flight finishes first.
         torch_xla._XLAC._xla_wait_device_ops(devices=[])
-        return parse_module(torch_xla._XLAC._get_xla_tensors_hlo(pending))
+        text = torch_xla._XLAC._get_xla_tensors_hlo(pending)
+        try:  # the same graph as a proto: each instruction's whole Python stack
+            stacks = parse_stacks(torch_xla._XLAC._get_xla_tensors_hlo_proto(pending))
+        except Exception:  # noqa: BLE001 - an older torch_xla: the innermost frames only
+            stacks = {}
+        return parse_module(text, stacks=stacks)
     except Exception:  # noqa: BLE001 - best effort
         return None

@@ -80,12 +80,12 @@ def no_barrier_findings(backend: str, run: Run,
             continue
         graph = ev.key_of(int(ev.key[at[0]])) if len(at) else ""
         facts = BarrierFacts(loop=loop, compiled_at=site, graph=graph[:16], ops=ops,
-                             inputs=data.num_inputs if data.num_inputs is not None
+                             graph_inputs=data.num_inputs if data.num_inputs is not None
                              else len(data.inputs or []), memory_bytes=memory,
-                             compile_seconds=seconds, loop_inputs=inside, steps=steps)
+                             compile_seconds=seconds, loop_inputs=inside, run_steps=steps)
         detail = say(backend, "no_barrier_detail", loop=str(loop), site=str(site),
                      ops=units.count(ops) if ops is not None else "?",
-                     inputs=units.count(facts.inputs or 0),
+                     inputs=units.count(facts.graph_inputs or 0),
                      memory=f", holding {units.nbytes(memory)}" if memory else "",
                      seconds=units.seconds(seconds),
                      made=(say(backend, "no_barrier_made", n=inside) if inside else ""),

@@ -251,13 +251,13 @@ class BarrierFacts:
     #: the graph's size: its ops, inputs, and what it holds on the device (bytes; None where
     #: the backend did not analyse it)
     ops: int | None
-    inputs: int | None
+    graph_inputs: int | None
     memory_bytes: int | None
     compile_seconds: float
     #: graph inputs made at lines inside the loop (one per iteration and tensor moved in)
     loop_inputs: int
     #: step barriers the run reached in all
-    steps: int
+    run_steps: int
 
 
 Facts = (RecompileFacts | ReuseFacts | SyncFacts | FallbackFacts | BreakFacts | EagerFacts

@@ -279,7 +279,7 @@ class _Graph:
     distinct payload."""
 
     __slots__ = ("multiset", "hash", "structure", "family", "ops", "digest", "names",
-                 "origins", "lines", "num_inputs", "constants", "named")
+                 "origins", "lines", "num_inputs", "constants", "named", "used")
 
     def __init__(self, data: Compile):
         #: every input has a name (dynamo's arguments): compared by name, not as a multiset
@@ -293,6 +293,8 @@ class _Graph:
         self.num_inputs = data.num_inputs
         self.names: dict[tuple[Any, ...], str] = {}
         self.origins: dict[tuple[Any, ...], Frame] = {}
+        #: per input signature, the user lines whose instructions take inputs of it
+        self.used: dict[tuple[Any, ...], Counter[Frame]] = {}
         # structure: how many inputs, of which ranks, and which kinds of ops (a cast adds
         # converts, which are not structure: a dtype change is a variant)
         op_kinds = tuple(sorted(k for k in (data.ops or {}) if k not in _CASTS))
@@ -313,6 +315,8 @@ class _Graph:
                     self.names.setdefault(i.signature(), i.name)
                 if i.origin is not None:
                     self.origins.setdefault(i.signature(), i.origin)
+                if i.used_at is not None:
+                    self.used.setdefault(i.signature(), Counter())[i.used_at] += 1
         else:
             self.multiset = None
             self.hash = 0
@@ -444,8 +448,12 @@ def diff_graphs(new: _Graph, old: _Graph) -> tuple[str, list[Change]]:
             # device tensors stacked or concatenated before the barrier (the line where the
             # graph's instructions differ is the stack or cat that takes them)
             sig = next(iter(sigs))
+            # the line that takes them (the stack or cat), else the first that differs
+            takes = ((new.used.get(sig) or Counter()) - (old.used.get(sig) or Counter())
+                     ).most_common(1)  # the lines that take one more of them
             changes.append(Change(_sig_name(sig), "count", None, old.multiset[sig],
-                                  new.multiset[sig], origin=_first_changed_line(new, old)))
+                                  new.multiset[sig], origin=takes[0][0] if takes
+                                  else _first_changed_line(new, old)))
         else:
             changes.append(Change("inputs", "count", None, sum(old.multiset.values()),
                                   sum(new.multiset.values())))

@@ -99,6 +99,8 @@ class HloModuleInfo:
     path: str = ""
     #: parameter index -> (file, line) where it was created or moved to the device
     origins: dict[int, tuple[str, int]] = field(default_factory=dict)
+    #: parameter index -> the first user line (file, line) whose instruction takes it
+    used: dict[int, tuple[str, int]] = field(default_factory=dict)
     #: (file, line, digest of that user line's instructions), in order of appearance
     lines: list[tuple[str, int, str]] = field(default_factory=list)
     #: special scalar constants baked into the graph, "dtype:value"
@@ -114,10 +116,15 @@ class HloModuleInfo:
         """Put what the module says into a compile event's payload."""
         inputs = []
         for i, (dtype, shape) in enumerate(self.inputs):
-            where = self.origins.get(i) if len(self.inputs) == self.num_params else None
+            flat = len(self.inputs) == self.num_params
+            where = self.origins.get(i) if flat else None
             origin = make_frame(where[0], where[1]) if where else None
+            taken = self.used.get(i) if flat else None
+            used_at = make_frame(taken[0], taken[1]) if taken else None
             inputs.append(GraphInput(dtype, list(shape),
-                                     origin=origin if origin and not origin.library else None))
+                                     origin=origin if origin and not origin.library else None,
+                                     used_at=used_at if used_at and not used_at.library
+                                     else None))
         payload.inputs = inputs
         payload.ops = self.ops
         payload.digest = self.digest
@@ -208,14 +215,17 @@ def _entry_lines(body: str) -> list[str]:
 
 def _source_locations(body: str, stacks: dict[str, list[tuple[str, int, str]]] | None = None
                       ) -> tuple[dict[int, tuple[str, int]], list[tuple[str, int, str]],
-                                 list[str]]:
-    """Parameter origins, per-user-line instruction digests and special scalar constants of
-    the ENTRY computation (source locations exist when IR debug was on while it was traced).
-    ``stacks`` (:func:`parse_stacks`): each instruction's whole Python stack, so that an
-    instruction a library made (``F.interpolate``'s, ``layer_norm``'s) counts at the user's line
-    that called the library."""
+                                 list[str], dict[int, tuple[str, int]]]:
+    """Parameter origins, per-user-line instruction digests, special scalar constants of the
+    ENTRY computation and, per parameter, the first user line whose instruction takes it (source
+    locations exist when IR debug was on while it was traced). ``stacks``
+    (:func:`parse_stacks`): each instruction's whole Python stack, so that an instruction a
+    library made (``F.interpolate``'s, ``layer_norm``'s) counts at the user's line that called
+    the library."""
 
     origins: dict[int, tuple[str, int]] = {}
+    used: dict[int, tuple[str, int]] = {}
+    params: dict[str, int] = {}
     digests: dict[tuple[str, int], Any] = {}
     #: the same instructions with the constants' values left out: what a size change alters
     #: and a constant's value does not
@@ -228,10 +238,14 @@ def _source_locations(body: str, stacks: dict[str, list[tuple[str, int, str]]] |
         const = _SCALAR_CONST_RE.search(bare)
         if const and const["value"] in SPECIAL_SCALARS:
             constants[f"{const['dtype']}:{float(const['value']):g}"] += 1
+        param = _PARAM_RE.match(bare)
+        if param is not None:
+            named = _INSTR_RE.match(bare)
+            if named is not None:
+                params[named["name"]] = int(param["index"])
         if source is None:
             continue
         where = (source["file"], int(source["line"]))
-        param = _PARAM_RE.match(bare)
         if param is not None:
             origins[int(param["index"])] = where
             continue
@@ -247,7 +261,12 @@ def _source_locations(body: str, stacks: dict[str, list[tuple[str, int, str]]] |
                 continue
             h = digests[where] = hashlib.sha1()
             shapes[where] = hashlib.sha1()
-        text = _NAME_RE.sub("%", bare.split("=", 1)[-1])
+        rest = bare.split("=", 1)[-1]
+        for operand in _NAME_RE.findall(rest):
+            index = params.get(operand[1:])
+            if index is not None:
+                used.setdefault(index, where)
+        text = _NAME_RE.sub("%", rest)
         h.update(text.encode("utf-8"))
         shapes[where].update(_CONST_VALUE_RE.sub("constant()", text).encode("utf-8"))
     # a line's digest: its instructions (10 hex digits), then ":" and the same without the
@@ -255,7 +274,7 @@ def _source_locations(body: str, stacks: dict[str, list[tuple[str, int, str]]] |
     # by a constant; in the second too, by a size (an arange's length, an interpolate's output)
     lines = [(f, n, f"{h.hexdigest()[:10]}:{shapes[(f, n)].hexdigest()[:6]}")
              for (f, n), h in digests.items()]
-    return origins, lines, sorted(constants.elements())
+    return origins, lines, sorted(constants.elements()), used
 
 
 # --------------------------------------------------------------------------- stacks
@@ -520,7 +539,7 @@ def parse_module(text: str, number: int = 0, name: str = "",
     canonical = canonical.replace(module_name, "M") if module_name else canonical
     donors = _DONOR_RE.search(header)
     alias = _ALIAS_RE.search(header)
-    origins, lines, constants = _source_locations(body, stacks)
+    origins, lines, constants, used = _source_locations(body, stacks)
     donor_text = (donors["d"].strip() if donors else "") or (alias["a"].strip() if alias else "")
     in_bytes, out_bytes, donated_bytes = layout_bytes(
         header, {int(d["p"]) for d in _DONOR_PARAM_RE.finditer(donor_text)})
@@ -528,7 +547,7 @@ def parse_module(text: str, number: int = 0, name: str = "",
         number=number, name=name or module_name, num_params=num_params, inputs=inputs,
         ops=dict(sorted(ops.items())),
         digest=hashlib.sha1(canonical.encode("utf-8")).hexdigest()[:16],
-        donors=donor_text, origins=origins, lines=lines, constants=constants,
+        donors=donor_text, origins=origins, used=used, lines=lines, constants=constants,
         updates=parse_updates(body, donor_text),
         input_bytes=in_bytes, output_bytes=out_bytes, donated_bytes=donated_bytes,
     )

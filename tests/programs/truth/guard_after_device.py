@@ -3,7 +3,8 @@ was moved to the device (the runtime started, transfers done). The batch's row c
 ``--rows`` says (``grow``: 5 then 6 from step 4; ``switch``: 8, then 12 from step 10 to the end;
 ``six``: a new row count in six steps); the guard must name the line that makes the batch.
 
-``--guard`` enters the guard; without it the loop runs untraced (torch_xla's own counts)."""
+``--guard`` enters the guard; without it the loop runs untraced and prints torch_xla's own
+compile count at the end (``CompileTime N``)."""
 
 from __future__ import annotations
 
@@ -48,3 +49,7 @@ with guard:
         opt.zero_grad()
         torch_xla.sync()
         print(f"step {step} done", flush=True)
+if not args.guard:
+    import torch_xla.debug.metrics as met
+
+    print(f"CompileTime {(met.metric_data('CompileTime') or [0])[0]}")

@@ -9,9 +9,9 @@ dev = torch_xla.device()
 torch.manual_seed(0)
 model = torch.nn.Linear(16, 16).to(dev)
 opt = torch.optim.SGD(model.parameters(), lr=0.01)
-for _step in range(16):
-    feats = torch.randn(96, 16).to(dev)
-    labels = (torch.rand(96) > 0.5).to(dev)  # how many rows are kept follows the data
+for _step in range(20):
+    feats = torch.randn(1024, 16).to(dev)
+    labels = (torch.rand(1024) > 0.5).to(dev)  # how many rows are kept follows the data
     keep = torch.nonzero(labels).squeeze(1)  # lazyscope-expect: recompile, fallback
     picked = feats.index_select(0, keep)
     loss = model(picked).pow(2).mean()

@@ -286,7 +286,11 @@ class XlaCollector(Collector):
         sess, graphs = self._session, self._graphs
         if sess is None:
             return
-        modules = graphs.take_new() if graphs is not None else []
+        if graphs is not None and not graphs.owned:
+            # the user's own dump directory keeps every module an earlier trace read: the
+            # untraced ones cannot be told from them, so they are learnt without shapes
+            graphs.skip_existing()
+        modules = graphs.take_new() if graphs is not None and graphs.owned else []
         paired = pair_modules([r.num_inputs for r in records], modules) if records else []
         for rec, module in zip(records, paired, strict=True):
             frames = [make_frame(f.file, f.line, f.function) for f in rec.frames
@@ -723,7 +727,11 @@ class XlaCollector(Collector):
             return
         records = [r for r in records if r.kind == "compile"]
         graphs = self._graphs
-        modules = graphs.take_new() if graphs is not None else []
+        if graphs is not None and not graphs.owned:
+            # the user's own dump directory keeps every module an earlier trace read: the
+            # untraced ones cannot be told from them, so they are learnt without shapes
+            graphs.skip_existing()
+        modules = graphs.take_new() if graphs is not None and graphs.owned else []
         if not records:
             self._module_events(modules, samples, count)
             return

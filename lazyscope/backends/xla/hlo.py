@@ -64,6 +64,8 @@ _SOURCE_RE = re.compile(r'source_file="(?P<file>[^"]*)" source_line=(?P<line>\d+
 _PARAM_RE = re.compile(r"^\s*%\S+ = \S+ parameter\((?P<index>\d+)\)")
 _NAME_RE = re.compile(r"%[\w.\-]+")
 _SCALAR_CONST_RE = re.compile(r"= (?P<dtype>[a-z]+[0-9]*)\[\] constant\((?P<value>[^)]*)\)")
+#: an operand's type before its name (``f32[8,32]{1,0} %p0``), as torch_xla's lowering writes it
+_OPERAND_TYPE_RE = re.compile(r"([(,]\s*)[a-z][a-z0-9]*\[[^\]]*\](?:\{[^}]*\})?\s+(?=%)")
 #: a constant's value in an instruction (``constant(2.5)``, ``constant({1, 2})``)
 _CONST_VALUE_RE = re.compile(r"constant\((?:\{[^}]*\}|[^)]*)\)|epsilon=[-+0-9.e]+")
 #: scalars torch_xla bakes into a graph as constants (torch_xla's IsSpecialScalar)
@@ -266,7 +268,9 @@ def _source_locations(body: str, stacks: dict[str, list[tuple[str, int, str]]] |
             index = params.get(operand[1:])
             if index is not None:
                 used.setdefault(index, where)
-        text = _NAME_RE.sub("%", rest)
+        # an operand written with its type (torch_xla's own lowering) or without (XLA's dump):
+        # the same instruction
+        text = _NAME_RE.sub("%", _OPERAND_TYPE_RE.sub(r"\1", rest))
         h.update(text.encode("utf-8"))
         shapes[where].update(_CONST_VALUE_RE.sub("constant()", text).encode("utf-8"))
     # a line's digest: its instructions (10 hex digits), then ":" and the same without the

@@ -354,6 +354,9 @@ class SourceLookup(Protocol):
         """What at ``file:line`` makes a size from the data (``nonzero``, ``mask indexing``),
         or ""."""
 
+    def function_of(self, file: str, line: int) -> str:
+        """The innermost function holding ``file:line`` ("" when unknown)."""
+
 
 def _dims_text(varying: list[Varying]) -> str:
     return ", ".join(f"dim {v.index} of {v.input}" for v in varying[:3])
@@ -390,7 +393,7 @@ def _recompile_fix(backend: str, entry: SiteCompiles, graph_shapes: bool,
     counted = entry.counted or entry.recompiles
     whats = {c.what for r in counted for c in r.changes}
     shaped = [v for v in entry.varying if v.what in ("dim", "rank")]
-    where = str(entry.origin or entry.site or "this site")
+    where = str(origin or entry.origin or entry.site or "this site")
     counts = [v for v in entry.varying if v.what == "count"]
     if counts and not shaped:
         # one more input of one shape at every graph: a list of device tensors stacked or
@@ -418,7 +421,7 @@ def _recompile_fix(backend: str, entry: SiteCompiles, graph_shapes: bool,
             return say(backend, "fix_dynamic_now", dims=", ".join(entry.dynamic))
         if _batch_rows(entry):
             return say(backend, "fix_batch_dim")
-        if entry.origin is not None:
+        if origin is not None or entry.origin is not None:
             return say(backend, "fix_dims_where", dims=_dims_text(shaped), where=where)
         return say(backend, "fix_dims", dims=_dims_text(shaped))
     if "dtype" in whats:
@@ -519,7 +522,14 @@ def _argument_origin(entry: SiteCompiles, sources: SourceLookup | None) -> Frame
 def recompile_finding(backend: str, entry: SiteCompiles, graph_shapes: bool,
                       sources: SourceLookup | None = None) -> Finding:
     counted = entry.counted
-    origin = entry.origin or _argument_origin(entry, sources)
+    origin = entry.origin
+    caller_made = _argument_origin(entry, sources)
+    if caller_made is not None and (origin is None or (
+            sources is not None and entry.stack and origin.file == entry.stack[0].file
+            and sources.function_of(origin.file, origin.line) == entry.stack[0].function)):
+        # the varying input is an argument of the compiled function the graphs were cut in
+        # (its line inside the function only uses it): where the caller made it
+        origin = caller_made
     if origin is not None and sources is not None and any(
             v.what in ("dim", "rank") for v in entry.varying):
         # the line recorded for a varying input may only use it (under SPMD the sharded input

@@ -778,17 +778,28 @@ def _by_site(ctx: _Context, families: list[SiteCompiles], site: Frame | None, st
     more precise) or when, together, they are a bounded set."""
     if phase != "graph" or len(families) < 2 or any(f.verdict == CHURN for f in families):
         return families
+    # the families of one graph each, judged together (the others are bounded sets of their
+    # own: buckets of the train step, the eval step ...)
+    singles = [f for f in families if f.graphs == 1]
+    if len(singles) >= 2:
+        ev = ctx.run.events
+        ids = {ev.key_of(int(k)): int(k) for k in np.unique(ev.key[sel])}
+        mine = [ids[f.uses[0].graph] for f in singles if f.uses and f.uses[0].graph in ids]
+        [joined] = _explain_site(ctx, site, stack, phase, function,
+                                 sel[np.isin(ev.key[sel], mine)], {}, by_site=True)
+        if joined.verdict == CHURN or (joined.verdict == FIXED and joined.counted_count >
+                                       sum(f.counted_count for f in singles)):
+            joined.site_wide = True
+            return [joined, *[f for f in families if f.graphs > 1]]
     [whole] = _explain_site(ctx, site, stack, phase, function, sel, {}, by_site=True)
-    if whole.verdict == CHURN or (whole.verdict == FIXED and whole.counted_count >
-                                  sum(f.counted_count for f in families)):
-        whole.site_wide = True
-        return [whole]
     if whole.verdict != FIXED and not any(f.verdict == LATE for f in families):
         # a graph of other ops that replaced the site's graphs after warm-up (a length change
         # that also took another Python branch on the shape): a one-off, as a size change is;
         # one that joins them (an eval step beside the train step) is not
         switches = [r for r in whole.recompiles if r.cls == STRUCTURE
-                    and r.step >= ctx.steady_from and _replaced(whole, r)]
+                    and r.step >= ctx.steady_from and _replaced(whole, r)
+                    and any(c.what == "dim" for c in r.changes)
+                    and not any(c.what == "count" for c in r.changes)]
         if switches and len(switches) < MANY_LATE:
             for r in whole.recompiles:
                 r.counted = r in switches

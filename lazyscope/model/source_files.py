@@ -66,7 +66,8 @@ def _scope(tree: ast.Module, line: int) -> tuple[ast.AST, str]:
     best: tuple[ast.AST, str] = (tree, "<module>")
     for node in ast.walk(tree):
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and \
-                node.lineno <= line <= (node.end_lineno or node.lineno):
+                min([node.lineno, *(d.lineno for d in node.decorator_list)]) <= line <= (
+                    node.end_lineno or node.lineno):  # its decorators are its lines too
             if best[0] is tree or node.lineno >= getattr(best[0], "lineno", 0):
                 best = (node, node.name)
     return best
@@ -279,6 +280,14 @@ def transfer_origin(file: str, line: int) -> Frame | None:
                         node.lineno > found.get(target.id, (0, False))[0]:
                     found[target.id] = (node.lineno, _transfers(node.value))
     lines = [lineno for lineno, moves in found.values() if moves]
+    if len(lines) > 1:
+        # a module moved once before the loop and the batch moved in it every step: the one
+        # made in the loop that holds the line
+        loops = [n for n in ast.walk(scope) if isinstance(n, (ast.For, ast.While))
+                 and n.lineno <= line <= (n.end_lineno or n.lineno)]
+        if loops:
+            inner = max(loops, key=lambda n: n.lineno)
+            lines = [n for n in lines if inner.lineno < n <= (inner.end_lineno or n)]
     return Frame(file, lines[0], function) if len(lines) == 1 else None
 
 
@@ -389,6 +398,16 @@ class SourceFiles:
 
     def data_size_maker(self, file: str, line: int) -> str:
         return data_size_maker(file, line)
+
+    def function_of(self, file: str, line: int) -> str:
+        return function_of(file, line)
+
+
+def function_of(file: str, line: int) -> str:
+    """The name of the innermost function holding ``file:line`` (``<module>`` outside any), ""
+    when the file cannot be read."""
+    tree = _tree(file)
+    return _scope(tree, line)[1] if tree is not None else ""
 
 
 SOURCES = SourceFiles()

@@ -281,3 +281,43 @@ def test_a_line_s_digest_tells_a_size_from_a_constant() -> None:
         {k: d.split(":")[1] for k, d in digest.items()}
     assert full[(4, 1.5)] != full[(4, 2.5)] and shape[(4, 1.5)] == shape[(4, 2.5)]
     assert shape[(4, 1.5)] != shape[(6, 1.5)]
+
+
+def test_the_batch_moved_in_the_loop_is_the_input_s_origin(tmp_path: Path) -> None:
+    file = _source(tmp_path, """\
+        emb = torch.nn.Embedding(64, 32).to(dev)
+        for lengths in LENGTHS:
+            tokens = pad_sequence(docs, batch_first=True).to(dev)
+            logits = emb(tokens)
+        """, "moved")
+    assert SOURCES.transfer_origin(file, 4).line == 3
+
+
+def test_a_decorated_function_s_lines_start_at_its_decorator(tmp_path: Path) -> None:
+    file = _source(tmp_path, """\
+        @torch.compile(backend="openxla")
+        def score(tokens):
+            return head(emb(tokens)).mean()
+        total = score(tokens)
+        """, "decorated")
+    assert [SOURCES.function_of(file, n) for n in (1, 2, 3, 4)] == [
+        "score", "score", "score", "<module>"]
+
+
+def test_families_of_several_graphs_are_not_joined_by_site(tmp_path: Path) -> None:
+    """Train and eval buckets at one site (a Trainer's trainer.train() line): families of their
+    own, each a bounded set reused; novelty by site joins families of one graph only."""
+    graphs, runs, step = [], {}, 0
+    for length in (64, 112, 128):
+        for role, inputs in (("train", [*PARAMS, ("s64", [8, length])]),
+                             ("eval", [("s64", [8, length])])):
+            key = f"{role}{length}"
+            graphs.append((step, key, Compile(cause_kind="barrier", inputs=[
+                GraphInput(d, s) for d, s in inputs],
+                ops={"dot": 1, **({"subtract": 1} if role == "train" else {})}, digest=key)))
+            runs[key] = [step, step + 6, step + 12]
+            step += 1
+    run = compiles_run(tmp_path / "r", graphs, runs=runs, steps=24)
+    families = explain_recompiles(run)
+    assert len(families) == 2 and not any(f.site_wide for f in families)
+    assert all(f.verdict != CHURN for f in families)

@@ -142,9 +142,9 @@ class OnlineCheck:
         rules = self.rules
         warm = self.warmup_steps if self.warmup_steps is not None else 0
         found = []
-        if (rules is None or rules.max_recompiles is not None) and \
-                _count(values.get("compile_count")) > 0 and index >= warm:
-            found.append("compile")
+        if (rules is None or rules.max_recompiles is not None) and index >= warm and (
+                _count(values.get("compile_count")) > 0 or events.get("cached")):
+            found.append("compile")  # compiled, or met compiled in the backend's cache
         limit = 0 if rules is None else rules.max_syncs_per_step
         syncs = max(_count(values.get("from_device_count")), events.get("sync", 0))
         if limit is not None and syncs > limit and index >= warm:
@@ -270,7 +270,8 @@ class OnlineCheck:
 
 #: the step values and event kinds :meth:`OnlineCheck.triggers` reads
 _TRIGGER_FIELDS = ("compile_count", "from_device_count", "fallback_count")
-_TRIGGER_EVENTS = ("sync", "fallback", "fallback_exec", "graph_break", "eager_fallback")
+_TRIGGER_EVENTS = ("sync", "fallback", "fallback_exec", "graph_break", "eager_fallback",
+                   "cached")
 
 
 def step_activity(run: Run, first: int

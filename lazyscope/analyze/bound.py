@@ -12,7 +12,9 @@ it (*host-bound*), each at the line to change, with the fix that fits what was m
   are off, and on XLA torch_xla's ``MpDeviceLoader`` when the loop does not use it.
 * **host-bound** (a device backend: XLA, or CUDA): the device idles for the host. On XLA the
   host's own part of the steady step (tracing) is longer than the graph's execution by at
-  least :data:`HOST_SHARE` of the step and :data:`MIN_TRACING_IDLE_S`; on CUDA the host's part is at least
+  least :data:`HOST_SHARE` of the step and :data:`MIN_TRACING_IDLE_S`, over steady steps (a run
+  whose steps all compiled is tracing new graphs: its recompile finding); on CUDA the host's
+  part is at least
   :data:`CUDA_HOST_SHARE` of the step and the barrier found the GPU done (it waited less than
   :data:`IDLE_WAIT_SHARE` of the step). The line is the user line the
   sampler caught the host at most; the detail lists the most sampled lines. The fixes are the
@@ -216,6 +218,11 @@ def host_finding(backend: str, section: AnatomySection, run: Run, device_s: floa
     if not (lazy or cuda) or device_s is None or section.basis != "steady":
         # too few steady steps: the steps averaged hold the program's start and its
         # compilations, not the host's share of a step
+        return None
+    if lazy and section.basis != "steady":
+        # every step (but too few to time) compiled: the host's time is the tracing of new
+        # graphs (dynamo's, a lowering's), which the recompile finding prices; no steady step
+        # says what the loop's own tracing costs
         return None
     steady = section.steady
     share = steady.shares()["host"]

@@ -3,14 +3,20 @@
 ``check_report(report, rules) -> CheckResult``. Pure: no I/O, no printing;
 :mod:`lazyscope.render.check` gives its text and JSON.
 
-Rules (all optional; with none given, ``max_recompiles=0`` applies: "no recompilation in steady
-state", the assertion serving stacks run in CI):
+Rules (all optional; with none given, ``max_recompiles=0``, ``no_barrier_loops`` and
+``no_memory_findings`` apply: "no recompilation in steady state", no loop that ends no step, no
+memory finding; so the default check fails on every finding kind the verdict leads with except
+the time shares, host syncs, fallbacks and graph breaks, which have rules of their own):
 
 * ``max_recompiles`` - recompilations in steady state: the recompile findings of the report (a
   site that keeps compiling variants; see ``recompiles.py``). A single one-off recompilation is
   a note, not a violation. With ``--warmup-steps N`` every compilation from step N on counts.
   Evidence: each recompiling site, the line to change, the graph it was cut at, the steps and
   what changed.
+* ``no_barrier_loops`` - no loop that ends no step (a ``no_barrier`` finding: its iterations
+  traced into one graph, compiled at a read after the loop; :mod:`lazyscope.analyze.barriers`).
+* ``no_memory_findings`` - no ``lost_aliasing`` and no ``growing_memory`` finding
+  (:mod:`lazyscope.analyze.memory`).
 * ``max_syncs_per_step`` - host syncs in any one step (the larger of the step's device-to-host
   transfers and its ``sync`` events). Evidence: the worst steps and the sync sites.
 * ``no_fallbacks`` - any CPU-fallback op execution anywhere in the run.
@@ -84,6 +90,10 @@ class Rules:
     #: ``--baseline``: the share of the baseline's time per step a run may take more
     #: (``--tolerance``)
     baseline_tolerance: float = DEFAULT_TOLERANCE
+    #: no loop that ends no step (a ``no_barrier`` finding)
+    no_barrier_loops: bool = False
+    #: no ``lost_aliasing`` or ``growing_memory`` finding
+    no_memory_findings: bool = False
 
     def any_rule(self) -> bool:
         return (self.max_recompiles is not None or self.max_syncs_per_step is not None
@@ -91,13 +101,16 @@ class Rules:
                 or self.max_step_seconds is not None or self.no_rank_divergence
                 or self.max_graph_memory is not None
                 or self.max_graph_memory_share is not None
-                or self.max_input_share is not None or self.max_tracing_share is not None)
+                or self.max_input_share is not None or self.max_tracing_share is not None
+                or self.no_barrier_loops or self.no_memory_findings)
 
     def with_default(self) -> Rules:
-        """These rules, or "no recompilation in steady state" when no rule was given."""
+        """These rules, or the default ones when no rule was given: no recompilation in steady
+        state, no loop without a barrier, no memory finding."""
         if self.any_rule():
             return self
-        return Rules(max_recompiles=0, allow_incomplete=self.allow_incomplete,
+        return Rules(max_recompiles=0, no_barrier_loops=True, no_memory_findings=True,
+                     allow_incomplete=self.allow_incomplete,
                      baseline_tolerance=self.baseline_tolerance)
 
 
@@ -208,6 +221,22 @@ def _unexplained_recompiles(report: Report, limit: int) -> Violation | None:
         evidence=[f"compiled in steps {_steps_text(steps[:12], len(steps))}",
                   "the backend had compiled before this trace began, so it recorded no "
                   "graph or cause for them (see the run's notes)"])
+
+
+#: finding kinds a rule fails on without a limit: rule id -> (kinds, what they are)
+KIND_RULES = {"no-barrier-loops": (("no_barrier",), "loop that ends no step"),
+              "no-memory-findings": (("lost_aliasing", "growing_memory"), "memory finding")}
+
+
+def _check_kinds(report: Report, rule: str) -> Violation | None:
+    kinds, what = KIND_RULES[rule]
+    found = [f for f in report.findings if f.kind in kinds]
+    if not found:
+        return None
+    return Violation(rule=rule, limit=0, actual=len(found),
+                     message=f"{counted(len(found), what)}; none allowed",
+                     evidence=[f"[{f.kind}] {f.where}: {f.detail}; fix: {f.fix}"
+                               for f in found[:MAX_EVIDENCE]])
 
 
 def _check_syncs(report: Report, limit: int, first: int = 0) -> Violation | None:
@@ -408,8 +437,17 @@ def check_report(report: Report, rules: Rules, baseline: Report | None = None) -
             violations.append(v)
         for note in report.notes:
             if note.kind == "recompile" and s.warmup_steps is None:
-                notes.append(f"one-off recompilation (not a violation): {note.where}: "
+                notes.append(f"recompilation after warm-up (a note, not a violation): "
+                             f"{note.where}: "
                              f"{note.detail}")
+    for rule, on, text in (("no-barrier-loops", rules.no_barrier_loops,
+                            "every loop ends its steps (no loop traced into one graph)"),
+                           ("no-memory-findings", rules.no_memory_findings,
+                            "no lost aliasing, no growing memory")):
+        if on:
+            described.append((rule, text))
+            if (v := _check_kinds(report, rule)):
+                violations.append(v)
     if rules.max_syncs_per_step is not None:
         described.append(("max-syncs-per-step",
                           f"at most {counted(rules.max_syncs_per_step, 'host sync')} per step"))

@@ -14,7 +14,7 @@ from typing import Any, TypeVar
 
 import numpy as np
 
-from lazyscope.model import EventTable, Frame, Stack, user_site
+from lazyscope.model import KIND_CODE, EventTable, Frame, Stack, user_site
 
 
 def distinct(values: np.ndarray) -> np.ndarray:
@@ -62,9 +62,10 @@ def id_first(ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return uniq, first[uniq]
 
 
-def pairs(events: EventTable, kind: str) -> tuple[np.ndarray, np.ndarray, np.ndarray,
-                                                   np.ndarray]:
-    """``(indices, stack ids, payload ids, inverse)`` for the events of ``kind``: the distinct
+def pairs(events: EventTable, kind: str | tuple[str, ...]
+          ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """``(indices, stack ids, payload ids, inverse)`` for the events of ``kind`` (or of several
+    kinds, in recorded order): the distinct
     (stack, payload) pairs and, per event, the number of its pair. Computed once per table and
     kind (every analyzer groups the same events by its own key). Ids are intern line numbers,
     a small range, so the pairs are found by a scatter into a table of that range (linear),
@@ -74,7 +75,10 @@ def pairs(events: EventTable, kind: str) -> tuple[np.ndarray, np.ndarray, np.nda
     if hit is not None and hit[0] is events.kind:
         cached: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] = hit[1]
         return cached
-    idx = events.indices(kind)
+    if isinstance(kind, str):
+        idx = events.indices(kind)
+    else:
+        idx = np.flatnonzero(np.isin(events.kind, [KIND_CODE[k] for k in kind]))
     stack, payload = events.stack[idx].astype(np.int64), events.payload[idx].astype(np.int64)
     width = int(payload.max()) + 1 if len(idx) else 1
     combo = stack * width + payload

@@ -244,8 +244,29 @@ class TimeFacts:
     loader: dict[str, Any] | None = field(default=None, metadata={"omit_none": True})
 
 
+@dataclass
+class BarrierFacts:
+    """A loop with no step barrier: its iterations were traced into one graph, compiled once,
+    at a value read after the loop (or the trace's end)."""
+
+    #: the loop's line, and where the graph was cut (the read)
+    loop: Frame
+    compiled_at: Frame | None
+    graph: str
+    #: the graph's size: its ops, inputs, and what it holds on the device (bytes; None where
+    #: the backend did not analyse it)
+    ops: int | None
+    graph_inputs: int | None
+    memory_bytes: int | None
+    compile_seconds: float
+    #: graph inputs made at lines inside the loop (one per iteration and tensor moved in)
+    loop_inputs: int
+    #: step barriers the run reached in all
+    run_steps: int
+
+
 Facts = (RecompileFacts | ReuseFacts | SyncFacts | FallbackFacts | BreakFacts | EagerFacts
-         | AliasFacts | GrowthFacts | DivergenceFacts | TimeFacts)
+         | AliasFacts | GrowthFacts | DivergenceFacts | TimeFacts | BarrierFacts)
 
 
 @dataclass
@@ -329,13 +350,26 @@ class SourceLookup(Protocol):
         """The call at or just above ``file:line`` that makes a size from a Python number, and
         where that number is set."""
 
+    def loop_without_barrier(self, file: str, lines: list[int], read_line: int
+                             ) -> Frame | None:
+        """The outermost loop holding any of ``lines`` (and not ``read_line``) in which nothing
+        ends a step."""
+
+    def data_size_maker(self, file: str, line: int) -> str:
+        """What at ``file:line`` makes a size from the data (``nonzero``, ``mask indexing``),
+        or ""."""
+
+    def function_of(self, file: str, line: int) -> str:
+        """The innermost function holding ``file:line`` ("" when unknown)."""
+
 
 def _dims_text(varying: list[Varying]) -> str:
     return ", ".join(f"dim {v.index} of {v.input}" for v in varying[:3])
 
 
 def _recompile_reasons(entry: SiteCompiles) -> list[str]:
-    reasons = [v.text() for v in entry.varying if v.what in ("dim", "rank", "dtype", "value")]
+    reasons = [v.text() for v in entry.varying
+               if v.what in ("dim", "rank", "dtype", "value", "count")]
     if not reasons:
         kinds = {c.what for r in entry.counted for c in r.changes}
         if "count" in kinds:
@@ -347,6 +381,8 @@ def _recompile_reasons(entry: SiteCompiles) -> list[str]:
                            "and passed as an input to others")
         elif "constant" in kinds:
             reasons.append("a constant baked into the graph differs")
+        if "size" in kinds:
+            reasons.append("a size made inside the graph differs")
         if entry.evicted.count:
             reasons.append(f"{units.counted(entry.evicted.count, 'compilation')} of graphs "
                            "compiled before")
@@ -357,11 +393,28 @@ def _recompile_reasons(entry: SiteCompiles) -> list[str]:
     return reasons
 
 
-def _recompile_fix(backend: str, entry: SiteCompiles, graph_shapes: bool) -> str:
+def _recompile_fix(backend: str, entry: SiteCompiles, graph_shapes: bool,
+                   sources: SourceLookup | None = None, origin: Frame | None = None) -> str:
     counted = entry.counted or entry.recompiles
     whats = {c.what for r in counted for c in r.changes}
     shaped = [v for v in entry.varying if v.what in ("dim", "rank")]
-    where = str(entry.origin or entry.site or "this site")
+    where = str(origin or entry.origin or entry.site or "this site")
+    counts = [v for v in entry.varying if v.what == "count"]
+    if counts and not shaped:
+        # one more input of one shape at every graph: a list of device tensors stacked or
+        # concatenated in the step
+        grows = all(c.after > c.before for r in entry.recompiles for c in r.changes
+                    if c.what == "count" and isinstance(c.before, int)
+                    and isinstance(c.after, int))
+        return say(backend, "fix_growing_inputs" if grows else "fix_count_inputs",
+                   inputs=counts[0].input, where=where)
+    maker = sources.data_size_maker(origin.file, origin.line) \
+        if shaped and sources is not None and origin is not None else ""
+    if maker:
+        # a size the data decides (how many rows a mask keeps): a fixed shape that weighs by
+        # the mask, or a few padded sizes
+        return say(backend, "fix_data_size", dims=_dims_text(shaped), maker=maker,
+                   where=str(origin))
     if shaped:
         # a size that came back (graphs compiled again after the cache dropped them) cycles
         # over a set of values: it does not grow
@@ -373,7 +426,7 @@ def _recompile_fix(backend: str, entry: SiteCompiles, graph_shapes: bool) -> str
             return say(backend, "fix_dynamic_now", dims=", ".join(entry.dynamic))
         if _batch_rows(entry):
             return say(backend, "fix_batch_dim")
-        if entry.origin is not None:
+        if origin is not None or entry.origin is not None:
             return say(backend, "fix_dims_where", dims=_dims_text(shaped), where=where)
         return say(backend, "fix_dims", dims=_dims_text(shaped))
     if "dtype" in whats:
@@ -386,6 +439,8 @@ def _recompile_fix(backend: str, entry: SiteCompiles, graph_shapes: bool) -> str
         return say(backend, "fix_value", inputs=", ".join(names[:3]))
     if "count" in whats:
         return say(backend, "fix_count")
+    if "size" in whats:
+        return say(backend, "fix_internal_size", where=where)
     if "constant" in whats:
         if any(_special_scalar(c) for r in counted for c in r.changes):
             return say(backend, "fix_special_scalar")
@@ -472,7 +527,14 @@ def _argument_origin(entry: SiteCompiles, sources: SourceLookup | None) -> Frame
 def recompile_finding(backend: str, entry: SiteCompiles, graph_shapes: bool,
                       sources: SourceLookup | None = None) -> Finding:
     counted = entry.counted
-    origin = entry.origin or _argument_origin(entry, sources)
+    origin = entry.origin
+    caller_made = _argument_origin(entry, sources)
+    if caller_made is not None and (origin is None or (
+            sources is not None and entry.stack and origin.file == entry.stack[0].file
+            and sources.function_of(origin.file, origin.line) == entry.stack[0].function)):
+        # the varying input is an argument of the compiled function the graphs were cut in
+        # (its line inside the function only uses it): where the caller made it
+        origin = caller_made
     if origin is not None and sources is not None and any(
             v.what in ("dim", "rank") for v in entry.varying):
         # the line recorded for a varying input may only use it (under SPMD the sharded input
@@ -558,7 +620,8 @@ def recompile_finding(backend: str, entry: SiteCompiles, graph_shapes: bool,
         seconds=entry.counted_seconds + (entry.backward_seconds * n / max(entry.compiles, 1)),
         detail=detail, fix=(say(backend, "fix_size", call=str(sized[0]), set_at=str(sized[1]))
                             if sized is not None else _maker_fix(backend, entry, maker)
-                            or _recompile_fix(backend, entry, graph_shapes)), facts=facts)
+                            or _recompile_fix(backend, entry, graph_shapes, sources,
+                                              origin)), facts=facts)
 
 
 def _size_frames(entry: SiteCompiles, origin: Frame | None,
@@ -568,7 +631,7 @@ def _size_frames(entry: SiteCompiles, origin: Frame | None,
     if sources is None or origin is None or entry.varying:
         return None
     internal = [c for r in entry.counted for c in r.changes
-                if c.what == "constant" and not _special_scalar(c)]
+                if c.what in ("constant", "size") and not _special_scalar(c)]
     if not internal:
         return None
     return sources.size_origin(origin.file, origin.line)
@@ -608,10 +671,9 @@ def _maker_frame(entry: SiteCompiles, sources: SourceLookup | None) -> Frame | N
 
 
 def _batch_rows(entry: SiteCompiles) -> bool:
-    """Only the batch dimension varies, over two sizes: a last partial batch."""
-    shaped = [v for v in entry.varying if v.what in ("dim", "rank")]
-    return not entry.dynamic and bool(shaped) and all(
-        v.what == "dim" and v.index == 0 and len(v.values) == 2 for v in shaped)
+    """A smaller last batch: only the batch dimension varies, over two sizes, the second
+    smaller and run once an epoch (:func:`lazyscope.analyze.recompiles._partial_batch`)."""
+    return entry.last_batch
 
 
 def _maker_fix(backend: str, entry: SiteCompiles, maker: Frame | None) -> str:
@@ -680,7 +742,23 @@ def recompile_note(backend: str, entry: SiteCompiles, graph_shapes: bool,
             # the sizes are padded to a multiple already: a bucket met late, not a size to pad
             f.fix = say(backend, "late_multiple_fix", step=r.step, multiple=multiple,
                         changes=changes_text(r.changes))
+        elif entry.counted_count == 1 and not entry.last_batch and not entry.dynamic and \
+                _switched(entry, r) and \
+                r.changes and all(c.what == "dim" for c in r.changes):
+            # one size changed once and kept its new value: a new phase, compiled once
+            f.fix = say(backend, "late_switch_fix", step=r.step,
+                        changes=changes_text(r.changes), where=f"{f.file}:{f.line}")
     return f
+
+
+def _switched(entry: SiteCompiles, late: Recompile) -> bool:
+    """The graphs compiled before ``late`` never ran again from its step on (where executions
+    are recorded): the program switched to the new shape and kept it."""
+    earlier = [u for u in entry.uses if u.step < late.step]
+    mine = next((u for u in entry.uses if u.graph == late.graph), None)
+    kept = mine is not None and mine.last_step is not None and mine.last_step > late.step
+    return kept and bool(earlier) and all(u.last_step is not None and u.last_step < late.step
+                                          for u in earlier)
 
 
 def _bucketed_multiple(entry: SiteCompiles) -> int:
@@ -755,6 +833,18 @@ def _library_of(frame: Frame) -> str:
     return "a library"
 
 
+#: reads that turn a tensor into text or a Python number: what a library does to a value it was
+#: handed to show or log (tqdm's set_postfix, logging, a metrics logger), not to its own tensors
+_FORMATTING_READS = ("print(tensor) / repr", "f-string / format(tensor)", "float(tensor)",
+                     "int(tensor)")
+
+
+def _formats(site: SyncSite) -> bool:
+    """Every read at the site formats or converts the tensor (see :data:`_FORMATTING_READS`):
+    the user's line handed the device tensor to the library that read it."""
+    return bool(site.reads) and all(r.startswith(_FORMATTING_READS) for r in site.reads)
+
+
 def _cost(site: SyncSite) -> float:
     """What a site's reads cost: their price over the steady steps where the step's time is
     cut into parts (:func:`lazyscope.analyze.syncs.read_price`), else every wait."""
@@ -802,9 +892,12 @@ def sync_finding(backend: str, site: SyncSite, wall_seconds: float = 0.0) -> Fin
         if facts.api and facts.happens_at is None:
             fix = say(backend, "sync_fix_api", api=facts.api)
         elif facts.happens_at is not None:
-            fix = library_fix(facts.happens_at) or say(
-                backend, "sync_fix_library", library=_library_of(facts.happens_at),
-                where=str(facts.happens_at))
+            library = _library_of(facts.happens_at)
+            fix = library_fix(facts.happens_at) or (
+                say(backend, "sync_fix_handed", library=library, where=str(site.site),
+                    read=_reads(site)) if _formats(site) else
+                say(backend, "sync_fix_library", library=library,
+                    where=str(facts.happens_at)))
         elif site.every:
             # the line already reads every N steps: never advice to do what it does; what is
             # left is the cost, or a closure that does not wait
@@ -1008,5 +1101,5 @@ def _rank(f: Finding) -> tuple[Any, ...]:
     return (-f.seconds, -f.count, f.kind, f.file, f.line)
 
 
-__all__ = ["AliasFacts", "GrowthFacts", "BreakFacts", "HotLine", "TimeFacts", "EagerFacts", "Facts", "FallbackFacts", "Finding", "RecompileFacts",
+__all__ = ["AliasFacts", "BarrierFacts", "GrowthFacts", "BreakFacts", "HotLine", "TimeFacts", "EagerFacts", "Facts", "FallbackFacts", "Finding", "RecompileFacts",
            "ReuseFacts", "SourceLookup", "SyncFacts", "VaryingInput", "make_findings"]

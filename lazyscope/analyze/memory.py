@@ -37,6 +37,11 @@ MIN_LOST_BYTES = 1 << 20
 ALIAS_SHARE = 0.5
 #: a site whose graphs grew this many times in a row (inputs or intermediates) is growing
 MIN_GROWTH_GRAPHS = 3
+#: ... and it compiled at least this many graphs in the second half of the run's steps (from 4
+#: steps on): growth is judged over the steady steps, and a site that stopped making graphs
+#: early (optimizer state made at its first step, gradient accumulation's micro-batch graphs,
+#: a bucketed loader's buckets) holds what it held then
+MIN_LATE_GRAPHS = 2
 #: ... and by this share of what its first graph held, and at least the resolution of XLA's own
 #: figures (GiB to 6 decimals, about 1 KiB): a vector one element longer a step is not memory
 #: that grows
@@ -334,6 +339,9 @@ def growing_memory(backend: str, run: Run, growth_at: dict[tuple[str, int], Fram
                    ) -> list[Finding]:
     """A site whose graphs' inputs or intermediates rose graph after graph, at least
     :data:`MIN_GROWTH_GRAPHS` times in a row up to its last graph: tensors kept across steps.
+    Growth is judged over the steady steps: a site that compiled fewer than
+    :data:`MIN_LATE_GRAPHS` graphs in the run's second half stopped growing (a bounded set of
+    variants made early, each reused since), so what stays live is flat.
     ``growth_at``: the line where a site's growing input grows, where the recompile analysis
     found it (``torch.cat`` of a kept tensor). A growth at the line of a recompile finding is
     that finding's (:func:`lazyscope.analyze.report.build_report` says it there)."""
@@ -341,6 +349,7 @@ def growing_memory(backend: str, run: Run, growth_at: dict[tuple[str, int], Fram
     for g in _graphs(run):
         by_site.setdefault(_key(g), []).append(g)
     findings = []
+    n = len(run.steps)
     for key, group in by_site.items():
         group.sort(key=lambda g: g.index)
         held = [g.memory.inputs + g.memory.intermediates for g in group]
@@ -356,6 +365,8 @@ def growing_memory(backend: str, run: Run, growth_at: dict[tuple[str, int], Fram
         if grown < max(MIN_GROWTH_BYTES, MIN_GROWTH_SHARE * held[-rises - 1]):
             continue
         first, last = group[-rises - 1], group[-1]
+        if n >= 4 and sum(1 for g in group if g.step >= n // 2) < MIN_LATE_GRAPHS:
+            continue  # it stopped making graphs early: what stays live is flat since
         site = _site(last.stack)
         at = growth_at.get(key) or _new_input_origin(group[-2], last) or site
         per = (held[-1] - held[-rises - 1]) / rises

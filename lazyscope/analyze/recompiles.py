@@ -44,7 +44,8 @@ already had a graph, first compiled after the run's warm-up ended (from the firs
 :data:`QUIET_STEPS` steps that compiled nothing on), that are either a *switch* (the family's
 earlier graphs never run again: a learning rate that reaches the special scalar 0.0, a cast
 added mid-run) or *rare* (run at most :data:`RARE_SHARE` as often as the family's most used
-graph, or twice: a last partial batch): a one-off recompilation worth knowing, a note. A late
+graph, or twice: a last partial batch): a one-off recompilation worth knowing, a note (from
+:data:`MANY_LATE` late recompilations of one family on, a finding: not a one-off). A late
 variant run as often as the others, interleaved with them, is one more bucket: warm-up. The
 recompilation after which torch.compile made a dimension dynamic is a note too (marked dynamic
 up front, it is none). A family of several variants that are all reused is said in a ``reuse`` note ("dim 1
@@ -94,6 +95,9 @@ CHURN_ONE_SHOTS = 2
 QUIET_STEPS = 2
 #: a late variant run at most this share of the family's most used graph's runs is "rare"
 RARE_SHARE = 0.25
+#: late recompilations of one family from this many on are not one-offs: a recompile finding
+#: (six size changes after warm-up are a schedule to fix, not a note)
+MANY_LATE = 3
 
 #: how a graph relates to the closest earlier graph of its family
 FIRST, STRUCTURE, VARIANT, IDENTICAL = "first", "structure", "variant", "identical"
@@ -151,6 +155,9 @@ class Varying:
             return f"{self.input} changes rank over {shown}"
         if self.what == "dtype":
             return f"{self.input} changes dtype over {shown}"
+        if self.what == "count":
+            how = "grows" if self.growing else "varies"
+            return f"the number of {self.input.removeprefix('the ')}s {how} over {shown}"
         return f"{self.input} takes {shown}"
 
 
@@ -204,6 +211,11 @@ class SiteCompiles:
     outlook: Outlook | None = None
     #: the DataLoader whose batches made the varying sizes (lazyscope.analyze.makers)
     maker: ShapeMaker | None = None
+    #: judged as every graph of its site together (:func:`_by_site`): graphs of several
+    #: computations (more inputs each time) that, together, keep being new
+    site_wide: bool = False
+    #: its two graphs are a full batch and a smaller last batch of an epoch (dim 0 only)
+    last_batch: bool = False
 
     @property
     def executions_known(self) -> bool:
@@ -267,7 +279,7 @@ class _Graph:
     distinct payload."""
 
     __slots__ = ("multiset", "hash", "structure", "family", "ops", "digest", "names",
-                 "origins", "lines", "num_inputs", "constants", "named")
+                 "origins", "lines", "num_inputs", "constants", "named", "used")
 
     def __init__(self, data: Compile):
         #: every input has a name (dynamo's arguments): compared by name, not as a multiset
@@ -281,6 +293,8 @@ class _Graph:
         self.num_inputs = data.num_inputs
         self.names: dict[tuple[Any, ...], str] = {}
         self.origins: dict[tuple[Any, ...], Frame] = {}
+        #: per input signature, the user lines whose instructions take inputs of it
+        self.used: dict[tuple[Any, ...], Counter[Frame]] = {}
         # structure: how many inputs, of which ranks, and which kinds of ops (a cast adds
         # converts, which are not structure: a dtype change is a variant)
         op_kinds = tuple(sorted(k for k in (data.ops or {}) if k not in _CASTS))
@@ -301,6 +315,8 @@ class _Graph:
                     self.names.setdefault(i.signature(), i.name)
                 if i.origin is not None:
                     self.origins.setdefault(i.signature(), i.origin)
+                if i.used_at is not None:
+                    self.used.setdefault(i.signature(), Counter())[i.used_at] += 1
         else:
             self.multiset = None
             self.hash = 0
@@ -426,12 +442,30 @@ def diff_graphs(new: _Graph, old: _Graph) -> tuple[str, list[Change]]:
                                     text=f"special scalar: the constant "
                                          f"{', '.join(sorted(lost))} became a scalar input",
                                     origin=_first_changed_line(new, old, last=True))]
-        changes.append(Change("inputs", "count", None, sum(old.multiset.values()),
-                              sum(new.multiset.values())))
+        sigs = set(add) | set(rem)
+        if len(sigs) == 1 and not (add and rem):
+            # one more (or fewer) input of one dtype and shape, the rest unchanged: a list of
+            # device tensors stacked or concatenated before the barrier (the line where the
+            # graph's instructions differ is the stack or cat that takes them)
+            sig = next(iter(sigs))
+            # the line that takes them (the stack or cat), else the first that differs
+            takes = ((new.used.get(sig) or Counter()) - (old.used.get(sig) or Counter())
+                     ).most_common(1)  # the lines that take one more of them
+            changes.append(Change(_sig_name(sig), "count", None, old.multiset[sig],
+                                  new.multiset[sig], origin=takes[0][0] if takes
+                                  else _first_changed_line(new, old)))
+        else:
+            changes.append(Change("inputs", "count", None, sum(old.multiset.values()),
+                                  sum(new.multiset.values())))
         cls = STRUCTURE
     if not changes:
         return _op_changes(new, old)
     return cls, changes
+
+
+def _sig_name(sig: tuple[str, tuple[int, ...]]) -> str:
+    """``the f32[8,32] input`` for a (dtype, shape) signature."""
+    return f"the {sig[0]}[{','.join(str(d) for d in sig[1])}] input"
 
 
 def _pair_changes(before: tuple[Any, ...], after: tuple[Any, ...], old: _Graph, new: _Graph) -> list[Change]:
@@ -478,10 +512,33 @@ def _op_changes(new: _Graph, old: _Graph) -> tuple[str, list[Change]]:
         cls = STRUCTURE if set(ops_new) != set(ops_old) else VARIANT
         return cls, changes
     # same inputs and op counts: a constant (a Python number baked into the graph) or a
-    # shape inside the graph changed
+    # shape inside the graph changed; the line's digests say which (a size changes the
+    # instructions' shapes, a constant only its value)
+    sized = _sized(new, old, origin)
+    if sized:
+        return VARIANT, [Change("graph", "size", None, None, None,
+                                text="same inputs and op counts; an internal size differs "
+                                     "(a length made from a Python number)", origin=origin)]
     return VARIANT, [Change("graph", "constant", None, None, None,
-                            text="same inputs and op counts; a constant or an internal shape "
-                                 "differs", origin=origin)]
+                            text=("same inputs and op counts; a constant differs (a Python "
+                                  "number baked into the graph)" if sized is False else
+                                  "same inputs and op counts; a constant or an internal shape "
+                                  "differs"), origin=origin)]
+
+
+def _sized(new: _Graph, old: _Graph, at: Frame | None) -> bool | None:
+    """Whether two graphs differ at user line ``at`` by the shapes of its instructions (an
+    internal size), not only by a constant's value: True, False, or None when the graphs do
+    not say (no line, or digests of a run recorded before lazyscope told them apart). A size
+    at any changed line counts: the line that makes it may be a library's (F.interpolate)."""
+    if at is None:
+        return None
+    a, b = new.lines.get((at.file, at.line)), old.lines.get((at.file, at.line))
+    if a is None or b is None or ":" not in a or ":" not in b:
+        return None
+    pairs_ = [(d, old.lines.get(k)) for k, d in new.lines.items()]
+    return any(o is not None and ":" in d and ":" in o and d.split(":")[1] != o.split(":")[1]
+               for d, o in pairs_)
 
 
 def _first_changed_line(new: _Graph, old: _Graph, *, last: bool = False) -> Frame | None:
@@ -522,7 +579,8 @@ def _varying(recompiles: Iterable[Recompile]) -> list[Varying]:
     for r in recompiles:
         pairs_seen: set[tuple[Any, ...]] = set()
         for c in r.changes:
-            if c.what not in ("dim", "value", "rank", "dtype"):
+            if c.what not in ("dim", "value", "rank", "dtype", "count") or (
+                    c.what == "count" and c.input == "inputs"):
                 continue
             key = (c.input, c.what, c.index)
             if (key, repr(c.before), repr(c.after)) in pairs_seen:
@@ -558,7 +616,7 @@ def _varying(recompiles: Iterable[Recompile]) -> list[Varying]:
         # every change made it larger, and each new size is larger than the last: a size that
         # follows the step (the closest earlier graph a change is diffed against need not be
         # the one just before, so the pairs need not chain)
-        v.growing = v.what == "dim" and len(pairs_) >= 3 and all(
+        v.growing = v.what in ("dim", "count") and len(pairs_) >= 3 and all(
             isinstance(a, int) and isinstance(b, int) and b > a for a, b in pairs_) and all(
             p[1] < q[1] for p, q in zip(pairs_, pairs_[1:], strict=False))
         out.append(v)
@@ -604,7 +662,9 @@ def explain_recompiles(run: Run) -> list[SiteCompiles]:
     compile of each graph id is diffed (through its family's index); a graph id compiled again
     (the compile cache dropped it) is counted with numpy."""
     ev = run.events
-    idx, pair_stack, pair_payload, inverse = pairs(ev, "compile")
+    # graphs the trace met compiled already (the backend's in-process cache) are graphs new to
+    # the run as much as the ones it compiled
+    idx, pair_stack, pair_payload, inverse = pairs(ev, ("compile", "cached"))
     if not len(idx):
         return []
     steps = ev.step[idx]
@@ -637,7 +697,8 @@ def explain_recompiles(run: Run) -> list[SiteCompiles]:
     forward_family: dict[str, SiteCompiles] = {}
     for s_no, (site, stack, phase, function) in enumerate(sites):
         sel = idx[event_site == s_no]
-        families += _explain_site(context, site, stack, phase, function, sel, forward_family)
+        found = _explain_site(context, site, stack, phase, function, sel, forward_family)
+        families += _by_site(context, found, site, stack, phase, function, sel)
     for n in backward:  # a backward compile belongs to its forward's family
         sel = idx[inverse == n]
         data = ev.payload_of(int(pair_payload[n]))
@@ -707,10 +768,62 @@ def _horizon(run: Run) -> tuple[int, int | None, int | None]:
     return DEFAULT_HORIZON, largest, None
 
 
+def _by_site(ctx: _Context, families: list[SiteCompiles], site: Frame | None, stack: Stack,
+             phase: str, function: str, sel: np.ndarray) -> list[SiteCompiles]:
+    """Novelty by site: the families of an XLA graph site judged as one when, together, they
+    keep making graphs never run before (a list of device tensors stacked or concatenated each
+    step has one more input every step, so each of its graphs is a family of its own), or under
+    a fixed warm-up (every graph new to the site from that step on counts, whatever family it
+    starts). The site's families stay apart when one of them already churns (its finding is the
+    more precise) or when, together, they are a bounded set."""
+    if phase != "graph" or len(families) < 2 or any(f.verdict == CHURN for f in families):
+        return families
+    # the families of one graph each, judged together (the others are bounded sets of their
+    # own: buckets of the train step, the eval step ...)
+    singles = [f for f in families if f.graphs == 1]
+    if len(singles) >= 2:
+        ev = ctx.run.events
+        ids = {ev.key_of(int(k)): int(k) for k in np.unique(ev.key[sel])}
+        mine = [ids[f.uses[0].graph] for f in singles if f.uses and f.uses[0].graph in ids]
+        [joined] = _explain_site(ctx, site, stack, phase, function,
+                                 sel[np.isin(ev.key[sel], mine)], {}, by_site=True)
+        if joined.verdict == CHURN or (joined.verdict == FIXED and joined.counted_count >
+                                       sum(f.counted_count for f in singles)):
+            joined.site_wide = True
+            return [joined, *[f for f in families if f.graphs > 1]]
+    [whole] = _explain_site(ctx, site, stack, phase, function, sel, {}, by_site=True)
+    if whole.verdict != FIXED and not any(f.verdict == LATE for f in families):
+        # a graph of other ops that replaced the site's graphs after warm-up (a length change
+        # that also took another Python branch on the shape): a one-off, as a size change is;
+        # one that joins them (an eval step beside the train step) is not
+        switches = [r for r in whole.recompiles if r.cls == STRUCTURE
+                    and r.step >= ctx.steady_from and _replaced(whole, r)
+                    and any(c.what == "dim" for c in r.changes)
+                    and not any(c.what == "count" for c in r.changes)]
+        if switches and len(switches) < MANY_LATE:
+            for r in whole.recompiles:
+                r.counted = r in switches
+            whole.verdict, whole.site_wide = LATE, True
+            whole.varying = _varying(whole.counted)
+            return [whole]
+    return families
+
+
+def _replaced(fam: SiteCompiles, rec: Recompile) -> bool:
+    """The graph of ``rec`` ran again after its step while every graph compiled before it never
+    ran from that step on: the program switched to it."""
+    mine = next((u for u in fam.uses if u.graph == rec.graph), None)
+    earlier = [u for u in fam.uses if u.step < rec.step]
+    return mine is not None and mine.last_step is not None and mine.last_step > rec.step and \
+        bool(earlier) and all(u.last_step is not None and u.last_step < rec.step
+                              for u in earlier)
+
+
 def _explain_site(ctx: _Context, site: Frame | None, stack: Stack, phase: str, function: str,
-                  sel: np.ndarray, forward_family: dict[str, SiteCompiles]
-                  ) -> list[SiteCompiles]:
-    """The families of one site from its compile events ``sel`` (indices, in step order)."""
+                  sel: np.ndarray, forward_family: dict[str, SiteCompiles], *,
+                  by_site: bool = False) -> list[SiteCompiles]:
+    """The families of one site from its compile events ``sel`` (indices, in step order);
+    ``by_site``: one family of every graph of the site (:func:`_by_site`)."""
     ev = ctx.run.events
     keys = ev.key[sel]
     steps = ev.step[sel]
@@ -734,11 +847,12 @@ def _explain_site(ctx: _Context, site: Frame | None, stack: Stack, phase: str, f
         g = graphs.get(pid)
         if g is None:
             g = graphs[pid] = _Graph(data)
-        entry = fams.get(g.family)
+        family = ("site",) if by_site else g.family
+        entry = fams.get(family)
         if entry is None:
             fam = SiteCompiles(site=site, stack=stack, phase=phase, function=function,
                                compiles=0, graphs=0, first_step=step, seconds=0.0)
-            entry = fams[g.family] = (fam, _SiteIndex(), [])
+            entry = fams[family] = (fam, _SiteIndex(), [])
         fam, index, members = entry
         members.append(pos)
         family_of_key[key] = fam
@@ -812,6 +926,7 @@ def _explain_site(ctx: _Context, site: Frame | None, stack: Stack, phase: str, f
         found = [m for m in makers if m is not None]
         fam.maker = max(found, key=lambda m: m.matched) if found else None
         _judge(fam, ctx)
+        fam.last_batch = _partial_batch(fam, ctx)
         fam.varying = _varying(fam.counted if fam.verdict in (CHURN, LATE, FIXED)
                                else fam.recompiles)
         out.append(fam)
@@ -874,16 +989,39 @@ def multiple_buckets(fam: SiteCompiles) -> list[int]:
     return list(range(n, top + 1, n))
 
 
-def _partial_batch(fam: SiteCompiles) -> bool:
-    """Two graphs, the second made for another size of the batch dimension (dim 0) and run no
-    more than the first: a smaller last batch."""
+def _partial_batch(fam: SiteCompiles, ctx: _Context | None = None) -> bool:
+    """Two graphs, the second made for a *smaller* size of the batch dimension (dim 0), run no
+    more than the first and never in two steps in a row: a smaller last batch of an epoch. A
+    batch that grew (5 -> 6), or changed and kept its new size (run in the steps after), is
+    not one."""
     if fam.graphs != 2 or len(fam.recompiles) != 1 or fam.dynamic:
         return False
     changes = fam.recompiles[0].changes
     if not changes or any(c.what != "dim" or c.index != 0 for c in changes):
         return False
+    if not all(isinstance(c.before, int) and isinstance(c.after, int) and c.after < c.before
+               for c in changes):
+        return False
     runs = [u.executions for u in fam.uses]
-    return None in runs or (runs[1] or 0) <= (runs[0] or 0)
+    if None in runs:
+        return True
+    if (runs[1] or 0) > (runs[0] or 0):
+        return False
+    steps = _run_steps(ctx, fam.uses[1].graph) if ctx is not None else None
+    return steps is None or not bool(np.any(np.diff(steps) == 1))
+
+
+def _run_steps(ctx: _Context, graph: str) -> np.ndarray | None:
+    """The steps a graph ran in (its ``execute`` events), sorted; None when not recorded."""
+    ev = ctx.run.events
+    sel = ev.indices("execute")
+    if not len(sel) or not graph:
+        return None
+    keys = {ev.key_of(int(k)): int(k) for k in np.unique(ev.key[sel])}
+    kid = keys.get(graph)
+    if kid is None:
+        return None
+    return np.unique(ev.step[sel[ev.key[sel] == kid]])
 
 
 def family_outlook(fam: SiteCompiles, ctx: _Context) -> Outlook:
@@ -1004,13 +1142,15 @@ def _judge(fam: SiteCompiles, ctx: _Context) -> None:
         # torch.compile switched a dimension to dynamic after recompiling for it: one
         # recompilation, worth knowing (marked dynamic up front it is none)
         late = [r for r in recs if r.cls == VARIANT][:1]
-    if not late and _partial_batch(fam):
+    if not late and _partial_batch(fam, ctx):
         # a smaller last batch each epoch, reused every epoch: not bucketing, a one-off to
         # drop or pad (DataLoader(drop_last=True)), said as a note
         late = recs[:1]
     for r in late:
         r.counted = True
-    if late or fam.evicted.count:
+    if len(late) >= MANY_LATE:
+        fam.verdict, fam.outlook = CHURN, None  # recompiles again and again: not a one-off
+    elif late or fam.evicted.count:
         fam.verdict = LATE
     elif fam.outlook is not None and fam.outlook.expected_new >= MIN_NEW:
         # new graphs keep coming, yet they compile so fast that they cost the run nothing
@@ -1059,7 +1199,8 @@ def changes_text(changes: list[Change], limit: int = 3) -> str:
         elif c.what == "constant":
             parts.append(c.text)
         elif c.what == "count":
-            parts.append(f"{c.input}: {c.before} -> {c.after}")
+            many = "" if c.input == "inputs" else "s"
+            parts.append(f"{c.input}{many}: {c.before} -> {c.after}")
         else:
             parts.append(f"{c.input} {c.what} {c.before} -> {c.after}{times}")
     if len(merged) > limit:

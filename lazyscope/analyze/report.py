@@ -21,6 +21,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from lazyscope.analyze.anatomy import Anatomy, AnatomySection, anatomy, anatomy_steps
+from lazyscope.analyze.barriers import no_barrier_findings
 from lazyscope.analyze.bound import time_findings
 from lazyscope.analyze.breaks import eager_fallbacks, graph_breaks
 from lazyscope.analyze.buckets import Advice, advice_if_recompiling
@@ -28,6 +29,7 @@ from lazyscope.analyze.compilebill import CompileBill, compile_bill, graph_input
 from lazyscope.analyze.events import EventGroup, event_groups, id_counts
 from lazyscope.analyze.fallbacks import FallbackOp, fallback_ops
 from lazyscope.analyze.findings import (
+    BarrierFacts,
     Finding,
     GrowthFacts,
     RecompileFacts,
@@ -56,6 +58,7 @@ from lazyscope.analyze.syncs import (
     syncs_per_step,
 )
 from lazyscope.analyze.wording import plural, say
+from lazyscope.core.units import count as units_count
 from lazyscope.core.units import counted, nbytes
 from lazyscope.model import (
     OWNER_LIBRARY,
@@ -363,12 +366,23 @@ def verdict(backend: str, summary: Summary, capabilities: Capabilities, findings
     elif summary.status != "ok":
         prefix = f"run {summary.status} after {summary.steps} steps: "
     recompiles = [f for f in findings if f.kind == "recompile"]
+    unbarred = [f.facts for f in findings if isinstance(f.facts, BarrierFacts)]
     compiles = summary.compiles if summary.compiles is not None else 0
     unexplained = compiles_unexplained(summary, capabilities)
     if summary.idle:
         main = say(b, "verdict_idle", why=summary.idle)
     elif summary.eager_mode:
         main = say(b, "verdict_eager_mode", compiles=compiles, executions=summary.executions)
+    elif unbarred:
+        worst = max(unbarred, key=lambda x: x.ops or 0)
+        main = say(b, "verdict_no_barrier", loop=str(worst.loop),
+                   ops=units_count(worst.ops) if worst.ops is not None else "?",
+                   site=str(worst.compiled_at or "?"))
+        if recompiles:
+            count = sum(f.count for f in recompiles)
+            main += "; " + say(b, "verdict_recompiling", count=count, s=plural(count),
+                               sites=len(recompiles), ss=plural(len(recompiles)),
+                               what=recompiles[0].where)
     elif recompiles:
         count = sum(f.count for f in recompiles)
         first = recompiles[0].facts
@@ -395,7 +409,7 @@ def verdict(backend: str, summary: Summary, capabilities: Capabilities, findings
     # is wrong, the largest part first
     bound = sorted((f for f in findings if isinstance(f.facts, TimeFacts)),
                    key=lambda f: -f.facts.share if isinstance(f.facts, TimeFacts) else 0)
-    leads = not recompiles and not summary.idle and not summary.eager_mode
+    leads = not recompiles and not unbarred and not summary.idle and not summary.eager_mode
     syncing_sites = [f for f in findings if f.kind == "sync"]
     if times is not None and syncing_sites and times.largest()[0] == "syncs":
         # the step waits in host reads more than anywhere else: that leads
@@ -493,6 +507,7 @@ def build_report(run: Run, *, warmup_steps: int | None = None,
                    if sources is not None and _unmade_loader(info.loaders) else None)
     findings += time_findings(b, time_parts, run, trainer_args=trainer_args,
                               loader_line=loader_line)
+    findings += no_barrier_findings(b, run, sources)
     growth = growing_memory(b, run, growth_at)
     owner = {id(g): next((f for f in recompiling if _same_place(f, g)), None) for g in growth}
     findings = [_with_growth(f, [g for g in growth if owner[id(g)] is f], b) for f in findings]

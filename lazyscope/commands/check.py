@@ -101,6 +101,10 @@ def _measured_for(report: Any, rules: Rules) -> None:
               help="steady state starts at step N: every compilation from there on counts")
 @click.option("--max-syncs-per-step", type=Whole(minimum=0), default=None, metavar="N",
               help="at most N host syncs in any step")
+@click.option("--no-barrier-loops", is_flag=True,
+              help="no loop that ends no step (a default rule)")
+@click.option("--no-memory-findings", is_flag=True,
+              help="no lost aliasing and no growing memory (a default rule)")
 @click.option("--no-fallbacks", is_flag=True, help="no CPU-fallback op may run")
 @click.option("--no-graph-breaks", is_flag=True, help="no torch.compile graph break")
 @click.option("--no-rank-divergence", is_flag=True,
@@ -131,15 +135,18 @@ def _measured_for(report: Any, rules: Rules) -> None:
               show_default=True)
 def check_cmd(run_dir: Path, max_recompiles: int | None, max_recompiles_old: int | None,
               warmup_steps: int | None,
-              max_syncs_per_step: int | None, no_fallbacks: bool, no_graph_breaks: bool,
+              max_syncs_per_step: int | None, no_barrier_loops: bool,
+              no_memory_findings: bool, no_fallbacks: bool, no_graph_breaks: bool,
               no_rank_divergence: bool, max_step_seconds: float | None,
               max_input_share: float | None, max_tracing_share: float | None,
               allow_incomplete: bool, max_graph_memory: tuple[int | None, float | None],
               baseline: Path | None, tolerance: float, hosts: int | None, fmt: str) -> int:
     """A CI gate: exit 0 when RUN_DIR obeys the rules, 1 (with the evidence) when not.
 
-    With no rule given, checks --max-recompiles 0: no recompilation in steady state. A run that
-    did not end ok (failed, interrupted, killed) fails unless --allow-incomplete.
+    With no rule given, checks --max-recompiles 0 --no-barrier-loops --no-memory-findings: no
+    recompilation in steady state, no loop that ends no step, no lost aliasing or growing
+    memory. A run that did not end ok (failed, interrupted, killed) fails unless
+    --allow-incomplete.
     """
 
     max_recompiles = _one_rule(max_recompiles, max_recompiles_old)
@@ -148,7 +155,8 @@ def check_cmd(run_dir: Path, max_recompiles: int | None, max_recompiles_old: int
                   no_rank_divergence=no_rank_divergence, max_step_seconds=max_step_seconds,
                   allow_incomplete=allow_incomplete, max_graph_memory=max_graph_memory[0],
                   max_graph_memory_share=max_graph_memory[1], max_input_share=max_input_share,
-                  max_tracing_share=max_tracing_share, baseline_tolerance=tolerance)
+                  max_tracing_share=max_tracing_share, baseline_tolerance=tolerance,
+                  no_barrier_loops=no_barrier_loops, no_memory_findings=no_memory_findings)
     report = report_and_views(run_dir, warmup_steps=warmup_steps, views=False, hosts=hosts)
     _measured_for(report, rules)
     base = (report_and_views(baseline, warmup_steps=warmup_steps, views=False)

@@ -26,6 +26,9 @@ class GraphInput:
     origin: Frame | None = None
     #: a Python scalar argument's value (dynamo guards on it): dtype "int" / "float" / "bool"
     value: int | float | bool | str | None = None
+    #: the first user line whose instruction takes the input (XLA: from the HLO's source
+    #: metadata), e.g. the ``torch.cat`` of a list whose tensors are inputs
+    used_at: Frame | None = None
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {"dtype": self.dtype, "shape": list(self.shape)}
@@ -35,6 +38,8 @@ class GraphInput:
             out["origin"] = self.origin.to_json()
         if self.value is not None:
             out["value"] = self.value
+        if self.used_at is not None:
+            out["used_at"] = self.used_at.to_json()
         return out
 
     @classmethod
@@ -44,7 +49,7 @@ class GraphInput:
         return validate(cls(str(data.get("dtype", "")),
                             [int(d) for d in data.get("shape") or []],
                             str(data.get("name", "")), _frame(data.get("origin")),
-                            data.get("value")))
+                            data.get("value"), _frame(data.get("used_at"))))
 
     def signature(self) -> tuple[str, tuple[int, ...]]:
         return self.dtype, tuple(self.shape)
@@ -368,6 +373,10 @@ PAYLOADS: dict[str, type] = {
     "graph_break": GraphBreak,
     "eager_fallback": EagerFallback,
     "execute": Execute,
+    # a graph first met by this trace that the backend did not compile: it found it in its
+    # in-process cache (compiled earlier in the process, outside this trace); a Compile payload
+    # (the graph as it was compiled then), ``seconds`` 0
+    "cached": Compile,
 }
 EVENT_KINDS = tuple(PAYLOADS)
 KIND_CODE = {k: i + 1 for i, k in enumerate(EVENT_KINDS)}

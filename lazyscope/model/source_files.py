@@ -66,7 +66,8 @@ def _scope(tree: ast.Module, line: int) -> tuple[ast.AST, str]:
     best: tuple[ast.AST, str] = (tree, "<module>")
     for node in ast.walk(tree):
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and \
-                node.lineno <= line <= (node.end_lineno or node.lineno):
+                min([node.lineno, *(d.lineno for d in node.decorator_list)]) <= line <= (
+                    node.end_lineno or node.lineno):  # its decorators are its lines too
             if best[0] is tree or node.lineno >= getattr(best[0], "lineno", 0):
                 best = (node, node.name)
     return best
@@ -108,8 +109,29 @@ def value_origin(file: str, line: int) -> Frame | None:
                     latest[bound.id] = (node.lineno, False)
     numeric = [lineno for lineno, is_number in latest.values() if is_number]
     if len(numeric) != 1:  # none, or several numbers: not one answer
+        lr = _lr_set_before(scope, line)
+        if lr is not None and lr != line:  # an optimizer's step reads the lr it was given
+            return value_origin(file, lr) or Frame(file, lr, function)
         return None
     return Frame(file, numeric[0], function)
+
+
+def _lr_set_before(scope: ast.AST, line: int) -> int | None:
+    """For a line that calls an optimizer's ``step()``: the latest line before it, in the same
+    function, that sets a learning rate (``group["lr"] = lr``, ``opt.lr = lr``), else None."""
+    calls = [n for n in ast.walk(scope) if isinstance(n, ast.Call) and _callee(n) == "step"
+             and n.lineno <= line <= (n.end_lineno or n.lineno)]
+    if not calls:
+        return None
+    best = 0
+    for node in ast.walk(scope):
+        if isinstance(node, ast.Assign) and node.lineno < line:
+            for t in node.targets:
+                key = t.slice if isinstance(t, ast.Subscript) else None
+                if (isinstance(key, ast.Constant) and key.value == "lr") or (
+                        isinstance(t, ast.Attribute) and t.attr == "lr"):
+                    best = max(best, node.lineno)
+    return best or None
 
 
 def _attr_path(name: str) -> tuple[str, ...]:
@@ -147,8 +169,11 @@ def read_in(file: str, def_line: int, name: str) -> Frame | None:
     if tree is None or not path:
         return None
     for node in ast.walk(tree):
+        # a decorated function's code starts at its first decorator (@torch.compile)
+        start = min([node.lineno, *(d.lineno for d in node.decorator_list)]) \
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) else 0
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and \
-                node.lineno <= def_line <= (node.body[0].lineno if node.body else node.lineno):
+                start <= def_line <= (node.body[0].lineno if node.body else node.lineno):
             reads = sorted(
                 n.lineno for n in ast.walk(node)
                 if (isinstance(n, ast.Attribute) and n.attr == path[-1] and len(path) > 1
@@ -196,6 +221,36 @@ def _transfers(node: ast.AST) -> bool:
     return False
 
 
+#: calls whose output's size depends on the data (a host read decides it)
+_DATA_SIZE_CALLS = frozenset({"nonzero", "masked_select", "unique", "unique_consecutive",
+                              "argwhere", "bincount"})
+
+
+def data_size_maker(file: str, line: int) -> str:
+    """What at ``file:line`` makes a size from the data: ``nonzero``, ``masked_select``, ...,
+    or ``mask indexing`` for ``x[mask]`` with a comparison or a name that a comparison made;
+    "" when nothing does (or the file cannot be read)."""
+    found = _at_line(file, line)
+    if found is None:
+        return ""
+    _, scope, _, _ = found
+    stmts = [n for n in ast.walk(scope) if isinstance(n, ast.stmt)
+             and n.lineno <= line <= (n.end_lineno or n.lineno)
+             and not isinstance(n, (ast.For, ast.While, ast.With, ast.If, ast.FunctionDef,
+                                    ast.AsyncFunctionDef, ast.ClassDef, ast.Try))]
+    masks = {t.id for n in ast.walk(scope) if isinstance(n, ast.Assign)
+             and isinstance(n.value, ast.Compare) for t in n.targets if isinstance(t, ast.Name)}
+    for stmt in stmts:
+        for n in ast.walk(stmt):
+            if isinstance(n, ast.Call) and _callee(n) in _DATA_SIZE_CALLS:
+                return _callee(n)
+            if isinstance(n, ast.Subscript) and (
+                    isinstance(n.slice, ast.Compare)
+                    or (isinstance(n.slice, ast.Name) and n.slice.id in masks)):
+                return "mask indexing"
+    return ""
+
+
 def transfer_origin(file: str, line: int) -> Frame | None:
     """Where a tensor read at ``file:line`` was moved to the device, when that line is not such
     a line itself: the nearest assignment before it, of a name it reads, whose value moves a
@@ -209,8 +264,8 @@ def transfer_origin(file: str, line: int) -> Frame | None:
                and n.lineno <= line <= (n.end_lineno or n.lineno)
                and not isinstance(n, (ast.For, ast.While, ast.With, ast.If, ast.FunctionDef,
                                       ast.AsyncFunctionDef, ast.ClassDef, ast.Try))]
-    if not at_line or any(_transfers(n) for n in at_line):
-        return None
+    if not at_line or any(_transfers(n) for n in at_line) or data_size_maker(file, line):
+        return None  # the line moves it to the device, or makes its size from the data
     used = {n.id for stmt in at_line for n in ast.walk(stmt)
             if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
     # a name the line assigns too is carried from the line's own last run (history =
@@ -225,7 +280,88 @@ def transfer_origin(file: str, line: int) -> Frame | None:
                         node.lineno > found.get(target.id, (0, False))[0]:
                     found[target.id] = (node.lineno, _transfers(node.value))
     lines = [lineno for lineno, moves in found.values() if moves]
+    if len(lines) > 1:
+        # a module moved once before the loop and the batch moved in it every step: the one
+        # made in the loop that holds the line
+        loops = [n for n in ast.walk(scope) if isinstance(n, (ast.For, ast.While))
+                 and n.lineno <= line <= (n.end_lineno or n.lineno)]
+        if loops:
+            inner = max(loops, key=lambda n: n.lineno)
+            lines = [n for n in lines if inner.lineno < n <= (inner.end_lineno or n)]
     return Frame(file, lines[0], function) if len(lines) == 1 else None
+
+
+#: calls that end a step on XLA (a barrier), by the called name: ``torch_xla.sync()``,
+#: ``xm.mark_step()``, ``xp.StepTrace(...)``, and a parallel loader (it marks a step per batch)
+_BARRIER_CALLS = frozenset({"sync", "mark_step", "StepTrace"})
+_LOADER_CALLS = frozenset({"MpDeviceLoader", "ParallelLoader", "per_device_loader"})
+
+
+def _ends_step(call: ast.Call, functions: set[str]) -> bool:
+    """A call that ends a step: a barrier, ``torch_xla.step()``, ``xm.optimizer_step(...,
+    barrier=True)``, ``lazyscope.barrier()``, a parallel loader, or one of ``functions`` (the
+    file's own functions that end one)."""
+    name = _callee(call)
+    fn = call.func
+    owner = fn.value.id if isinstance(fn, ast.Attribute) and isinstance(fn.value, ast.Name) \
+        else ""
+    if name in _BARRIER_CALLS or name in _LOADER_CALLS or name in functions:
+        return True
+    if name == "step" and owner == "torch_xla" or name == "barrier" and owner == "lazyscope":
+        return True
+    return name == "optimizer_step" and any(
+        k.arg == "barrier" and isinstance(k.value, ast.Constant) and k.value.value is True
+        for k in call.keywords)
+
+
+def _barrier_functions(tree: ast.Module) -> set[str]:
+    """The names of the file's functions that end a step (call a barrier, or such a function
+    of the file), to a fixed point."""
+    defs = {n.name: n for n in ast.walk(tree)
+            if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))}
+    found: set[str] = set()
+    while True:
+        more = {name for name, fn in defs.items() if name not in found and any(
+            isinstance(c, ast.Call) and _ends_step(c, found) for c in ast.walk(fn))}
+        if not more:
+            return found
+        found |= more
+
+
+def _loader_names(tree: ast.Module) -> set[str]:
+    """Names assigned a torch_xla parallel loader (``loader = pl.MpDeviceLoader(...)``)."""
+    return {t.id for n in ast.walk(tree) if isinstance(n, ast.Assign)
+            and isinstance(n.value, ast.Call) and _callee(n.value) in _LOADER_CALLS
+            for t in n.targets if isinstance(t, ast.Name)}
+
+
+def loop_without_barrier(file: str, lines: list[int], read_line: int) -> Frame | None:
+    """The outermost ``for`` / ``while`` loop of ``file`` that holds any of ``lines`` and not
+    ``read_line``, when nothing in it ends a step: no call of a barrier (``torch_xla.sync()``,
+    ``xm.mark_step()``, ``torch_xla.step()``, ``xp.StepTrace``, ``xm.optimizer_step``) or of a
+    function of the file that calls one, and no iteration over a parallel loader
+    (``MpDeviceLoader``); None otherwise (or when the file cannot be read)."""
+    tree = _tree(file)
+    if tree is None or not lines:
+        return None
+    loops = [n for n in ast.walk(tree) if isinstance(n, (ast.For, ast.While, ast.AsyncFor))
+             and any(n.lineno <= ln <= (n.end_lineno or n.lineno) for ln in lines)]
+    if not loops:
+        return None
+    outer = min(loops, key=lambda n: n.lineno - (n.end_lineno or n.lineno))
+    if outer.lineno <= read_line <= (outer.end_lineno or outer.lineno):
+        return None
+    functions = _barrier_functions(tree)
+    if any(isinstance(c, ast.Call) and _ends_step(c, functions) for c in ast.walk(outer)):
+        return None
+    loaders = _loader_names(tree)
+    for loop in ast.walk(outer):
+        if isinstance(loop, (ast.For, ast.AsyncFor)) and any(
+                (isinstance(x, ast.Call) and _callee(x) in _LOADER_CALLS)
+                or (isinstance(x, ast.Name) and x.id in loaders) for x in ast.walk(loop.iter)):
+            return None
+    scope, function = _scope(tree, outer.lineno)
+    return Frame(file, outer.lineno, function)
 
 
 class SourceFiles:
@@ -255,6 +391,23 @@ class SourceFiles:
 
     def size_origin(self, file: str, line: int) -> tuple[Frame, Frame] | None:
         return size_origin(file, line)
+
+    def loop_without_barrier(self, file: str, lines: list[int], read_line: int
+                             ) -> Frame | None:
+        return loop_without_barrier(file, lines, read_line)
+
+    def data_size_maker(self, file: str, line: int) -> str:
+        return data_size_maker(file, line)
+
+    def function_of(self, file: str, line: int) -> str:
+        return function_of(file, line)
+
+
+def function_of(file: str, line: int) -> str:
+    """The name of the innermost function holding ``file:line`` (``<module>`` outside any), ""
+    when the file cannot be read."""
+    tree = _tree(file)
+    return _scope(tree, line)[1] if tree is not None else ""
 
 
 SOURCES = SourceFiles()

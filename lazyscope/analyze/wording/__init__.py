@@ -28,7 +28,7 @@ BASE: dict[str, str] = {
     "verdict_recompiling": "recompiles in steady state: {count} recompilation{s} at {sites} "
                            "site{ss} ({what})",
     "verdict_only_notes": "no recompilation in steady state ({compiles} compilation{s} in all; "
-                          "{notes} one-off note{ns} below)",
+                          "{notes} note{ns} below)",
     "verdict_no_compile": "no compilation: the program ran eagerly",
     "verdict_unexplained": "compile causes unknown: {compiles} compilation{s} counted, none "
                            "recorded with its graph and cause (see the notes), so recompilation "
@@ -42,6 +42,18 @@ BASE: dict[str, str] = {
     "extra_breaks": "{n} graph break{s}",
     "extra_eager": "{n} function{s} fell back to eager (recompile limit)",
     "extra_findings": "{n} finding{s}",
+    "verdict_no_barrier": "no step barrier in the loop at {loop}: its iterations were traced "
+                          "into one graph of {ops} ops, compiled once at {site}",
+    # a loop with no barrier
+    "no_barrier_detail": "the loop at {loop} ends no step: every iteration added its work to "
+                         "one pending graph, compiled once when {site} read a value after the "
+                         "loop: {ops} ops, {inputs} inputs{memory}, {seconds} to compile"
+                         "{made}{steps}; it grows with the iterations (a longer run compiles a "
+                         "larger graph, until it no longer fits in memory)",
+    "no_barrier_made": "; {n} of its inputs were made inside the loop, one per iteration",
+    "no_barrier_steps": "; the run reached no step barrier at all (steps 0)",
+    "no_barrier_fix": "end every iteration of the loop at {loop} with a step barrier, so each "
+                      "iteration compiles one graph once and reuses it",
     # recompiles
     "recompile_detail": "{where} compiled {graphs} graph{s} ({counted} recompilation{cs} after "
                         "its first graph{fs}){reasons}",
@@ -56,6 +68,16 @@ BASE: dict[str, str] = {
                    "maximum and write or mask by index, or keep a running sum",
     "fix_dtype": "{inputs} changes dtype between graphs: cast it once, before the step, so "
                  "every step sees one dtype",
+    "fix_growing_inputs": "{inputs} enters the compiled code once more at every step at "
+                          "{where} (a Python list of device tensors stacked or concatenated "
+                          "before the step ends: every step is code never run before): keep a "
+                          "running value on the device (total += x.detach()), or a fixed-size "
+                          "buffer written at an index held on the device "
+                          "(buf.index_copy_(0, i, x), i a device tensor), or stack the list "
+                          "once, after the loop",
+    "fix_count_inputs": "the number of {inputs}s changes between steps at {where} (a list of "
+                        "device tensors of changing length): give the code the same number of "
+                        "tensors every step (a fixed-size buffer, padded with zeros)",
     "fix_count": "the compiled code's inputs change (a tensor enters it only in some steps): "
                  "pass the same tensors every step",
     "fix_unknown": "compare the compiled graphs to see what changes",
@@ -64,6 +86,9 @@ BASE: dict[str, str] = {
                        "is one of your buckets, compile every bucket before the loop (one batch "
                        "padded to each size) so that no compilation lands mid-run; if not, pad "
                        "it to one",
+    "late_switch_fix": "the size changed at step {step} ({changes}) and kept its new value "
+                       "since (compiled once more, then reused): if it is not meant to change, "
+                       "make it fixed at {where}; each further change compiles once more",
     "late_multiple_fix": "a new size ({changes}) first met at step {step}, already padded to a "
                          "multiple of {multiple} (a bucket): nothing to pad; to keep the "
                          "compilation out of the run, compile every bucket before the loop (one "
@@ -96,6 +121,10 @@ BASE: dict[str, str] = {
     "sync_inside_library": "the read happens inside {library}, at {where}",
     "sync_fix_api": "{api} reads the value on the host at every call: call it every N steps, "
                     "or keep the value on the device and read it after the loop",
+    "sync_fix_handed": "your line at {where} hands the tensor to {library}, which turns it into "
+                       "text or a number ({read}: the host waits for the device each time): "
+                       "hand {library} a Python number instead, read every N steps "
+                       "(loss.item() every N steps), or a float kept on the host",
     "sync_fix_library": "the read is {library}'s own code ({where}), not a line of yours: look "
                         "for an argument or setting of {library} that avoids it (its "
                         "documentation), or accept the cost",
@@ -117,8 +146,21 @@ BASE: dict[str, str] = {
                        "the code after it again: remove the graph break",
     "fix_size": "the size made at {call} comes from a Python number set at {set_at}: each new "
                 "value is a new shape inside the graph, and a size cannot be a device tensor; "
-                "keep it to a few values (round the number to a few buckets) or fixed",
-    "fix_constant": "a Python number or size is baked into the compiled code at {where}, so "
+                "take it from a few fixed sizes (round the number up to a few buckets and mask "
+                "the rest; for F.interpolate, size= from that set instead of scale_factor=) "
+                "or keep it fixed",
+    "fix_data_size": "{dims} is made from the data at {where} ({maker}: as many rows as "
+                     "the mask keeps), so each new count is a new graph, and a size cannot be "
+                     "a device tensor: keep the shape fixed, weighing by the mask instead of "
+                     "selecting (x * mask, torch.where(mask, x, 0), a masked mean), or pad the "
+                     "selection to a few fixed sizes",
+    "fix_internal_size": "the size made at {where} changes between steps (a length from a "
+                         "Python number: torch.arange(n), torch.randperm(n), "
+                         "F.interpolate(scale_factor=s) ...), so each new size is a new graph, "
+                         "and a size cannot be a device tensor: take it from a few fixed sizes "
+                         "(pad to a few bucket lengths and mask the rest; for F.interpolate, "
+                         "size= from that set instead of scale_factor=) or keep it fixed",
+    "fix_constant": "a Python number is baked into the compiled code at {where}, so "
                     "each new value compiles it again: pass it as a tensor or keep it fixed",
     "fix_special_scalar": "a value that becomes 0 or 1 is compiled in as a constant: keep it a "
                           "tensor",

@@ -9,7 +9,7 @@ WORDS: dict[str, str] = {
     "verdict_clean": "no recompilation in steady state: {compiles} compilation{s} by JAX, each "
                      "compiled program reused",
     "verdict_only_notes": "no recompilation in steady state ({compiles} compilation{s} by JAX; "
-                          "{notes} one-off note{ns} below)",
+                          "{notes} note{ns} below)",
     "library_compiles": "{n} compiled by JAX or a library for its own use (a PRNG seed, an "
                         "optimizer's init: not the program's; not findings)",
     "extra_syncs": "{n} host reads",

@@ -44,12 +44,16 @@ WORDS: dict[str, str] = {
                            "one; it is not one of the special scalars 0 and 1)",
     "library_compiles": "{n} compiled by the backend for its own bookkeeping (not the "
                         "program's; not findings)",
+    "no_barrier_fix": "end every iteration of the loop at {loop} with a step barrier: "
+                      "torch_xla.sync() as its last line (or iterate the data through torch_xla's "
+                      "MpDeviceLoader, pl.MpDeviceLoader(loader, device), which marks a step per "
+                      "batch), so each iteration compiles one graph once and reuses it",
     "verdict_no_steps": "no step finished: nothing reached a step barrier (torch_xla.sync(), "
                         "xm.mark_step(), torch_xla.step())",
     "verdict_clean": "no recompilation in steady state: {compiles} graph{s} compiled and "
                      "reused",
     "verdict_only_notes": "no recompilation in steady state: {compiles} graph{s} compiled; "
-                          "{notes} one-off note{ns} below",
+                          "{notes} note{ns} below",
     "verdict_eager_mode": "eager mode: each op is compiled and executed on its own "
                           "({compiles} op compilations, {executions} executions)",
     "extra_syncs": "{n} device-to-host transfers",
@@ -57,9 +61,9 @@ WORDS: dict[str, str] = {
                 "(see `lazyscope advise RUN`)",
     "fix_dims_where": "{dims} takes a new size at {where}: pad it to a few fixed bucket sizes "
                       "there (see `lazyscope advise RUN`)",
-    "fix_constant": "a Python number or size is baked into the graph at {where}, so each new "
-                    "value is a new graph: pass it as a device tensor (torch.tensor(v, "
-                    "device=dev)) or keep it fixed",
+    "fix_constant": "a Python number is baked into the graph as a constant at {where}, so "
+                    "each new value is a new graph: pass it as a device tensor (torch.tensor(v, "
+                    "device=dev)) where the op takes a tensor, or keep it fixed",
     "fix_special_scalar": "XLA bakes the special scalars 0 and 1 into the graph (a value that "
                           "becomes 0.0, such as a decayed learning rate, makes a new graph): "
                           "set XLA_NO_SPECIAL_SCALARS=1 or keep the value a device tensor",

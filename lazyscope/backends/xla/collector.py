@@ -38,6 +38,7 @@ torch_xla is imported lazily, in ``start()``/runtime calls, so lazyscope imports
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import importlib.util
 import os
@@ -52,9 +53,14 @@ from lazyscope.backends.compile_cache import COMPILE_CACHE, XlaCache
 from lazyscope.backends.sampler import mark
 from lazyscope.backends.xla.barrier import barrier_site
 from lazyscope.backends.xla.causes import classify_compile
-from lazyscope.backends.xla.debugfile import DebugFileReader, DebugRecord, graph_memory
+from lazyscope.backends.xla.debugfile import (
+    DebugFileReader,
+    DebugRecord,
+    graph_memory,
+    parse_debug_text,
+)
 from lazyscope.backends.xla.hlo import HloDumpReader, pair_modules
-from lazyscope.backends.xla.irlines import SourceLines
+from lazyscope.backends.xla.irlines import SourceLines, lower_pending
 from lazyscope.backends.xla.metrics import EXECUTE_METRICS, Metrics, runtime_counts
 from lazyscope.backends.xla.reads import ValueReadHooks
 from lazyscope.backends.xla.session import XlaSession, session
@@ -63,6 +69,7 @@ from lazyscope.backends.xla.watch import SCALAR_READ_OP, CallWatch, Counters, Hi
 from lazyscope.core.errors import MissingDependencyError
 from lazyscope.model import (
     EVENT_KINDS,
+    OWNER_USER,
     STEP_FIELDS,
     Capabilities,
     Compile,
@@ -84,6 +91,8 @@ INSTALL_HINT = (
 DEBUG_READ_S = 2.0
 #: warm-up steps in which the watch window is open
 WATCH_WARMUP_STEPS = 2
+#: barriers that lower their pending graph per run (no HLO dump: see XlaCollector._lower_due)
+MAX_LOWERINGS = 256
 #: times the window reopens for device-to-host transfers nobody explained (bounded: some
 #: transfers happen outside any torch call, e.g. inside xm.mesh_reduce)
 MAX_TRANSFER_WINDOWS = 3
@@ -178,6 +187,15 @@ class XlaCollector(Collector):
         self._memory_used: list[int] = []
         self._memory_peak: int | None = None
         self._memory_limit: int | None = None
+        #: graph hashes this trace compiled or saw run; whether torch_xla's cache held graphs
+        #: from before the trace (see _cached_graphs)
+        self._met_graphs: set[str] = set()
+        self._foreign = False
+        #: where XLA writes no HLO dump: the graph a barrier lowered before its sync, the
+        #: compile events held until a later barrier gives their shapes, lowerings so far
+        self._lowered: Any = None
+        self._unshaped: list[tuple[Compile, float, Stack, str, int]] = []
+        self._lowerings = 0
 
     def capabilities(self) -> Capabilities:
         return Capabilities(step_fields=list(STEP_FIELDS), lazy=True,
@@ -220,7 +238,9 @@ class XlaCollector(Collector):
         self._session = sess
         sess.traces += 1
         self._debug = sess.debug
-        self._debug.take()  # skip what was written before this trace (an earlier one's)
+        # what was written before this trace (between traces): not this run's, but the graphs
+        # it compiled are in torch_xla's cache, and this trace may run them without compiling
+        untraced, _ = self._debug.take()
         if sess.late:
             recorder.meta.capabilities.unmeasured.append(
                 "compile causes and sites: torch_xla had compiled before this trace began (it "
@@ -233,7 +253,11 @@ class XlaCollector(Collector):
         if sess.dump is not None and self.options.graph_shapes:
             self._graphs = HloDumpReader(sess.dump, owned=sess.dump_owned,
                                          keep_dir=recorder.writer.io_path() / GRAPHS_DIR)
-            self._graphs.skip_existing()
+        self._learn_untraced([r for r in untraced if r.kind == "compile"])
+        self._met_graphs = set()
+        # torch_xla's cache holds graphs compiled before this trace: each barrier that ran
+        # something reads the debug file, to tell a graph the trace has not met yet
+        self._foreign = bool(sess.graphs)
         self._last = Metrics(met, getattr(torch_xla._XLAC, "_xla_metric_data", None))
         self._use_eager_mode = getattr(torch_xla._XLAC, "_get_use_eager_mode", bool)
         self._runtime_base = runtime_counts(met)
@@ -254,6 +278,63 @@ class XlaCollector(Collector):
             self._spawn = SpawnHook(recorder.writer.path, self.options, recorder,
                                     self.worker_tracer)
             self._spawn.install()
+
+    def _learn_untraced(self, records: list[DebugRecord]) -> None:
+        """The graphs compiled in this process before this trace and after the last one (their
+        compilation blocks, paired with their dumped modules), into the session's graphs; the
+        dumped modules are discarded."""
+        sess, graphs = self._session, self._graphs
+        if sess is None:
+            return
+        if graphs is not None and not graphs.owned:
+            # the user's own dump directory keeps every module an earlier trace read: the
+            # untraced ones cannot be told from them, so they are learnt without shapes
+            graphs.skip_existing()
+        modules = graphs.take_new() if graphs is not None and graphs.owned else []
+        paired = pair_modules([r.num_inputs for r in records], modules) if records else []
+        for rec, module in zip(records, paired, strict=True):
+            frames = [make_frame(f.file, f.line, f.function) for f in rec.frames
+                      if not is_lazyscope_file(f.file)]
+            cause_kind, cause, owner = classify_compile(frames)
+            payload = Compile(phase="graph", cause=cause, cause_kind=cause_kind, owner=owner,
+                              num_inputs=rec.num_inputs, num_outputs=rec.num_outputs,
+                              memory=graph_memory(rec.sizes_gb))
+            if module is not None:
+                module.fill(payload)
+            if rec.graph_hash:
+                sess.graphs[rec.graph_hash] = (payload, bound_stack(frames))
+        for module in modules:
+            assert graphs is not None
+            graphs.discard(module)
+
+    def _cached_graphs(self, step: int | None, executed: dict[str, int]) -> None:
+        """Graphs that ran in a step without this trace having compiled or met them: torch_xla
+        found them in its in-process cache (compiled earlier in the process). Each is a
+        ``cached`` event, the graph as it was compiled then, at the user frames that ran it now
+        (its execution block), so that a graph new to the trace counts whether it was compiled
+        now or earlier (a test's verdict does not depend on the tests before it)."""
+        recorder, debug, sess = self._recorder, self._debug, self._session
+        new = [g for g in executed if g not in self._met_graphs]
+        if not new or recorder is None or debug is None or sess is None:
+            return
+        self._met_graphs.update(new)
+        blocks = {r.graph_hash: r for r in parse_debug_text(
+            debug.consumed.decode("utf-8", "replace"))[0] if r.kind == "execute"}
+        for graph in new:
+            rec = blocks.get(graph)
+            frames = [make_frame(f.file, f.line, f.function) for f in rec.frames
+                      if not is_lazyscope_file(f.file)] if rec is not None else []
+            known = sess.graphs.get(graph)
+            if known is not None:
+                payload = dataclasses.replace(known[0])
+                stack = bound_stack(frames) if frames else known[1]
+            else:  # compiled before lazyscope's session: only what the execution says
+                cause_kind, cause, owner = classify_compile(frames)
+                payload = Compile(phase="graph", cause=cause, cause_kind=cause_kind,
+                                  owner=owner, num_inputs=rec.num_inputs if rec else None)
+                stack = bound_stack(frames)
+            if payload.owner == OWNER_USER:
+                recorder.event("cached", stack=stack, payload=payload, key=graph, step=step)
 
     @property
     def untraced_sync(self) -> Any:
@@ -292,6 +373,13 @@ class XlaCollector(Collector):
                 self._lines.release(self._recorder)
             finally:
                 self._in_barrier = False
+        if barrier and thread == self._step_thread and self._lower_due():
+            self._in_barrier = True
+            try:
+                self._lowerings += 1
+                self._lowered = lower_pending()
+            finally:
+                self._in_barrier = False
         t0 = time.perf_counter()
         if self.profiling and thread == self._step_thread:
             with self.span("lazyscope: step barrier (graph collection, compile, device wait)"
@@ -315,6 +403,34 @@ class XlaCollector(Collector):
             # thread waited there as at a barrier
             recorder.add_time("barrier_s", t1 - t0)
         return result
+
+    def _lower_due(self) -> bool:
+        """Whether this barrier lowers the graph it is about to run (XLA writes no HLO dump in
+        this process: the program started the runtime before lazyscope set XLA_FLAGS): in
+        warm-up, after a step that compiled, and while a graph compiled without its shapes
+        waits for them; at most MAX_LOWERINGS a run. A steady step lowers nothing."""
+        sess, recorder = self._session, self._recorder
+        if sess is None or recorder is None or not sess.dump_dead or sess.late or \
+                not self.options.graph_shapes or self._lowerings >= MAX_LOWERINGS:
+            return False
+        return bool(recorder.next_index < WATCH_WARMUP_STEPS or self._unshaped
+                    or recorder.last_values.get("compile_count"))
+
+    def _shape_held(self, executed: dict[str, int]) -> None:
+        """The graphs held without shapes take the ones of the graph this barrier lowered and
+        ran without compiling it (the same graph: its hash is theirs); then they are
+        recorded, in the steps they were compiled in."""
+        held, self._unshaped = self._unshaped, []
+        lowered = self._lowered
+        if self._recorder is None:
+            return
+        for payload, seconds, stack, key, step in held:
+            if lowered is not None and key in executed and \
+                    len(lowered.inputs) == payload.num_inputs:
+                lowered.fill(payload)
+                lowered = None
+            self._recorder.event("compile", seconds=seconds, stack=stack, payload=payload,
+                                 key=key, step=step)
 
     def _launched_nothing(self) -> bool:
         """Whether the sync that just returned launched no execution (nor compilation):
@@ -431,6 +547,8 @@ class XlaCollector(Collector):
         except Exception:  # noqa: BLE001 - best effort at shutdown
             pass
         values, active = self._collect_step(everything=True)
+        if self._unshaped:
+            self._shape_held({})
         if active:
             self._recorder.finish_tail(values)
         if self._memory_used:
@@ -536,7 +654,8 @@ class XlaCollector(Collector):
         wall = now - self._t_last
         self._t_last = now
         compiles = values["compile_count"]
-        records = self._debug_records(now, compiles, everything)
+        records = self._debug_records(now, compiles, everything,
+                                      executed=bool(values.get("execute_count")))
         if compiles:
             self._compile_events(compiles, samples, records)
             if self._session is not None:
@@ -554,6 +673,7 @@ class XlaCollector(Collector):
             self._lines.after_step(
                 torch_xla._XLAC, compiled=compiles > 0,
                 warm_up=self._recorder.next_index + 1 < WATCH_WARMUP_STEPS)
+        self._lowered = None  # this barrier's (a held graph took its shapes, or none did)
         values["wall_s"] = wall
         values["t_end_s"] = now - self._recorder.t0
         values["fallback_count"] = sum(fallbacks.values())
@@ -561,21 +681,28 @@ class XlaCollector(Collector):
                       transfers or fallbacks)
         return values, active
 
-    def _debug_records(self, now: float, compiles: int, everything: bool) -> list[DebugRecord]:
+    def _debug_records(self, now: float, compiles: int, everything: bool,
+                       executed: bool = False) -> list[DebugRecord]:
         """This step's compilation records from the debug file, read when due (see
         :class:`DebugFileReader`); the executions of each step it read become its ``execute``
-        events."""
+        events. ``executed``: the step ran a graph (read now when torch_xla's cache holds
+        graphs from before this trace: :meth:`_cached_graphs`)."""
         debug, recorder = self._debug, self._recorder
         if debug is None or recorder is None:
             return []
-        if not (compiles or everything or debug.due() or now - self._debug_read >= DEBUG_READ_S):
+        if not (compiles or everything or debug.due() or now - self._debug_read >= DEBUG_READ_S
+                or (executed and self._foreign) or self._unshaped):
             debug.mark()
             self._debug_steps.append(recorder.steps)
             return []
         self._debug_read = now
         parts = debug.take_steps()
         steps, self._debug_steps = self._debug_steps, []
-        for step, (_, executed) in zip([*steps, None], parts, strict=True):
+        for step, (records, executed) in zip([*steps, None], parts, strict=True):
+            self._met_graphs.update(r.graph_hash for r in records if r.kind == "compile")
+            if self._foreign:
+                self._cached_graphs(step, executed)
+            self._met_graphs.update(executed)
             for graph, n in executed.items():
                 recorder.event("execute", key=graph, value=n, step=step)
         if debug.consumed:
@@ -587,6 +714,10 @@ class XlaCollector(Collector):
             elif debug.analysis:
                 recorder.keep_text(DEBUG_FILE, debug.analysis)
         # a marked barrier had compiled nothing (or it would have been read then)
+        if self._unshaped:
+            # this barrier's graph is theirs only when it compiled nothing (else it is the new
+            # graph's: they keep no shapes)
+            self._shape_held({} if compiles else parts[-1][1])
         return parts[-1][0]
 
     def _compile_events(self, count: int, samples: list[tuple[float, float]],
@@ -596,11 +727,18 @@ class XlaCollector(Collector):
             return
         records = [r for r in records if r.kind == "compile"]
         graphs = self._graphs
-        modules = graphs.take_new() if graphs is not None else []
+        if graphs is not None and not graphs.owned:
+            # the user's own dump directory keeps every module an earlier trace read: the
+            # untraced ones cannot be told from them, so they are learnt without shapes
+            graphs.skip_existing()
+        modules = graphs.take_new() if graphs is not None and graphs.owned else []
         if not records:
             self._module_events(modules, samples, count)
             return
         paired = pair_modules([r.num_inputs for r in records], modules)
+        if records and not modules and self._session is not None and \
+                self._session.dump is not None and self.options.graph_shapes:
+            self._session.dump_dead = True  # XLA read its flags before lazyscope set them
         # torch_xla keeps the last XLA_METRICS_SAMPLES samples: the newest ones are this step's
         kept = [v / 1e9 for _, v in samples[-len(records):]] if records else []
         seconds = [None] * (len(records) - len(kept)) + kept
@@ -614,11 +752,24 @@ class XlaCollector(Collector):
                 phase="graph", cause=cause, cause_kind=cause_kind, owner=owner,
                 num_inputs=rec.num_inputs, num_outputs=rec.num_outputs, hlo_file=hlo_file,
                 memory=graph_memory(rec.sizes_gb))
+            lowered = self._lowered
+            if graph is None and lowered is not None and owner == OWNER_USER and \
+                    len(lowered.inputs) == rec.num_inputs and cause_kind == "barrier":
+                graph, self._lowered = lowered, None  # the graph this barrier lowered
             if graph is not None:
                 graph.fill(payload)
             stack = bound_stack(frames)
-            if not self._lines.hold(payload, secs or 0.0, stack, rec.graph_hash,
-                                    self._recorder.steps):
+            if self._session is not None and rec.graph_hash and owner == OWNER_USER:
+                self._session.graphs[rec.graph_hash] = (payload, stack)
+            if graph is None and owner == OWNER_USER and self._session is not None and \
+                    self._session.dump_dead and self.options.graph_shapes and \
+                    self._lowerings < MAX_LOWERINGS:
+                # no dump, and this barrier's graph was not lowered: held until the next
+                # barrier lowers the graph it runs (the same one, when the new shape stays)
+                self._unshaped.append((payload, secs or 0.0, stack, rec.graph_hash,
+                                       self._recorder.steps))
+            elif not self._lines.hold(payload, secs or 0.0, stack, rec.graph_hash,
+                                      self._recorder.steps):
                 self._recorder.event("compile", seconds=secs or 0.0, stack=stack,
                                      payload=payload, key=rec.graph_hash)
         for module in modules:  # the kept ones were moved into the run: the rest go

@@ -47,6 +47,8 @@ from lazyscope.model import Compile, GraphInput, GraphMemory, Update
 from lazyscope.model.ownership import is_library_file, make_frame
 
 SUFFIX = ".before_optimizations.txt"
+#: the same module as a proto (``--xla_dump_hlo_as_proto``): its Python stacks
+PROTO_SUFFIX = ".before_optimizations.hlo.pb"
 #: keep the HLO text of this many graphs per run (a run that recompiles every step would
 #: otherwise keep one file per step)
 KEEP_GRAPHS = 64
@@ -62,6 +64,10 @@ _SOURCE_RE = re.compile(r'source_file="(?P<file>[^"]*)" source_line=(?P<line>\d+
 _PARAM_RE = re.compile(r"^\s*%\S+ = \S+ parameter\((?P<index>\d+)\)")
 _NAME_RE = re.compile(r"%[\w.\-]+")
 _SCALAR_CONST_RE = re.compile(r"= (?P<dtype>[a-z]+[0-9]*)\[\] constant\((?P<value>[^)]*)\)")
+#: an operand's type before its name (``f32[8,32]{1,0} %p0``), as torch_xla's lowering writes it
+_OPERAND_TYPE_RE = re.compile(r"([(,]\s*)[a-z][a-z0-9]*\[[^\]]*\](?:\{[^}]*\})?\s+(?=%)")
+#: a constant's value in an instruction (``constant(2.5)``, ``constant({1, 2})``)
+_CONST_VALUE_RE = re.compile(r"constant\((?:\{[^}]*\}|[^)]*)\)|epsilon=[-+0-9.e]+")
 #: scalars torch_xla bakes into a graph as constants (torch_xla's IsSpecialScalar)
 SPECIAL_SCALARS = ("0", "1", "-0", "0.0", "1.0")
 #: user lines whose instructions are digested per graph
@@ -95,6 +101,8 @@ class HloModuleInfo:
     path: str = ""
     #: parameter index -> (file, line) where it was created or moved to the device
     origins: dict[int, tuple[str, int]] = field(default_factory=dict)
+    #: parameter index -> the first user line (file, line) whose instruction takes it
+    used: dict[int, tuple[str, int]] = field(default_factory=dict)
     #: (file, line, digest of that user line's instructions), in order of appearance
     lines: list[tuple[str, int, str]] = field(default_factory=list)
     #: special scalar constants baked into the graph, "dtype:value"
@@ -110,10 +118,15 @@ class HloModuleInfo:
         """Put what the module says into a compile event's payload."""
         inputs = []
         for i, (dtype, shape) in enumerate(self.inputs):
-            where = self.origins.get(i) if len(self.inputs) == self.num_params else None
+            flat = len(self.inputs) == self.num_params
+            where = self.origins.get(i) if flat else None
             origin = make_frame(where[0], where[1]) if where else None
+            taken = self.used.get(i) if flat else None
+            used_at = make_frame(taken[0], taken[1]) if taken else None
             inputs.append(GraphInput(dtype, list(shape),
-                                     origin=origin if origin and not origin.library else None))
+                                     origin=origin if origin and not origin.library else None,
+                                     used_at=used_at if used_at and not used_at.library
+                                     else None))
         payload.inputs = inputs
         payload.ops = self.ops
         payload.digest = self.digest
@@ -202,13 +215,23 @@ def _entry_lines(body: str) -> list[str]:
     return out
 
 
-def _source_locations(body: str) -> tuple[dict[int, tuple[str, int]],
-                                          list[tuple[str, int, str]], list[str]]:
-    """Parameter origins, per-user-line instruction digests and special scalar constants of
-    the ENTRY computation (source locations exist when IR debug was on while it was traced)."""
+def _source_locations(body: str, stacks: dict[str, list[tuple[str, int, str]]] | None = None
+                      ) -> tuple[dict[int, tuple[str, int]], list[tuple[str, int, str]],
+                                 list[str], dict[int, tuple[str, int]]]:
+    """Parameter origins, per-user-line instruction digests, special scalar constants of the
+    ENTRY computation and, per parameter, the first user line whose instruction takes it (source
+    locations exist when IR debug was on while it was traced). ``stacks``
+    (:func:`parse_stacks`): each instruction's whole Python stack, so that an instruction a
+    library made (``F.interpolate``'s, ``layer_norm``'s) counts at the user's line that called
+    the library."""
 
     origins: dict[int, tuple[str, int]] = {}
+    used: dict[int, tuple[str, int]] = {}
+    params: dict[str, int] = {}
     digests: dict[tuple[str, int], Any] = {}
+    #: the same instructions with the constants' values left out: what a size change alters
+    #: and a constant's value does not
+    shapes: dict[tuple[str, int], Any] = {}
     constants: Counter[str] = Counter()
     for line in _entry_lines(body):
         meta = _META_RE.search(line)
@@ -217,23 +240,166 @@ def _source_locations(body: str) -> tuple[dict[int, tuple[str, int]],
         const = _SCALAR_CONST_RE.search(bare)
         if const and const["value"] in SPECIAL_SCALARS:
             constants[f"{const['dtype']}:{float(const['value']):g}"] += 1
+        param = _PARAM_RE.match(bare)
+        if param is not None:
+            named = _INSTR_RE.match(bare)
+            if named is not None:
+                params[named["name"]] = int(param["index"])
         if source is None:
             continue
         where = (source["file"], int(source["line"]))
-        param = _PARAM_RE.match(bare)
         if param is not None:
             origins[int(param["index"])] = where
             continue
         if is_library_file(where[0]):
-            continue
+            named = _INSTR_RE.match(bare)
+            caller = _user_frame(stacks.get(named["name"], [])) if stacks and named else None
+            if caller is None:
+                continue
+            where = caller
         h = digests.get(where)
         if h is None:
             if len(digests) >= MAX_LINES:
                 continue
             h = digests[where] = hashlib.sha1()
-        h.update(_NAME_RE.sub("%", bare.split("=", 1)[-1]).encode("utf-8"))
-    lines = [(f, n, h.hexdigest()[:10]) for (f, n), h in digests.items()]
-    return origins, lines, sorted(constants.elements())
+            shapes[where] = hashlib.sha1()
+        rest = bare.split("=", 1)[-1]
+        for operand in _NAME_RE.findall(rest):
+            index = params.get(operand[1:])
+            if index is not None:
+                used.setdefault(index, where)
+        # an operand written with its type (torch_xla's own lowering) or without (XLA's dump):
+        # the same instruction
+        text = _NAME_RE.sub("%", _OPERAND_TYPE_RE.sub(r"\1", rest))
+        h.update(text.encode("utf-8"))
+        shapes[where].update(_CONST_VALUE_RE.sub("constant()", text).encode("utf-8"))
+    # a line's digest: its instructions (10 hex digits), then ":" and the same without the
+    # constants' values (6): two graphs whose line differs in the first part only differ there
+    # by a constant; in the second too, by a size (an arange's length, an interpolate's output)
+    lines = [(f, n, f"{h.hexdigest()[:10]}:{shapes[(f, n)].hexdigest()[:6]}")
+             for (f, n), h in digests.items()]
+    return origins, lines, sorted(constants.elements()), used
+
+
+# --------------------------------------------------------------------------- stacks
+
+#: the fields of XLA's HloModuleProto read for its instructions' Python stacks (xla/hlo.proto,
+#: xla/xla_data.proto): module.computations (3), .stack_frame_index (17); computation
+#: .instructions (2); instruction .name (1), .metadata (7); metadata .stack_frame_id (15);
+#: stack_frame_index .file_names (1), .function_names (2), .file_locations (3: file_name_id 1,
+#: function_name_id 2, line 3), .stack_frames (4: file_location_id 1, parent_frame_id 2)
+_PB_COMPUTATIONS, _PB_FRAME_INDEX = 3, 17
+#: innermost-first frames kept per instruction
+MAX_STACK = 32
+
+
+def _varint(data: bytes, i: int) -> tuple[int, int]:
+    n = shift = 0
+    while True:
+        b = data[i]
+        i += 1
+        n |= (b & 0x7F) << shift
+        if b < 0x80:
+            return n, i
+        shift += 7
+
+
+def _fields(data: bytes) -> list[tuple[int, int | bytes]]:
+    """The top-level ``(field number, value)`` pairs of a protobuf message: an int for a varint,
+    bytes for a length-delimited field (fixed-width fields are skipped)."""
+    out: list[tuple[int, int | bytes]] = []
+    i, n = 0, len(data)
+    while i < n:
+        key, i = _varint(data, i)
+        number, wire = key >> 3, key & 7
+        if wire == 0:
+            value, i = _varint(data, i)
+            out.append((number, value))
+        elif wire == 2:
+            size, i = _varint(data, i)
+            out.append((number, data[i:i + size]))
+            i += size
+        elif wire == 1:
+            i += 8
+        elif wire == 5:
+            i += 4
+        else:
+            raise ValueError(f"protobuf wire type {wire}")
+    return out
+
+
+def parse_stacks(proto: bytes) -> dict[str, list[tuple[str, int, str]]]:
+    """``{instruction name: [(file, line, function), ...] innermost first}`` from an HLO module
+    proto (XLA's ``--xla_dump_hlo_as_proto`` file, or torch_xla's
+    ``_get_xla_tensors_hlo_proto``): the whole Python stack torch_xla recorded for each IR node
+    while its IR debug was on, where the text's metadata has only the innermost frame (a
+    library's line, for an op made inside ``F.interpolate``). {} when the proto has no stack
+    index or cannot be read."""
+    try:
+        top = _fields(proto)
+        if not any(f == _PB_COMPUTATIONS for f, _ in top):
+            # a dumped file is an HloProto: the module is its field 1
+            inner = next((v for f, v in top if f == 1 and isinstance(v, bytes)), b"")
+            top = _fields(inner) if inner else []
+        index = next((v for f, v in top if f == _PB_FRAME_INDEX and isinstance(v, bytes)), b"")
+        if not index:
+            return {}
+        files: list[str] = []
+        functions: list[str] = []
+        locations: list[tuple[int, int, int]] = []
+        frames: list[tuple[int, int]] = []
+        for f, v in _fields(index):
+            if not isinstance(v, bytes):
+                continue
+            if f == 1:
+                files.append(v.decode("utf-8", "replace"))
+            elif f == 2:
+                functions.append(v.decode("utf-8", "replace"))
+            elif f == 3:
+                d = {k: x for k, x in _fields(v) if isinstance(x, int)}
+                locations.append((d.get(1, 0), d.get(2, 0), d.get(3, 0)))
+            elif f == 4:
+                d = {k: x for k, x in _fields(v) if isinstance(x, int)}
+                frames.append((d.get(1, 0), d.get(2, 0)))
+
+        def stack(frame_id: int) -> list[tuple[str, int, str]]:
+            out = []
+            while 0 < frame_id <= len(frames) and len(out) < MAX_STACK:
+                loc_id, frame_id = frames[frame_id - 1]
+                if 0 < loc_id <= len(locations):
+                    fi, fn, line = locations[loc_id - 1]
+                    out.append((files[fi - 1] if 0 < fi <= len(files) else "", line,
+                                functions[fn - 1] if 0 < fn <= len(functions) else ""))
+            return out
+
+        found: dict[str, list[tuple[str, int, str]]] = {}
+        for f, comp in top:
+            if f != _PB_COMPUTATIONS or not isinstance(comp, bytes):
+                continue
+            for g, instr in _fields(comp):
+                if g != 2 or not isinstance(instr, bytes):
+                    continue
+                name, meta = "", b""
+                for h, v in _fields(instr):
+                    if h == 1 and isinstance(v, bytes):
+                        name = v.decode("utf-8", "replace")
+                    elif h == 7 and isinstance(v, bytes):
+                        meta = v
+                frame_id = next((v for h, v in _fields(meta) if h == 15 and isinstance(v, int)),
+                                0) if meta else 0
+                if name and frame_id:
+                    found[name] = stack(frame_id)
+        return found
+    except (ValueError, IndexError):
+        return {}
+
+
+def _user_frame(stack: list[tuple[str, int, str]]) -> tuple[str, int] | None:
+    """The innermost frame of ``stack`` that is the user's (not a library's, not lazyscope's)."""
+    for file, line, _ in stack:
+        if file and not is_library_file(file):
+            return file, line
+    return None
 
 
 def exact_memory(memory: GraphMemory, module: HloModuleInfo) -> GraphMemory:
@@ -359,8 +525,11 @@ def parse_updates(body: str, donors: str) -> list[Update]:
     return sorted(updates, key=lambda u: u.input)
 
 
-def parse_module(text: str, number: int = 0, name: str = "") -> HloModuleInfo | None:
-    """Parse one ``before_optimizations`` HLO text; None when it has no entry layout."""
+def parse_module(text: str, number: int = 0, name: str = "",
+                 stacks: dict[str, list[tuple[str, int, str]]] | None = None
+                 ) -> HloModuleInfo | None:
+    """Parse one ``before_optimizations`` HLO text; None when it has no entry layout.
+    ``stacks``: its instructions' Python stacks (:func:`parse_stacks`), when known."""
     header, _, body = text.partition("\n")
     layout = parse_entry_layout(header)
     if layout is None:
@@ -374,7 +543,7 @@ def parse_module(text: str, number: int = 0, name: str = "") -> HloModuleInfo | 
     canonical = canonical.replace(module_name, "M") if module_name else canonical
     donors = _DONOR_RE.search(header)
     alias = _ALIAS_RE.search(header)
-    origins, lines, constants = _source_locations(body)
+    origins, lines, constants, used = _source_locations(body, stacks)
     donor_text = (donors["d"].strip() if donors else "") or (alias["a"].strip() if alias else "")
     in_bytes, out_bytes, donated_bytes = layout_bytes(
         header, {int(d["p"]) for d in _DONOR_PARAM_RE.finditer(donor_text)})
@@ -382,7 +551,7 @@ def parse_module(text: str, number: int = 0, name: str = "") -> HloModuleInfo | 
         number=number, name=name or module_name, num_params=num_params, inputs=inputs,
         ops=dict(sorted(ops.items())),
         digest=hashlib.sha1(canonical.encode("utf-8")).hexdigest()[:16],
-        donors=donor_text, origins=origins, lines=lines, constants=constants,
+        donors=donor_text, origins=origins, used=used, lines=lines, constants=constants,
         updates=parse_updates(body, donor_text),
         input_bytes=in_bytes, output_bytes=out_bytes, donated_bytes=donated_bytes,
     )
@@ -456,7 +625,16 @@ class HloDumpReader:
                     text = fh.read()
             except OSError:
                 continue
-            info = parse_module(text, number, main[len(f"module_{number:04d}."):-len(SUFFIX)])
+            proto = next((n for n in names if n.endswith(PROTO_SUFFIX)), None)
+            stacks: dict[str, list[tuple[str, int, str]]] = {}
+            if proto is not None:
+                try:
+                    with open(os.path.join(self.directory, proto), "rb") as fb:
+                        stacks = parse_stacks(fb.read())
+                except OSError:
+                    stacks = {}
+            info = parse_module(text, number, main[len(f"module_{number:04d}."):-len(SUFFIX)],
+                                stacks)
             if info is not None:
                 info.path = path
                 out.append(info)

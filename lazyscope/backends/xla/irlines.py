@@ -20,7 +20,7 @@ from collections import Counter
 from typing import Any
 
 from lazyscope.backends.base import Recorder
-from lazyscope.backends.xla.hlo import parse_module
+from lazyscope.backends.xla.hlo import HloModuleInfo, parse_module, parse_stacks
 from lazyscope.model import OWNER_USER, Compile, Stack
 from lazyscope.model.ownership import make_frame
 
@@ -89,37 +89,7 @@ class SourceLines:
         """Give the held graphs the lines of the same program traced now (see the module
         docstring). Costs one lowering; best effort."""
         self.probes += 1
-        try:
-            import gc
-
-            import torch
-            import torch_xla
-
-            device = torch_xla._XLAC._xla_get_default_device()
-            tensors = []
-            for obj in gc.get_objects():
-                if issubclass(type(obj), torch.Tensor):
-                    try:
-                        if obj.device.type == "xla" and str(obj.device) == device:
-                            tensors.append(obj)
-                    except Exception:  # noqa: BLE001 - exotic tensor subclasses
-                        continue
-            if not tensors:
-                return
-            need = torch_xla._XLAC._check_tensor_need_materialization(tensors)
-            pending = [t for t, n in zip(tensors, need, strict=True) if n]
-            if not pending:
-                return
-            # Lowering asks each input's data for its handle, and the inputs of this step
-            # are the last one's outputs: placeholders that torch_xla's execution thread
-            # fills in when that step finishes (an SPMD placeholder's handle is its first
-            # shard, moved in then; reading it meanwhile crashed reads.py's hook). So the
-            # step in flight finishes first: no execution, no transfer, at most MAX_PROBES
-            # times a run.
-            torch_xla._XLAC._xla_wait_device_ops(devices=[])
-            found = parse_module(torch_xla._XLAC._get_xla_tensors_hlo(pending))
-        except Exception:  # noqa: BLE001 - best effort: the held events keep the barrier
-            return
+        found = lower_pending()
         if found is None or not found.lines:
             return
         sigs = Counter((d, tuple(sh)) for d, sh in found.inputs)
@@ -140,3 +110,45 @@ class SourceLines:
                 if gi.origin is None and n < len(at):
                     gi.origin = make_frame(*at[n], "")
                 taken[sig] = n + 1
+
+
+def lower_pending() -> HloModuleInfo | None:
+    """The HLO of the graph the next barrier would run: the default device's live tensors that
+    still need computing (found by a walk of the garbage collector's objects), lowered to HLO
+    text and parsed (:func:`~lazyscope.backends.xla.hlo.parse_module`). No compilation, no
+    execution, no transfer; it waits for the step in flight (see below). None when nothing is
+    pending or torch_xla refuses; best effort."""
+    try:
+        import gc
+
+        import torch
+        import torch_xla
+
+        device = torch_xla._XLAC._xla_get_default_device()
+        tensors = []
+        for obj in gc.get_objects():
+            if issubclass(type(obj), torch.Tensor):
+                try:
+                    if obj.device.type == "xla" and str(obj.device) == device:
+                        tensors.append(obj)
+                except Exception:  # noqa: BLE001 - exotic tensor subclasses
+                    continue
+        if not tensors:
+            return None
+        need = torch_xla._XLAC._check_tensor_need_materialization(tensors)
+        pending = [t for t, n in zip(tensors, need, strict=True) if n]
+        if not pending:
+            return None
+        # Lowering asks each input's data for its handle, and the inputs of this step are the
+        # last one's outputs: placeholders that torch_xla's execution thread fills in when that
+        # step finishes (an SPMD placeholder's handle is its first shard, moved in then;
+        # reading it meanwhile crashed reads.py's hook). So the step in flight finishes first.
+        torch_xla._XLAC._xla_wait_device_ops(devices=[])
+        text = torch_xla._XLAC._get_xla_tensors_hlo(pending)
+        try:  # the same graph as a proto: each instruction's whole Python stack
+            stacks = parse_stacks(torch_xla._XLAC._get_xla_tensors_hlo_proto(pending))
+        except Exception:  # noqa: BLE001 - an older torch_xla: the innermost frames only
+            stacks = {}
+        return parse_module(text, stacks=stacks)
+    except Exception:  # noqa: BLE001 - best effort
+        return None

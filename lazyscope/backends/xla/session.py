@@ -49,6 +49,8 @@ from lazyscope.store.layout import DEBUG_FILE
 DEBUG_LEVEL = 2
 #: XLA_METRICS_SAMPLES while tracing (unless set): see XlaCollector.prepare_env
 METRICS_SAMPLES = 32
+#: the formats XLA dumps each module in, in lazyscope's own dump directory
+DUMP_FORMATS = ("--xla_dump_hlo_as_text", "--xla_dump_hlo_as_proto")
 #: what a session sets for torch_xla and gives back once torch_xla has read it
 PRIVATE_ENV = ("PT_XLA_DEBUG_LEVEL", "PT_XLA_DEBUG_FILE", "PT_XLA_DEBUG_MAX_FRAME", "XLA_FLAGS",
                OWN_DUMP_ENV)
@@ -82,7 +84,17 @@ class XlaSession:
         self.late = torch_xla_compiled()
         #: traces started in this process so far
         self.traces = 0
+        #: every user graph compiled in this process since the session began (in a trace or
+        #: between traces), by torch_xla's graph hash: its payload as it was compiled and the
+        #: user frames that compiled it. A later trace that runs one of them without compiling
+        #: it (torch_xla's in-process cache) knows what it is
+        self.graphs: dict[str, tuple[Any, Any]] = {}
+        #: XLA writes no HLO dump in this process: it read XLA_FLAGS (at the runtime's start)
+        #: before this session set the dump directory; found at the first compilation
+        self.dump_dead = False
         self.saved: dict[str, str | None] = {k: os.environ.get(k) for k in PRIVATE_ENV}
+        #: the dump format flags this session added to XLA_FLAGS (taken back with the dump)
+        self.dump_words: list[str] = []
         self.restored = False
         base = fast_tmp()
         sweep_stale_dump_dirs(base or tempfile.gettempdir())
@@ -121,7 +133,12 @@ class XlaSession:
         if not graph_shapes:
             return None, False
         os.environ[OWN_DUMP_ENV] = self.scratch
-        os.environ["XLA_FLAGS"] = " ".join(filter(None, [flags, f"{DUMP_FLAG}={self.scratch}"]))
+        # text (the inputs, ops, per-line digests) and proto (each instruction's whole Python
+        # stack: hlo.parse_stacks); naming one format turns XLA's default text off
+        have = flags.split()
+        self.dump_words = [w for w in DUMP_FORMATS if w not in have]
+        os.environ["XLA_FLAGS"] = " ".join(filter(None, [flags, f"{DUMP_FLAG}={self.scratch}",
+                                                         *self.dump_words]))
         return self.scratch, True
 
     def restore_env(self) -> None:
@@ -133,7 +150,8 @@ class XlaSession:
         for key, value in self.saved.items():
             if key == "XLA_FLAGS" and self.dump_owned:
                 # torch_xla adds flags of its own at import: take back only the dump directory
-                rest = remove_dump_flag(os.environ.get(key, ""))
+                rest = " ".join(w for w in remove_dump_flag(os.environ.get(key, "")).split()
+                                if w not in self.dump_words)
                 if rest or value is not None:
                     os.environ[key] = rest
                 else:

@@ -126,8 +126,11 @@ def judge(name: str, report: dict) -> tuple[str, str]:
     recompile notes), ``-`` when none. ``verdict``: ``exact`` when every finding is of the
     planted kind at the marked line and there is at least one (for a note: no finding at all and
     a recompile note at the line; for the clean script: no finding); else what went wrong."""
-    kind, line = PITFALLS[name], expected_line(name)
-    path = str(script(name))
+    return judge_report(PITFALLS[name], expected_line(name), str(script(name)), report)
+
+
+def judge_report(kind: str, line: int | None, path: str, report: dict) -> tuple[str, str]:
+    """:func:`judge` of a program planting ``kind`` at ``path:line`` (any program directory)."""
     findings = report.get("findings", [])
     if kind in ("recompile-note", "reuse"):
         want_note = "recompile" if kind == "recompile-note" else "reuse"

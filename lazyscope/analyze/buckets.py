@@ -47,7 +47,13 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, ClassVar
 
-from lazyscope.analyze.makers import SEQUENCE_LABELS, data_task, shape_maker
+from lazyscope.analyze.makers import (
+    SEQUENCE_LABELS,
+    data_task,
+    loader_rows,
+    shape_maker,
+    training_loader,
+)
 from lazyscope.analyze.memory import MemoryModel, fit_memory, user_graph_bytes
 from lazyscope.analyze.recompiles import CHURN, SiteCompiles, explain_recompiles
 from lazyscope.analyze.tokens import measured_tokens
@@ -401,10 +407,14 @@ def _user_graphs(run: Run) -> list[tuple[int, str, Compile]]:
     return out
 
 
-def graph_lengths(run: Run) -> GraphLengths:
+def graph_lengths(run: Run, rows: int | None = None) -> GraphLengths:
     """The sequence-length dimension of the run's graphs (see the module docstring); raises
-    :class:`NoLengths` saying why there is none."""
+    :class:`NoLengths` saying why there is none. ``rows``: the batch the training step's loader
+    makes (its graphs are those with an input of that many rows, when any has)."""
     graphs = _user_graphs(run)
+    if rows is not None:  # an evaluation loader's graphs (other rows) are not the step's
+        graphs = [g for g in graphs if any(len(i.shape) >= 2 and i.shape[0] == rows
+                                           for i in (g[2].inputs or []))] or graphs
     if not graphs:
         raise NoLengths("the run recorded no graph inputs (trace it with graph shapes on, the "
                         "default on XLA) and no lengths annotations")
@@ -470,6 +480,12 @@ def _lengths_by_step(run: Run, by_graph: dict[str, int]) -> tuple[dict[int, int]
     return out, ("executions" if kind == "execute" else "compilations")
 
 
+def _step_rows(run: Run) -> int | None:
+    """The rows of the batches the loader that feeds the training step made (an evaluation
+    loader's are not the step's), when the run recorded its loaders."""
+    return loader_rows(training_loader(run.meta.run_info.loaders))
+
+
 def lengths_from_run(run: Run, *, top: int | None = None) -> Lengths:
     """The run's length stream (module docstring); :class:`NoLengths` when it has none."""
     info = run.meta.run_info
@@ -478,7 +494,8 @@ def lengths_from_run(run: Run, *, top: int | None = None) -> Lengths:
         if top is not None:
             found = replace(found, top=max(top, max(found.sequences)))
         return found
-    g = graph_lengths(run)
+    rows = _step_rows(run)
+    g = graph_lengths(run, rows)
     n = len(run.steps)
     known = {s: v for s, v in g.by_step.items() if 0 <= s < n}
     maxima = [known[s] for s in sorted(known)]
@@ -487,7 +504,7 @@ def lengths_from_run(run: Run, *, top: int | None = None) -> Lengths:
         notes.append(f"{len(known)} of {n} steps ran a graph whose length is known (it was "
                      f"compiled in that step); the other {n - len(known)} reused a graph and "
                      "are counted like the known ones")
-    batch = info.workload.batch or g.batch or 1
+    batch = info.workload.batch or rows or g.batch or 1
     notes.append(f"per-sequence lengths estimated from {len(maxima)} padded batch lengths "
                  f"(F = F_max^(1/{batch}), random batches assumed; annotate_step(lengths=...) "
                  "makes them exact)")
@@ -1049,7 +1066,7 @@ def _padded_per_step(run: Run, lengths: Lengths) -> tuple[dict[int, int], dict[i
     if padded:
         return padded, rows
     try:
-        g = graph_lengths(run)
+        g = graph_lengths(run, _step_rows(run))
     except NoLengths:
         return {}, {}
     return {s: v for s, v in g.by_step.items() if 0 <= s < n}, {}

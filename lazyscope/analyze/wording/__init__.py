@@ -77,10 +77,17 @@ BASE: dict[str, str] = {
                          "seen ({lo}..{hi}); or make the collate_fn "
                          "lazyscope.data.PadToBuckets (see `lazyscope advise RUN`)",
     "fix_maker_hf": "{short} pads each batch to its longest example, a new shape for almost "
-                    "every batch: pad to a multiple instead, {short}(tokenizer, "
-                    "pad_to_multiple_of={multiple}) ({shapes} for the sizes seen, {lo}..{hi}), "
-                    "or to one length, {short}(tokenizer, padding=\"max_length\", "
-                    "max_length={top}); {sampler} keeps the padding small",
+                    "every batch: pad to a multiple instead, add pad_to_multiple_of={multiple} "
+                    "to the {short}(...) built at {where} ({shapes} for the sizes seen, "
+                    "{lo}..{hi}){one_length}: it keeps everything else the collator does; "
+                    "{sampler} keeps the padding small",
+    "fix_maker_hf_one_length": ", or to one length, padding=\"max_length\", max_length={top}",
+    "fix_maker_wrap": "{short} pads each batch to its longest example, a new shape for almost "
+                      "every batch{untold}: wrap it, lazyscope.data.Bucketed(<the {short} built "
+                      "at {where}>, {buckets}) pads what it returns to a few fixed lengths "
+                      "({shapes} for the sizes seen, {lo}..{hi}) and keeps everything else it "
+                      "makes (masking, labels, extra fields, the batch's type); see `lazyscope "
+                      "advise RUN --emit`",
     "fix_maker_loader": "the batches are made by {name} in the DataLoader made at {where}: "
                         "give it a collate_fn that pads to a few fixed lengths "
                         "(lazyscope.data.PadToBuckets; see `lazyscope advise RUN`), or pad "

@@ -51,6 +51,7 @@ from lazyscope.analyze.makers import (
     SEQUENCE_LABELS,
     data_task,
     loader_rows,
+    more_than_padding,
     shape_maker,
     training_loader,
 )
@@ -634,7 +635,9 @@ class Advice:
     notes: tuple[str, ...] = field(default=())
     #: what the data is, from the run's loader (``makers.SEQUENCE_LABELS`` ...; "" unknown)
     task: str = ""
-    #: the Hugging Face padding collator the run's loader used (its description), if any
+    #: the collate function of the loader that feeds the run's training step (its description,
+    #: :func:`~lazyscope.analyze.makers.data_task`), if the run recorded it: the code wraps it
+    #: (``lazyscope.data.Bucketed``), never replaces it
     collator: dict[str, Any] | None = None
     #: plans left out of the ranking: each pads every batch as a ranked plan does (a
     #: ``compare`` row that ran one is still set beside its prediction)
@@ -1123,13 +1126,18 @@ def advice_for_run(run: Run, *, max_buckets: int = 8, horizon: int | None = None
     memory, memory_note = memory_model_for_run(run, padded, rows, lengths.batch)
     task, collator = data_task(info.loaders)
     # packing puts several documents in a row: it fits one label a token (a language model
-    # with a document mask), never one label a sequence
+    # with a document mask), never one label a sequence; and it replaces the collator, so
+    # never one that does more than pad (its masking would be lost)
+    job = more_than_padding(collator)
     advice = advise(lengths, max_buckets=max_buckets, horizon=horizon, model=model,
-                    packing=packing and task != SEQUENCE_LABELS, memory=memory,
+                    packing=packing and task != SEQUENCE_LABELS and not job, memory=memory,
                     device_memory=device_memory)
     notes = advice.notes + ((f"packed rows are left out: the data has {task} (packing "
                              "several documents in a row needs a label for every token)",)
                             if task == SEQUENCE_LABELS and packing else ())
+    if job and packing and task != SEQUENCE_LABELS and collator is not None:
+        notes += (f"packed rows are left out: they would replace {collator['name']} and lose "
+                  f"{job}; the plans change its padding only",)
     plans = advice.plans
     own = next((p for p in plans if p.policy.kind == "longest"), None)
     if own is not None and lengths.source == "graph inputs":

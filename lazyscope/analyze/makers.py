@@ -240,8 +240,9 @@ def data_task(loaders: Any) -> tuple[str, dict[str, Any] | None]:
     """``(task, collator)`` from the loaders a run recorded (:func:`training_loader`):
     :data:`SEQUENCE_LABELS` when its labels are one a row (``labels`` of shape ``(B,)`` beside
     ``input_ids`` ``(B, L)``; a ``(tokens, label)`` batch), :data:`TOKEN_LABELS` when they are as
-    long as the ids, "" when it does not say; and its collate function's description when it is
-    a Hugging Face padding collator (else None)."""
+    long as the ids, "" when it does not say; and its collate function's description (None when
+    not recorded), with ``trainer`` (the loader is a Hugging Face Trainer's own), ``rows`` (its
+    full batches' rows) and ``loader_at`` (``[file, line]`` of the user's line that made it)."""
     rec = training_loader(loaders)
     if rec is None:
         return "", None
@@ -256,8 +257,35 @@ def data_task(loaders: Any) -> tuple[str, dict[str, Any] | None]:
         elif labels == ids:
             task = TOKEN_LABELS
     got = rec.get("collate")
-    collate: dict[str, Any] | None = got if isinstance(got, dict) else None
-    if collate is None or collate.get("package") != "transformers" or \
-            str(collate.get("name", "")).split(".")[-1] not in HF_PADDING_COLLATORS:
+    if not isinstance(got, dict) or not got.get("name"):
         return task, None
-    return task, dict(collate)
+    made = _frames(rec.get("made_at"))
+    user = next((f for f in made if not f.library), None)
+    maker = ShapeMaker(dict(got), made, "", 0, [], 0)
+    return task, {**got, "trainer": maker.by_trainer, "rows": loader_rows(rec),
+                  "loader_at": [user.file, user.line] if user is not None else None}
+
+
+def more_than_padding(collate: dict[str, Any] | None) -> str:
+    """What a library collator does beside padding, in a few words ("" for one that only
+    pads, or one of the user's: its job is not known). Advice never replaces such a collator
+    (packing rows would drop its masking): it changes its padding."""
+    if not collate or collate.get("package") != "transformers":
+        return ""
+    short = str(collate.get("name", "")).split(".")[-1]
+    return COLLATOR_JOBS.get(short, "" if short == "DataCollatorWithPadding" else
+                             "what it does to each batch beside padding")
+
+
+#: what Hugging Face collators do beside padding
+COLLATOR_JOBS = {
+    "DataCollatorForLanguageModeling": "its masking (or its labels made from the ids, -100 on "
+                                       "padding)",
+    "DataCollatorForWholeWordMask": "its whole-word masking",
+    "DataCollatorForPermutationLanguageModeling": "its permutation masks and targets",
+    "DataCollatorForSeq2Seq": "its labels padded with -100 and shifted into "
+                              "decoder_input_ids",
+    "DataCollatorForTokenClassification": "its labels padded with its label_pad_token_id",
+    "DataCollatorForMultipleChoice": "its choices laid out per example",
+    "DataCollatorWithFlattening": "its documents flattened into one row with position_ids",
+}

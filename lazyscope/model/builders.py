@@ -122,6 +122,46 @@ def built_at(files: list[str], made: Frame | None, names: list[str]) -> Frame | 
     return _one(answers)
 
 
+def built_name(file: str, line: int) -> str | None:
+    """The name the object built at ``file:line`` is given there (``data_collator =
+    DataCollatorForLanguageModeling(`` -> ``data_collator``; a ``def`` -> its name), None when
+    the line binds no single name (a collator built inside a call)."""
+    tree = _tree(file)
+    if tree is None:
+        return None
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.lineno == line:
+            return node.name
+        if isinstance(node, (ast.Assign, ast.AnnAssign)) and node.lineno == line:
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            names = [t.id for t in targets if isinstance(t, ast.Name)]
+            return names[0] if len(names) == 1 else None
+    return None
+
+
+def collator_source(collate: dict[str, object], files: list[str]) -> dict[str, object]:
+    """A loader's collate description (:func:`lazyscope.analyze.makers.data_task`) with what
+    the user's source says of it: ``built_at`` (``[file, line]``: a function's ``def``, else
+    where the object was built, :func:`built_at`) and ``variable`` (the name the program gives
+    it there, :func:`built_name`)."""
+    out = dict(collate)
+    if not collate.get("object") and not collate.get("library", True) and collate.get("file"):
+        line = collate.get("line")
+        found: Frame | None = Frame(str(collate["file"]), int(line) if isinstance(line, int)
+                                    else 0)
+    else:
+        at = collate.get("loader_at")
+        made = Frame(str(at[0]), int(at[1])) if isinstance(at, list) and len(at) == 2 else None
+        short = str(collate.get("name") or "").split(".")[-1]
+        found = built_at([*([made.file] if made else []), *files], made, [short])
+    if found is not None and found.line:
+        out["built_at"] = [found.file, found.line]
+        name = built_name(found.file, found.line)
+        if name:
+            out["variable"] = name
+    return out
+
+
 def _one(answers: set[tuple[str, int]]) -> Frame | None:
     if len(answers) != 1:
         return None

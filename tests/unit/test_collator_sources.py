@@ -140,3 +140,28 @@ def test_no_reuse_note_stands_beside_a_recompile_finding_at_its_site() -> None:
     kept = _one_story([finding], notes)
     assert [(n.file, n.line) for n in kept] == [("/w/s2s.py", 91)]
     assert _one_story([], notes) == notes
+
+
+def test_the_advice_knows_the_collators_name_and_line_in_the_program(tmp_path: Path) -> None:
+    from lazyscope.model.builders import built_name, collator_source
+
+    script = _write(tmp_path, "run_mlm.py", MLM)
+    assert built_name(script, 5) == "data_collator" and built_name(script, 10) == "trainer"
+    assert built_name(script, 2) == "main" and built_name(script, 11) is None
+    hf = {"name": "DataCollatorForLanguageModeling", "object": True, "library": True,
+          "package": "transformers", "loader_at": [script, 14]}
+    assert collator_source(hf, [script]) == {**hf, "built_at": [script, 5],
+                                             "variable": "data_collator"}
+    own = {"name": "main", "object": False, "library": False, "file": script, "line": 2}
+    assert collator_source(own, [])["variable"] == "main"
+
+
+def test_a_collator_that_does_more_than_pad_is_never_packed_away() -> None:
+    from lazyscope.analyze.makers import more_than_padding
+
+    mlm = {"name": "DataCollatorForLanguageModeling", "package": "transformers"}
+    assert "masking" in more_than_padding(mlm)
+    assert "decoder_input_ids" in more_than_padding({**mlm, "name": "DataCollatorForSeq2Seq"})
+    assert more_than_padding({**mlm, "name": "DataCollatorWithPadding"}) == ""
+    assert more_than_padding({"name": "collate", "library": False}) == ""
+    assert more_than_padding(None) == ""

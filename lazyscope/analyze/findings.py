@@ -876,6 +876,8 @@ def fallback_finding(backend: str, op: FallbackOp) -> Finding:
     replacement = op.replacement()
     fix = (say(backend, "fallback_fix", op=op.op, replacement=replacement) if replacement
            else say(backend, "fallback_fix_generic"))
+    if site is not None and site.library:  # inside a library the user's line called
+        fix = say(backend, "fallback_fix_library", op=op.op, library=site.library)
     return Finding("fallback", file, line, function, list(site.stack) if site else [],
                    op.count, steps, step_count, op.seconds, detail, fix,
                    FallbackFacts(op=op.op, via=site.via if site else "",

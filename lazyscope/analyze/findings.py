@@ -642,15 +642,15 @@ def _maker_fix(backend: str, entry: SiteCompiles, maker: Frame | None) -> str:
              f"{len(shapes)} lengths")
     lo, hi = (min(sizes), max(sizes)) if sizes else (0, 0)
     if m.hf_padding:
-        return _hf_maker_fix(backend, m, maker, multiple, shapes, shown, lo, hi)
+        return _hf_maker_fix(backend, m, multiple, shapes, shown, lo, hi)
     if m.users_function:
         return say(backend, "fix_maker_collate", name=m.name, where=str(maker),
                    multiple=multiple, dim=m.dim, shapes=shown, lo=lo, hi=hi)
     return say(backend, "fix_maker_loader", name=m.name, where=str(maker))
 
 
-def _hf_maker_fix(backend: str, m: ShapeMaker, maker: Frame, multiple: int, shapes: list[int],
-                  shown: str, lo: int, hi: int) -> str:
+def _hf_maker_fix(backend: str, m: ShapeMaker, multiple: int, shapes: list[int], shown: str,
+                  lo: int, hi: int) -> str:
     """A Hugging Face collator's padding fix, in the arguments its installed class takes (the
     signature recorded when the run made it): ``pad_to_multiple_of`` added to the user's own
     call, which keeps everything else the collator does; a class that takes no padding option
@@ -658,19 +658,19 @@ def _hf_maker_fix(backend: str, m: ShapeMaker, maker: Frame, multiple: int, shap
     short = m.name.split(".")[-1]
     top = shapes[-1] if shapes else hi
     takes = m.collate.get("accepts")
+    built = m.resolved  # the user's line that builds it, when the source said
+    where = f"built at {built.file}:{built.line}" if built is not None else \
+        "your program builds"
     if isinstance(takes, list) and "pad_to_multiple_of" in takes:
         one = (say(backend, "fix_maker_hf_one_length", top=top)
                if {"padding", "max_length"} <= set(takes) else "")
-        return say(backend, "fix_maker_hf", short=short, where=f"{maker.file}:{maker.line}",
-                   multiple=multiple,
-                   shapes=shown, lo=lo, hi=hi, one_length=one,
-                   sampler=group_by_length(m.version) if m.by_trainer
-                   else "a length-grouped batch sampler (lazyscope.data."
-                        "LengthGroupedBatchSampler)")
+        sampler = (group_by_length(m.version) if m.by_trainer else
+                   "a length-grouped batch sampler (lazyscope.data.LengthGroupedBatchSampler)")
+        return say(backend, "fix_maker_hf", short=short, where=where, multiple=multiple,
+                   shapes=shown, lo=lo, hi=hi, one_length=one, sampler=sampler)
     untold = (" and its installed class takes no padding option" if isinstance(takes, list)
               else "")
-    return say(backend, "fix_maker_wrap", short=short, where=f"{maker.file}:{maker.line}",
-               untold=untold,
+    return say(backend, "fix_maker_wrap", short=short, where=where, untold=untold,
                buckets=list(shapes), shapes=shown, lo=lo, hi=hi)
 
 

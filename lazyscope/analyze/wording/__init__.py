@@ -74,17 +74,18 @@ BASE: dict[str, str] = {
     "fix_maker_collate": "pad to a few fixed lengths in {name} ({where}) instead of each "
                          "batch's longest: e.g. round the length up to a multiple of {multiple} "
                          "(F.pad(x, (0, -x.shape[{dim}] % {multiple}))): {shapes} for the sizes "
-                         "seen ({lo}..{hi}); or make the collate_fn "
-                         "lazyscope.data.PadToBuckets (see `lazyscope advise RUN`)",
+                         "seen ({lo}..{hi}); or wrap it, lazyscope.data.Bucketed({name}, "
+                         "[...]), which keeps what it does and pads its batches to a few "
+                         "lengths (see `lazyscope advise RUN --emit`)",
     "fix_maker_hf": "{short} pads each batch to its longest example, a new shape for almost "
                     "every batch: pad to a multiple instead, add pad_to_multiple_of={multiple} "
-                    "to the {short}(...) built at {where} ({shapes} for the sizes seen, "
+                    "to the {short}(...) {where} ({shapes} for the sizes seen, "
                     "{lo}..{hi}){one_length}: it keeps everything else the collator does; "
                     "{sampler} keeps the padding small",
     "fix_maker_hf_one_length": ", or to one length, padding=\"max_length\", max_length={top}",
     "fix_maker_wrap": "{short} pads each batch to its longest example, a new shape for almost "
-                      "every batch{untold}: wrap it, lazyscope.data.Bucketed(<the {short} built "
-                      "at {where}>, {buckets}) pads what it returns to a few fixed lengths "
+                      "every batch{untold}: wrap it, lazyscope.data.Bucketed(<the {short} "
+                      "{where}>, {buckets}) pads what it returns to a few fixed lengths "
                       "({shapes} for the sizes seen, {lo}..{hi}) and keeps everything else it "
                       "makes (masking, labels, extra fields, the batch's type); see `lazyscope "
                       "advise RUN --emit`",

@@ -9,6 +9,11 @@ fixed shapes and little padding:
 * :class:`PadToBuckets` pads each batch to the smallest of a few fixed lengths that fits (one
   length: pad to max); ``input_ids``, ``attention_mask`` (1 real, 0 padding) and ``labels``
   (-100 on padding), ``(rows, bucket)``.
+* :class:`Bucketed` wraps the program's own collator (a Hugging Face
+  ``DataCollatorForLanguageModeling``, ``DataCollatorForSeq2Seq``, a ``collate_fn`` of the
+  user's) and pads what it returns to the same few lengths: its masking, labels, label shifting,
+  extra fields and batch type are its own; only the padded length changes. For a collator
+  whose job is more than padding, this, never a replacement.
 * :class:`PackRows` packs a batch's sequences into ``rows`` rows of ``row_len`` tokens
   (best-fit decreasing, :func:`lazyscope.core.padding.pack_rows`): ``input_ids``, ``labels``
   (-100 on each document's first token, as ``DataCollatorWithFlattening`` separates them, and on
@@ -41,7 +46,7 @@ from __future__ import annotations
 
 import random
 import warnings
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, MutableMapping, Sequence
 from typing import Any
 
 import torch
@@ -62,7 +67,8 @@ IGNORE_INDEX = -100  # cross-entropy's (and transformers') ignored label
 #: a batch longer than PadToBuckets' largest bucket is padded up to a multiple of this
 OVERFLOW_MULTIPLE = 8
 
-__all__ = ["IGNORE_INDEX", "LengthGroupedBatchSampler", "PackRows", "PackedBatchSampler",
+__all__ = ["Bucketed", "IGNORE_INDEX", "LengthGroupedBatchSampler", "PackRows",
+           "PackedBatchSampler",
            "PadToBuckets", "collate_for", "document_causal_mask", "flex_block_mask",
            "layout_rows", "lengths_of", "multihead_attention_mask", "sampler_for"]
 
@@ -225,6 +231,138 @@ class PadToBuckets:
         if self.return_document_ids:
             keys += ["document_ids", "position_ids"]
         return {k: out[k] for k in keys}
+
+
+#: what a tensor a collator returns is padded with, by the end of its key (``labels``,
+#: ``decoder_input_ids``): "pad" is the tokenizer's pad id, "label" the label pad id (-100),
+#: "type" the tokenizer's pad token type id, "positions" 0, 1, ... (the padding a document of
+#: its own, as packed rows keep it); a number is itself
+PAD_BY_KEY = (("input_ids", "pad"), ("labels", "label"), ("label", "label"),
+              ("attention_mask", 0), ("token_type_ids", "type"), ("special_tokens_mask", 1),
+              ("position_ids", "positions"), ("document_ids", -1))
+
+
+class Bucketed:
+    """Pad what ``collator`` returns to the smallest of a few fixed lengths: its padding
+    changed, everything else it does kept. The collator runs as it is (a Hugging Face
+    ``DataCollatorForLanguageModeling`` still masks, ``DataCollatorForSeq2Seq`` still pads its
+    labels with -100 and shifts them into ``decoder_input_ids``, every extra field stays), then
+    each sequence tensor of its batch is padded at the end (the start, for a tokenizer that pads
+    on the left) from its own length to :class:`PadToBuckets`' length for it: the tensors of one
+    length (the inputs; a seq2seq batch's labels, another) to one bucket. The batch keeps its
+    type (a ``BatchEncoding`` stays one: ``batch.to(device)`` still works), its keys and its
+    rows; apart from the padding it is the collator's batch.
+
+    A sequence tensor is one of 2 or more dimensions whose key ends as one of
+    :data:`PAD_BY_KEY` (padded with that value: the collator's tokenizer's pad id, its
+    ``label_pad_token_id`` or -100, ...), or an integer tensor as long as one of those (padded
+    with 0); ``pad_values={key: value}`` says otherwise, and for a tuple batch (``(tokens,
+    labels)``, by position) says what a tensor after the first is padded with (the first is
+    the ids; one not said raises ValueError: a wrong label would change what the model
+    learns). A tensor whose last two dimensions are both the length (a pairwise mask) is
+    padded in both. Floating tensors of other keys (pixels, features) are left as they are.
+    ``buckets``, ``truncate``, ``strict``: as :class:`PadToBuckets` (a batch longer than the
+    largest bucket is padded to a multiple of 8, with a warning; ``truncate`` cuts it, and so
+    cuts tokens of the batch, ``strict`` refuses it)."""
+
+    def __init__(self, collator: Any, buckets: Sequence[int], *, pad_id: int | None = None,
+                 label_pad_id: int | None = None,
+                 pad_values: Mapping[Any, int] | None = None, side: str | None = None,
+                 truncate: bool = False, strict: bool = False):
+        if not callable(collator):
+            raise TypeError(f"Bucketed wraps a collate function, got {type(collator).__name__}")
+        self.collator = collator
+        self.lengths = PadToBuckets(buckets, truncate=truncate, strict=strict)
+        tokenizer = getattr(collator, "tokenizer", None)
+        found = getattr(tokenizer, "pad_token_id", None)
+        self.pad_id = int(pad_id if pad_id is not None else found if found is not None else 0)
+        label = getattr(collator, "label_pad_token_id", None)
+        self.label_pad_id = int(label_pad_id if label_pad_id is not None else
+                                label if isinstance(label, int) else IGNORE_INDEX)
+        self.type_pad_id = int(getattr(tokenizer, "pad_token_type_id", 0) or 0)
+        self.side = side or str(getattr(tokenizer, "padding_side", "right") or "right")
+        if self.side not in ("right", "left"):
+            raise ValueError(f"side must be 'right' or 'left', got {self.side!r}")
+        self.pad_values = {str(k): int(v) for k, v in (pad_values or {}).items()}
+
+    def __repr__(self) -> str:
+        return f"Bucketed({self.collator!r}, {self.lengths.buckets})"
+
+    def __call__(self, features: Sequence[Any]) -> Any:
+        batch = self.collator(features)
+        if isinstance(batch, Mapping):
+            items = list(batch.items())
+        elif isinstance(batch, (tuple, list)):
+            items = list(enumerate(batch))
+        else:
+            items = [(0, batch)]
+        padded = self._pad(items, tuple_batch=not isinstance(batch, Mapping))
+        if isinstance(batch, Mapping):
+            if isinstance(batch, MutableMapping):
+                for key, value in padded.items():
+                    batch[key] = value
+                return batch
+            return type(batch)({**batch, **padded}) if padded else batch
+        if not isinstance(batch, (tuple, list)):
+            return padded.get(0, batch)
+        values = [padded.get(i, v) for i, v in enumerate(batch)]
+        if hasattr(batch, "_fields"):  # a namedtuple
+            return type(batch)(*values)
+        return type(batch)(values)
+
+    def _value(self, key: Any, tuple_batch: bool) -> int | str | None:
+        """What the tensor at ``key`` is padded with, None when it is not a known sequence."""
+        name = str(key)
+        if name in self.pad_values:
+            return self.pad_values[name]
+        if tuple_batch:
+            return "pad" if key == 0 else None
+        return next((v for end, v in PAD_BY_KEY if name.endswith(end)), None)
+
+    def _pad(self, items: list[tuple[Any, Any]], *, tuple_batch: bool) -> dict[Any, Any]:
+        tensors = [(k, v) for k, v in items if isinstance(v, torch.Tensor) and v.dim() >= 2]
+        known = {k: self._value(k, tuple_batch) for k, _ in tensors}
+        lengths = {int(v.shape[-1]) for k, v in tensors if known[k] is not None}
+        out = {}
+        for key, t in tensors:
+            value = known[key]
+            n = int(t.shape[-1])
+            if value is None:
+                if t.is_floating_point() or n not in lengths:
+                    continue  # features, pixels: not a sequence of these lengths
+                if tuple_batch:
+                    raise ValueError(
+                        f"Bucketed: position {key} of the batch is a sequence as long as the "
+                        "ids: say what it is padded with, pad_values={" f"{key}: -100" "} for "
+                        "labels (no loss on padding), or the collate function's own pad value")
+                value = 0
+            target = self.lengths.length_for(n)
+            if target != n:
+                out[key] = self._padded(t, target, value)
+        return out
+
+    def _padded(self, t: torch.Tensor, target: int, value: int | str) -> torch.Tensor:
+        n = int(t.shape[-1])
+        dims = [-1] + ([-2] if t.dim() >= 3 and int(t.shape[-2]) == n else [])
+        for dim in dims:
+            t = self._pad_dim(t, dim, target, value)
+        return t
+
+    def _pad_dim(self, t: torch.Tensor, dim: int, target: int, value: int | str) -> torch.Tensor:
+        n = int(t.shape[dim])
+        if target < n:  # truncate=True: cut to the largest bucket
+            return t.narrow(dim, n - target, target) if self.side == "left" else \
+                t.narrow(dim, 0, target)
+        shape = list(t.shape)
+        shape[dim] = target - n
+        if value == "positions" and dim == -1:
+            fill = torch.arange(target - n, device=t.device).to(t.dtype).expand(shape)
+        else:
+            named = {"pad": self.pad_id, "label": self.label_pad_id, "type": self.type_pad_id}
+            number = named.get(value, 0) if isinstance(value, str) else value
+            fill = torch.full(shape, number, dtype=t.dtype, device=t.device)
+        parts = (fill, t) if self.side == "left" else (t, fill)
+        return torch.cat(parts, dim=dim)
 
 
 def layout_rows(rows: Sequence[Sequence[Any]], row_len: int, *, n_rows: int | None = None,

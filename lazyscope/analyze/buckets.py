@@ -47,7 +47,14 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, ClassVar
 
-from lazyscope.analyze.makers import SEQUENCE_LABELS, data_task, shape_maker
+from lazyscope.analyze.makers import (
+    SEQUENCE_LABELS,
+    data_task,
+    loader_rows,
+    more_than_padding,
+    shape_maker,
+    training_loader,
+)
 from lazyscope.analyze.memory import MemoryModel, fit_memory, user_graph_bytes
 from lazyscope.analyze.recompiles import CHURN, SiteCompiles, explain_recompiles
 from lazyscope.analyze.tokens import measured_tokens
@@ -401,10 +408,14 @@ def _user_graphs(run: Run) -> list[tuple[int, str, Compile]]:
     return out
 
 
-def graph_lengths(run: Run) -> GraphLengths:
+def graph_lengths(run: Run, rows: int | None = None) -> GraphLengths:
     """The sequence-length dimension of the run's graphs (see the module docstring); raises
-    :class:`NoLengths` saying why there is none."""
+    :class:`NoLengths` saying why there is none. ``rows``: the batch the training step's loader
+    makes (its graphs are those with an input of that many rows, when any has)."""
     graphs = _user_graphs(run)
+    if rows is not None:  # an evaluation loader's graphs (other rows) are not the step's
+        graphs = [g for g in graphs if any(len(i.shape) >= 2 and i.shape[0] == rows
+                                           for i in (g[2].inputs or []))] or graphs
     if not graphs:
         raise NoLengths("the run recorded no graph inputs (trace it with graph shapes on, the "
                         "default on XLA) and no lengths annotations")
@@ -470,6 +481,12 @@ def _lengths_by_step(run: Run, by_graph: dict[str, int]) -> tuple[dict[int, int]
     return out, ("executions" if kind == "execute" else "compilations")
 
 
+def _step_rows(run: Run) -> int | None:
+    """The rows of the batches the loader that feeds the training step made (an evaluation
+    loader's are not the step's), when the run recorded its loaders."""
+    return loader_rows(training_loader(run.meta.run_info.loaders))
+
+
 def lengths_from_run(run: Run, *, top: int | None = None) -> Lengths:
     """The run's length stream (module docstring); :class:`NoLengths` when it has none."""
     info = run.meta.run_info
@@ -478,7 +495,8 @@ def lengths_from_run(run: Run, *, top: int | None = None) -> Lengths:
         if top is not None:
             found = replace(found, top=max(top, max(found.sequences)))
         return found
-    g = graph_lengths(run)
+    rows = _step_rows(run)
+    g = graph_lengths(run, rows)
     n = len(run.steps)
     known = {s: v for s, v in g.by_step.items() if 0 <= s < n}
     maxima = [known[s] for s in sorted(known)]
@@ -487,7 +505,7 @@ def lengths_from_run(run: Run, *, top: int | None = None) -> Lengths:
         notes.append(f"{len(known)} of {n} steps ran a graph whose length is known (it was "
                      f"compiled in that step); the other {n - len(known)} reused a graph and "
                      "are counted like the known ones")
-    batch = info.workload.batch or g.batch or 1
+    batch = info.workload.batch or rows or g.batch or 1
     notes.append(f"per-sequence lengths estimated from {len(maxima)} padded batch lengths "
                  f"(F = F_max^(1/{batch}), random batches assumed; annotate_step(lengths=...) "
                  "makes them exact)")
@@ -617,7 +635,9 @@ class Advice:
     notes: tuple[str, ...] = field(default=())
     #: what the data is, from the run's loader (``makers.SEQUENCE_LABELS`` ...; "" unknown)
     task: str = ""
-    #: the Hugging Face padding collator the run's loader used (its description), if any
+    #: the collate function of the loader that feeds the run's training step (its description,
+    #: :func:`~lazyscope.analyze.makers.data_task`), if the run recorded it: the code wraps it
+    #: (``lazyscope.data.Bucketed``), never replaces it
     collator: dict[str, Any] | None = None
     #: plans left out of the ranking: each pads every batch as a ranked plan does (a
     #: ``compare`` row that ran one is still set beside its prediction)
@@ -1049,7 +1069,7 @@ def _padded_per_step(run: Run, lengths: Lengths) -> tuple[dict[int, int], dict[i
     if padded:
         return padded, rows
     try:
-        g = graph_lengths(run)
+        g = graph_lengths(run, _step_rows(run))
     except NoLengths:
         return {}, {}
     return {s: v for s, v in g.by_step.items() if 0 <= s < n}, {}
@@ -1106,13 +1126,18 @@ def advice_for_run(run: Run, *, max_buckets: int = 8, horizon: int | None = None
     memory, memory_note = memory_model_for_run(run, padded, rows, lengths.batch)
     task, collator = data_task(info.loaders)
     # packing puts several documents in a row: it fits one label a token (a language model
-    # with a document mask), never one label a sequence
+    # with a document mask), never one label a sequence; and it replaces the collator, so
+    # never one that does more than pad (its masking would be lost)
+    job = more_than_padding(collator)
     advice = advise(lengths, max_buckets=max_buckets, horizon=horizon, model=model,
-                    packing=packing and task != SEQUENCE_LABELS, memory=memory,
+                    packing=packing and task != SEQUENCE_LABELS and not job, memory=memory,
                     device_memory=device_memory)
     notes = advice.notes + ((f"packed rows are left out: the data has {task} (packing "
                              "several documents in a row needs a label for every token)",)
                             if task == SEQUENCE_LABELS and packing else ())
+    if job and packing and task != SEQUENCE_LABELS and collator is not None:
+        notes += (f"packed rows are left out: they would replace {collator['name']} and lose "
+                  f"{job}; the plans change its padding only",)
     plans = advice.plans
     own = next((p for p in plans if p.policy.kind == "longest"), None)
     if own is not None and lengths.source == "graph inputs":

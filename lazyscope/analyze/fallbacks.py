@@ -1,7 +1,9 @@
 """What ran on the CPU? Per ``aten::`` op without a lowering: its executions (exact, from the
 backend's per-step counts: ``fallback_exec`` events), the steps it ran in, and its user call
 sites (``fallback`` events: calls seen by the collector's watcher, with the Python call during
-which the op ran). The time is estimated from the fastest sampled call times the executions.
+which the op ran). An op the watcher never saw (it ran only in steps it did not look at) is
+placed at the user's line through which most reads inside a library in the same steps went:
+the library call it ran in (:func:`_library_call_site`). The time is estimated from the fastest sampled call times the executions.
 Pure functions: no I/O.
 """
 
@@ -71,6 +73,9 @@ class FallbackSite:
     seconds: float
     via: str
     backward: bool
+    #: the package it ran inside, when placed at the user's call into it
+    #: (:func:`_library_call_site`); "" when the op's own call was seen
+    library: str = ""
 
 
 @dataclass
@@ -134,4 +139,47 @@ def fallback_ops(run: Run) -> list[FallbackOp]:
         if fastest is not None and np.isfinite(fastest) and (
                 entry.fastest_call_s is None or fastest < entry.fastest_call_s):
             entry.fastest_call_s = fastest
+    for entry in ops.values():
+        if not entry.sites and entry.count:
+            placed = _library_call_site(run, entry)
+            if placed is not None:
+                entry.sites.append(placed)
     return sorted(ops.values(), key=lambda o: (-o.count, o.op))
+
+
+def _package(frame: Frame) -> str:
+    parts = frame.file.replace("\\", "/").split("/")
+    for marker in ("site-packages", "dist-packages"):
+        if marker in parts and parts.index(marker) + 1 < len(parts):
+            return parts[parts.index(marker) + 1].removesuffix(".py")
+    return "a library"
+
+
+def _library_call_site(run: Run, op: FallbackOp) -> FallbackSite | None:
+    """The user's line that called into the library an op without a site of its own ran in.
+    The watch window names an op's line only in the steps it looks at (warm-up, the step after
+    an op with no site): an op that ran only in later steps (an evaluation's ``generate()``,
+    whose stopping criterion calls ``torch.isin``) is counted without one. The reads made
+    inside a library in the same steps are recorded with their stacks: the user line that most
+    of them went through is the call the op ran in, said as such (``via``)."""
+    ev = run.events
+    if ev.count("sync") == 0:
+        return None
+    steps = {int(s) for s in op.steps}
+    found: dict[tuple[str, int, str], list[Any]] = {}
+    for e in ev.iter("sync"):
+        if e.step not in steps or not e.stack or not e.stack[0].library:
+            continue
+        site = user_site(e.stack)
+        if site is None:
+            continue
+        key = (site.file, site.line, site.function)
+        hit = found.setdefault(key, [0, e.stack])
+        hit[0] += 1
+    if not found:
+        return None
+    (file, line, function), (reads, stack) = max(found.items(), key=lambda kv: kv[1][0])
+    package = _package(stack[0])
+    return FallbackSite(Frame(file, line, function), tuple(user_frames(stack)), op.count, 0.0,
+                        f"{package}: placed where {reads} reads inside it in the same steps "
+                        "went through", False, package)

@@ -30,6 +30,7 @@ from lazyscope.analyze.events import distinct
 from lazyscope.analyze.fallbacks import FallbackOp
 from lazyscope.analyze.libraries import library_fix
 from lazyscope.analyze.makers import (
+    ShapeMaker,
     group_by_length,
     multiple_for,
     padded_shapes,
@@ -345,6 +346,10 @@ class SourceLookup(Protocol):
 
     def growth_origin(self, file: str, line: int) -> Frame | None:
         """Where a tensor read at ``file:line`` grows (``x = torch.cat((x, ...))``)."""
+
+    def built_at(self, files: list[str], made: Frame | None, names: list[str]) -> Frame | None:
+        """The line that built the collate function handed to the loader made at ``made``
+        (``collate_fn=`` / ``data_collator=``, followed through variables)."""
 
     def size_origin(self, file: str, line: int) -> tuple[Frame, Frame] | None:
         """The call at or just above ``file:line`` that makes a size from a Python number, and
@@ -664,10 +669,19 @@ def _maker_frame(entry: SiteCompiles, sources: SourceLookup | None) -> Frame | N
     if not m.users_function and m.collate.get("object") and sources is not None:
         files = [f.file for f in (*m.made_at, *entry.stack) if not f.library]
         short = m.name.split(".")[-1]
-        found = sources.call_line(files, [short], "data_collator" if m.hf_padding else "")
+        found = _built_at(sources, files, m.made_by_user, short) or sources.call_line(
+            files, [short], "data_collator" if m.hf_padding else "")
         if found is not None:
             m.resolved = Frame(found.file, found.line, short)
     return m.frame()
+
+
+def _built_at(sources: SourceLookup, files: list[str], made: Frame | None,
+              name: str) -> Frame | None:
+    """Where the collator handed to the loader was built, followed through variables (a
+    lookup that cannot say: None)."""
+    lookup = getattr(sources, "built_at", None)
+    return lookup(files, made, [name]) if lookup is not None else None
 
 
 def _batch_rows(entry: SiteCompiles) -> bool:
@@ -690,14 +704,36 @@ def _maker_fix(backend: str, entry: SiteCompiles, maker: Frame | None) -> str:
              f"{len(shapes)} lengths")
     lo, hi = (min(sizes), max(sizes)) if sizes else (0, 0)
     if m.hf_padding:
-        short = m.name.split(".")[-1]
-        return say(backend, "fix_maker_hf", short=short, multiple=multiple, shapes=shown,
-                   lo=lo, hi=hi, top=shapes[-1] if shapes else hi,
-                   sampler=group_by_length(m.version))
+        return _hf_maker_fix(backend, m, multiple, shapes, shown, lo, hi)
     if m.users_function:
         return say(backend, "fix_maker_collate", name=m.name, where=str(maker),
                    multiple=multiple, dim=m.dim, shapes=shown, lo=lo, hi=hi)
     return say(backend, "fix_maker_loader", name=m.name, where=str(maker))
+
+
+def _hf_maker_fix(backend: str, m: ShapeMaker, multiple: int, shapes: list[int], shown: str,
+                  lo: int, hi: int) -> str:
+    """A Hugging Face collator's padding fix, in the arguments its installed class takes (the
+    signature recorded when the run made it): ``pad_to_multiple_of`` added to the user's own
+    call, which keeps everything else the collator does; a class that takes no padding option
+    (or a run that did not record its signature) is wrapped, never replaced."""
+    short = m.name.split(".")[-1]
+    top = shapes[-1] if shapes else hi
+    takes = m.collate.get("accepts")
+    built = m.resolved  # the user's line that builds it, when the source said
+    where = f"built at {built.file}:{built.line}" if built is not None else \
+        "your program builds"
+    if isinstance(takes, list) and "pad_to_multiple_of" in takes:
+        one = (say(backend, "fix_maker_hf_one_length", top=top)
+               if {"padding", "max_length"} <= set(takes) else "")
+        sampler = (group_by_length(m.version) if m.by_trainer else
+                   "a length-grouped batch sampler (lazyscope.data.LengthGroupedBatchSampler)")
+        return say(backend, "fix_maker_hf", short=short, where=where, multiple=multiple,
+                   shapes=shown, lo=lo, hi=hi, one_length=one, sampler=sampler)
+    untold = (" and its installed class takes no padding option" if isinstance(takes, list)
+              else "")
+    return say(backend, "fix_maker_wrap", short=short, where=where, untold=untold,
+               buckets=list(shapes), shapes=shown, lo=lo, hi=hi)
 
 
 def outlook_text(backend: str, o: Outlook) -> str:
@@ -935,6 +971,8 @@ def fallback_finding(backend: str, op: FallbackOp) -> Finding:
     replacement = op.replacement()
     fix = (say(backend, "fallback_fix", op=op.op, replacement=replacement) if replacement
            else say(backend, "fallback_fix_generic"))
+    if site is not None and site.library:  # inside a library the user's line called
+        fix = say(backend, "fallback_fix_library", op=op.op, library=site.library)
     return Finding("fallback", file, line, function, list(site.stack) if site else [],
                    op.count, steps, step_count, op.seconds, detail, fix,
                    FallbackFacts(op=op.op, via=site.via if site else "",
@@ -1015,7 +1053,7 @@ def make_findings(backend: str, *, sites: list[SiteCompiles], syncs: list[SyncSi
                 v.what in ("dim", "rank", "dtype", "value") for v in entry.varying):
             notes.append(reuse_note(backend, entry))
     findings = _one_finding_per_cause(findings)
-    notes = _one_finding_per_cause(notes)
+    notes = _one_story(findings, _one_finding_per_cause(notes))
     for site in syncs:
         if site.closure == "async":
             continue
@@ -1095,6 +1133,24 @@ def _one_finding_per_cause(findings: list[Finding]) -> list[Finding]:
         if f.compiled_at is not None and f.compiled_at != first.compiled_at:
             first.detail += f"; also compiled at {f.compiled_at}"
     return list(merged.values())
+
+
+def _places(f: Finding) -> set[tuple[str, int]]:
+    where = {(f.file, f.line)} if f.file else set()
+    at = f.compiled_at
+    return where | ({(at.file, at.line)} if at is not None else set())
+
+
+def _one_story(findings: list[Finding], notes: list[Finding]) -> list[Finding]:
+    """One site, one story: a note that the graphs of a site are warm-up (``reuse``: "bucketing
+    that works"; a one-off ``recompile``) is left out where a recompile finding names the same
+    line or the same compile site (a seq2seq collator's encoder graphs reused beside its
+    decoder graphs recompiled: the finding is the story, the fix is the same)."""
+    places: set[tuple[str, int]] = set()
+    for f in findings:
+        if f.kind == "recompile":
+            places |= _places(f)
+    return [n for n in notes if n.kind not in ("reuse", "recompile") or not _places(n) & places]
 
 
 def _rank(f: Finding) -> tuple[Any, ...]:

@@ -78,6 +78,13 @@ class ShapeMaker:
             HF_PADDING_COLLATORS
 
     @property
+    def by_trainer(self) -> bool:
+        """The loader was made inside transformers (a ``Trainer``'s own): its sampler is set in
+        ``TrainingArguments``."""
+        return any(f.library and "transformers" in f.file.replace("\\", "/").split("/")
+                   for f in self.made_at)
+
+    @property
     def made_by_user(self) -> Frame | None:
         """The user's line that made the loader (the innermost user frame)."""
         return next((f for f in self.made_at if not f.library), None)
@@ -130,6 +137,43 @@ def shape_maker(sizes: list[int], loaders: Any) -> ShapeMaker | None:
                     best = ShapeMaker(dict(collate or {}), _frames(rec.get("made_at")), str(key),
                                       int(dim) if str(dim).isdigit() else 0, sorted(got), hit,
                                       int(rec.get("batches") or 0))
+    return best or _several_tensors(want, loaders)
+
+
+#: the tensors a maker is named by first, when several vary
+_NAMED_FIRST = {"input_ids": 0, "labels": 1}
+
+
+def _several_tensors(want: set[int], loaders: list[Any]) -> ShapeMaker | None:
+    """A loader whose batches vary in several tensors at once (a seq2seq collator pads the
+    inputs to the longest source and the labels to the longest target): a family whose graphs
+    take both tensors varies over the union of their sizes, which no one of them holds."""
+    best: ShapeMaker | None = None
+    for rec in loaders:
+        varying = rec.get("varying") if isinstance(rec, dict) else None
+        if not isinstance(varying, dict):
+            continue
+        found: list[tuple[int, str, int, set[int]]] = []
+        for key, dims in varying.items():
+            for dim, took in (dims.items() if isinstance(dims, dict) else []):
+                got = {s for s in took if isinstance(s, int)} if isinstance(took, list) else set()
+                if want & got:
+                    found.append((len(want & got), str(key),
+                                  int(dim) if str(dim).isdigit() else 0, got))
+        found.sort(key=lambda k: (-k[0], _NAMED_FIRST.get(k[1], len(_NAMED_FIRST)), k[1]))
+        union: set[int] = set()
+        keys: list[str] = []
+        for _, key, _, got in found:  # a tensor named once its sizes add to the others'
+            if not (want & got) <= union:
+                union |= got
+                keys.append(key)
+        hit = len(want & union)
+        if len(keys) < 2 or hit < 2 or hit < MATCH * len(want) or (
+                best is not None and hit <= best.matched):
+            continue
+        collate = rec.get("collate") if isinstance(rec.get("collate"), dict) else {}
+        best = ShapeMaker(dict(collate or {}), _frames(rec.get("made_at")), " and ".join(keys),
+                          found[0][2], sorted(union), hit, int(rec.get("batches") or 0))
     return best
 
 
@@ -168,16 +212,40 @@ SEQUENCE_LABELS = "one label a sequence"
 TOKEN_LABELS = "one label a token"
 
 
-def data_task(loaders: Any) -> tuple[str, dict[str, Any] | None]:
-    """``(task, collator)`` from the loaders a run recorded (the one that yielded most batches):
-    :data:`SEQUENCE_LABELS` when its labels are one a row (``labels`` of shape ``(B,)`` beside
-    ``input_ids`` ``(B, L)``; a ``(tokens, label)`` batch), :data:`TOKEN_LABELS` when they are as
-    long as the ids, "" when it does not say; and its collate function's description when it is
-    a Hugging Face padding collator (else None)."""
+def training_loader(loaders: Any) -> dict[str, Any] | None:
+    """The loader that feeds the training step: of the loaders a run recorded, the one after
+    whose batches backward passes ran (``trained``), else the one that yielded most batches;
+    None when none was recorded. An evaluation loader (no backward pass) is never the one
+    advice plans for while a training loader was seen."""
     recs = [r for r in loaders if isinstance(r, dict)] if isinstance(loaders, list) else []
     if not recs:
+        return None
+    return max(recs, key=lambda r: (int(r.get("trained") or 0), int(r.get("batches") or 0)))
+
+
+def loader_rows(rec: dict[str, Any] | None) -> int | None:
+    """The rows of a loader's full batches: the largest first dimension its batches' tensors
+    took (a last partial batch is smaller), None when it does not say."""
+    if rec is None:
+        return None
+    rows = [int(shape[0]) for shape in (rec.get("shapes") or {}).values()
+            if isinstance(shape, list) and len(shape) >= 2 and isinstance(shape[0], int)]
+    for dims in (rec.get("varying") or {}).values():
+        took = dims.get("0") if isinstance(dims, dict) else None
+        rows += [int(n) for n in took or [] if isinstance(n, int)]
+    return max(rows) if rows else None
+
+
+def data_task(loaders: Any) -> tuple[str, dict[str, Any] | None]:
+    """``(task, collator)`` from the loaders a run recorded (:func:`training_loader`):
+    :data:`SEQUENCE_LABELS` when its labels are one a row (``labels`` of shape ``(B,)`` beside
+    ``input_ids`` ``(B, L)``; a ``(tokens, label)`` batch), :data:`TOKEN_LABELS` when they are as
+    long as the ids, "" when it does not say; and its collate function's description (None when
+    not recorded), with ``trainer`` (the loader is a Hugging Face Trainer's own), ``rows`` (its
+    full batches' rows) and ``loader_at`` (``[file, line]`` of the user's line that made it)."""
+    rec = training_loader(loaders)
+    if rec is None:
         return "", None
-    rec = max(recs, key=lambda r: int(r.get("batches") or 0))
     raw = rec.get("shapes")
     shapes: dict[str, Any] = raw if isinstance(raw, dict) else {}
     ids = shapes.get("input_ids") or shapes.get("[0]")
@@ -189,8 +257,35 @@ def data_task(loaders: Any) -> tuple[str, dict[str, Any] | None]:
         elif labels == ids:
             task = TOKEN_LABELS
     got = rec.get("collate")
-    collate: dict[str, Any] | None = got if isinstance(got, dict) else None
-    if collate is None or collate.get("package") != "transformers" or \
-            str(collate.get("name", "")).split(".")[-1] not in HF_PADDING_COLLATORS:
+    if not isinstance(got, dict) or not got.get("name"):
         return task, None
-    return task, dict(collate)
+    made = _frames(rec.get("made_at"))
+    user = next((f for f in made if not f.library), None)
+    maker = ShapeMaker(dict(got), made, "", 0, [], 0)
+    return task, {**got, "trainer": maker.by_trainer, "rows": loader_rows(rec),
+                  "loader_at": [user.file, user.line] if user is not None else None}
+
+
+def more_than_padding(collate: dict[str, Any] | None) -> str:
+    """What a library collator does beside padding, in a few words ("" for one that only
+    pads, or one of the user's: its job is not known). Advice never replaces such a collator
+    (packing rows would drop its masking): it changes its padding."""
+    if not collate or collate.get("package") != "transformers":
+        return ""
+    short = str(collate.get("name", "")).split(".")[-1]
+    return COLLATOR_JOBS.get(short, "" if short == "DataCollatorWithPadding" else
+                             "what it does to each batch beside padding")
+
+
+#: what Hugging Face collators do beside padding
+COLLATOR_JOBS = {
+    "DataCollatorForLanguageModeling": "its masking (or its labels made from the ids, -100 on "
+                                       "padding)",
+    "DataCollatorForWholeWordMask": "its whole-word masking",
+    "DataCollatorForPermutationLanguageModeling": "its permutation masks and targets",
+    "DataCollatorForSeq2Seq": "its labels padded with -100 and shifted into "
+                              "decoder_input_ids",
+    "DataCollatorForTokenClassification": "its labels padded with its label_pad_token_id",
+    "DataCollatorForMultipleChoice": "its choices laid out per example",
+    "DataCollatorWithFlattening": "its documents flattened into one row with position_ids",
+}

@@ -38,6 +38,7 @@ from lazyscope.analyze.findings import (
     _rank,
     make_findings,
 )
+from lazyscope.analyze.generation import with_generation
 from lazyscope.analyze.memory import (
     MemorySection,
     device_memory,
@@ -492,6 +493,7 @@ def build_report(run: Run, *, warmup_steps: int | None = None,
         b, sites=sites, syncs=syncs, fallbacks=fallbacks, breaks=breaks, eagers=eagers,
         steps=len(run.steps), graph_shapes=info.graph_shapes,
         wall_seconds=summary.wall_seconds, sources=sources)
+    findings, notes = with_generation(b, run, findings, notes, summary.wall_seconds)
     growth_at = {(f.compiled_at.file, f.compiled_at.line): Frame(f.file, f.line, f.function)
                  for f in findings if isinstance(f.facts, RecompileFacts) and f.compiled_at
                  and f.file and any(v.growing for v in f.facts.varying)}

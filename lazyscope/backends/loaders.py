@@ -19,8 +19,11 @@ active, this watch wraps
 At the end of the trace each loader that yielded a batch is written to ``meta.json`` info
 :data:`LOADERS`: its collate function (a function of the user's with its ``def`` line, or a
 library object by class, module and package version), the stack that made it, how many batches
-it yielded, the last batch's shapes (what the data is: one label a sequence or a token) and, for
-each tensor of the batch whose size varied, the sizes each varying dimension took. The analysis matches a recompiled family's varying sizes against them
+it yielded, the last batch's shapes (what the data is: one label a sequence or a token), how
+many of its batches were followed by a backward pass before the next (``trained``: the loader
+that feeds the training step has them, an evaluation loader none; ``torch.autograd.backward``
+is counted while the trace is active) and, for each tensor of the batch whose size varied, the
+sizes each varying dimension took. The analysis matches a recompiled family's varying sizes against them
 (:func:`lazyscope.analyze.makers.shape_maker`). Where a batch still on the CPU says which of
 its positions are padding (:func:`batch_tokens`), its real and padded tokens are counted too:
 the run's measured padding efficiency and real tokens per second
@@ -126,10 +129,31 @@ PADDING_SETTINGS = ("pad_to_multiple_of", "max_length", "padding")
 WRAPPED = ("data_collator", "collate_fn")
 
 
+def accepts(cls: type) -> list[str] | None:
+    """The keyword arguments the installed class ``cls`` takes (its ``__init__``'s, and its
+    bases' where it passes ``**kwargs`` on), sorted; None when its signature cannot be read.
+    What a fix may say to add to the user's call: never an argument this list lacks."""
+    names: set[str] = set()
+    for klass in cls.__mro__:
+        init = vars(klass).get("__init__")
+        if init is None or klass is object:
+            continue
+        try:
+            params = inspect.signature(init).parameters.values()
+        except (TypeError, ValueError):
+            return None
+        names |= {p.name for p in params if p.name != "self" and p.kind in (
+            inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)}
+        if not any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params):
+            break
+    return sorted(names)
+
+
 def collate_info(fn: Any) -> dict[str, Any]:
     """What a collate function is: ``name``, ``module``, ``file`` and ``line`` (its ``def``, or
-    its class's), and for a library object its package and version. A partial is its function;
-    a library's wrapper is the collator it wraps."""
+    its class's), and for a library object its package and version and the keyword arguments
+    its installed class takes (``accepts``, :func:`accepts`). A partial is its function; a
+    library's wrapper is the collator it wraps."""
     for _ in range(4):
         if isinstance(fn, functools.partial):
             fn = fn.func
@@ -159,6 +183,10 @@ def collate_info(fn: Any) -> dict[str, Any]:
     version = getattr(sys.modules.get(package), "__version__", None)
     if package and version:
         info["package"], info["version"] = package, str(version)
+    if info["object"]:
+        accepted = accepts(type(fn))
+        if accepted is not None:
+            info["accepts"] = accepted
     # how a Hugging Face padding collator pads: a multiple bounds the shapes it can make
     for attr in PADDING_SETTINGS:
         value = getattr(fn, attr, None) if info["object"] else None
@@ -193,7 +221,8 @@ def loader_settings(loader: Any) -> dict[str, Any]:
 
 class _Loader:
     __slots__ = ("made_at", "collate", "batches", "sizes", "last", "real", "padded", "counted",
-                 "real_total", "padded_total", "counted_by", "waited", "settings")
+                 "real_total", "padded_total", "counted_by", "waited", "settings", "trained",
+                 "backwards")
 
     def __init__(self, made_at: Any, collate: dict[str, Any]):
         self.made_at = made_at
@@ -202,6 +231,10 @@ class _Loader:
         self.waited = 0.0
         self.settings: dict[str, Any] = {}
         self.batches = 0
+        #: batches after which a backward pass ran before the next one (a training loader's);
+        #: the backward passes counted at its last batch
+        self.trained = 0
+        self.backwards: int | None = None
         #: key path -> dim -> distinct sizes, in order of appearance
         self.sizes: dict[str, dict[int, list[int]]] = {}
         #: the last batch's shapes: what the data is (one label a sequence, or a token)
@@ -241,7 +274,7 @@ class _Loader:
                "collate": self.collate, "batches": self.batches,
                "varying": {k: v for k, v in varying.items() if v},
                "shapes": {k: list(v) for k, v in self.last.items()},
-               "waited_s": round(self.waited, 6), **self.settings}
+               "waited_s": round(self.waited, 6), "trained": self.trained, **self.settings}
         if self.counted:
             out["tokens"] = {"counted_by": self.counted_by, "batches": self.counted,
                              "real": self.real_total, "padded": self.padded_total,
@@ -265,9 +298,12 @@ class LoaderWatch:
         self._saved: list[tuple[Any, str, Any]] = []
         self._hook: Any = None
         self.thread_errors: list[dict[str, Any]] = []
+        #: backward passes the program ran (``torch.autograd.backward`` calls)
+        self.backwards = 0
 
     def install(self) -> None:
         self._install_thread_hook()
+        self._count_backwards()
         try:
             import torch.utils.data.dataloader as dl
         except ImportError:
@@ -328,6 +364,25 @@ class LoaderWatch:
                                 (dl._BaseDataLoaderIter, "__next__", __next__)):
             self._saved.append((owner, name, owner.__dict__[name]))
             setattr(owner, name, fn)
+
+    def _count_backwards(self) -> None:
+        """Count the program's backward passes (``loss.backward()`` calls
+        ``torch.autograd.backward``): a loader between whose batches one ran feeds the
+        training step, and the advice plans for it (not an evaluation loader's)."""
+        try:
+            import torch.autograd as autograd
+        except ImportError:
+            return
+        backward = autograd.backward
+        watch = self
+
+        @functools.wraps(backward)
+        def counted(*args: Any, **kwargs: Any) -> Any:
+            watch.backwards += 1
+            return backward(*args, **kwargs)
+
+        self._saved.append((autograd, "backward", backward))
+        autograd.backward = counted  # type: ignore[assignment]
 
     @staticmethod
     def _waited(seconds: float) -> float:
@@ -406,6 +461,9 @@ class LoaderWatch:
                 rec.settings = loader_settings(loader if loader is not None else it)
             rec.add(shapes, tokens)
             rec.waited += waited
+            if rec.backwards is not None and self.backwards > rec.backwards:
+                rec.trained += 1
+            rec.backwards = self.backwards
 
     def info(self) -> list[dict[str, Any]]:
         """Every loader that yielded a batch, for ``meta.json`` info :data:`LOADERS`."""

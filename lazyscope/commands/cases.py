@@ -56,6 +56,7 @@ from lazyscope.core.padding import Policy, read_lengths
 from lazyscope.core.signals import Terminated
 from lazyscope.core.units import counted, duration
 from lazyscope.model import Run, runs_by_rank
+from lazyscope.model.builders import collator_source
 from lazyscope.model.codec import decode
 from lazyscope.model.info import Workload
 from lazyscope.render.json import dumps
@@ -721,6 +722,9 @@ def advise_target(target: Path | None, *, lengths_file: Path | None = None,
         if device_memory is not None and advice.memory is None:
             raise UsageError(f"{target}: --device-memory cannot be applied: graph memory "
                              f"{advice.memory_note}")
+        if advice.collator is not None:  # where the program builds it, and its name there
+            files = list((run.meta.run_info.sources.lines or {}).keys())
+            advice = replace(advice, collator=collator_source(advice.collator, files))
         if comparison_dir is not None:
             comparison = load_comparison(comparison_dir)
             advice = match_measured(advice, _measured(comparison), compared=str(comparison_dir))

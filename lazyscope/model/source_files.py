@@ -389,6 +389,11 @@ class SourceFiles:
     def growth_origin(self, file: str, line: int) -> Frame | None:
         return growth_origin(file, line)
 
+    def built_at(self, files: list[str], made: Frame | None, names: list[str]) -> Frame | None:
+        from lazyscope.model.builders import built_at
+
+        return built_at(files, made, names)
+
     def size_origin(self, file: str, line: int) -> tuple[Frame, Frame] | None:
         return size_origin(file, line)
 

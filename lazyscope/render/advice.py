@@ -11,6 +11,7 @@ from lazyscope.analyze.buckets import Advice, Plan, largest_shape, plan_for_run
 from lazyscope.analyze.makers import (
     SEQUENCE_LABELS,
     group_by_length,
+    more_than_padding,
     multiple_for,
     padded_shapes,
 )
@@ -303,15 +304,52 @@ def render_emit(advice: Advice, plan: Plan | None = None) -> str:
         if advice.collator is None:
             code += [*notes, f"# Hugging Face Trainer: data_collator={collate}{grouping}"]
         else:
-            # a Trainer's run: the plan as the Trainer takes it, then the collator's own option
-            code = ["from lazyscope.data import PadToBuckets", "",
-                    f"data_collator = {collate}  # Trainer(..., data_collator=data_collator)"
-                    + (f"{grouping}" if pol.grouped else ""),
-                    *notes,
-                    "# your own DataLoader: collate_fn=data_collator"
-                    + (" with lazyscope.data.LengthGroupedBatchSampler" if pol.grouped else ""),
+            # the program's own collator, wrapped: what it does is kept, its padding changed;
+            # then, for a Hugging Face collator, its own smallest change
+            code = [*_wrapped(advice, bounds, lengths_line, grouping),
                     *_hf_collator_option(advice, p, ref)]
     return "\n".join(kept + head + code) + "\n"
+
+
+def _wrapped(advice: Advice, bounds: list[int] | None, lengths_line: str,
+             grouping: str) -> list[str]:
+    """The plan as code that keeps the program's collator (``lazyscope.data.Bucketed`` around
+    it): the name the program gives it, where it builds it, what it does that is kept."""
+    c = advice.collator or {}
+    name = str(c.get("name") or "the collate function").split(".")[-1]
+    trainer = bool(c.get("trainer"))
+    var = str(c.get("variable") or ("data_collator" if trainer else "collate"))
+    built = c.get("built_at")
+    where = f" at {built[0]}:{built[1]}" if isinstance(built, list) and built else ""
+    kept = more_than_padding(c) or "its batches"
+    if bounds is None:
+        return [f"# {var} ({name}{where}) pads each batch to its longest already: nothing to "
+                "change"]
+    b = advice.lengths.batch
+    grouped = bool(grouping)
+    imports = "Bucketed, LengthGroupedBatchSampler, lengths_of" if grouped and not trainer \
+        else "Bucketed"
+    code = [*(["from torch.utils.data import DataLoader"] if not trainer else []),
+            f"from lazyscope.data import {imports}", "",
+            f"# {var}: the {name} your program builds{where}, wrapped: it keeps {kept}, the "
+            "batch's keys and type; only the padded length changes",
+            f"{var} = Bucketed({var}, {bounds})",
+            f"# each batch's sequences padded to a length in {bounds}; a batch longer than "
+            f"{bounds[-1]} (longer than the run showed) to a multiple of 8, a shape of its own, "
+            "with a warning"]
+    loader = c.get("loader_at")
+    made = f" (the one made at {loader[0]}:{loader[1]})" if isinstance(loader, list) and \
+        loader else ""
+    if trainer:
+        return code + [f"# Trainer(..., data_collator={var}){grouping}"]
+    if grouped:
+        return code + [f"# your DataLoader{made}, its batches grouped by length:", lengths_line,
+                       f"sampler = LengthGroupedBatchSampler(lengths, batch_size={b}, "
+                       "shuffle=True, seed=0)",
+                       f"loader = DataLoader(dataset, batch_sampler=sampler, collate_fn={var})"]
+    return code + [f"# your DataLoader{made} with collate_fn={var}:",
+                   f"loader = DataLoader(dataset, batch_size={b}, shuffle=True, "
+                   f"collate_fn={var})"]
 
 
 def _grouping(advice: Advice) -> str:
@@ -325,11 +363,19 @@ def _grouping(advice: Advice) -> str:
 
 
 def _hf_collator_option(advice: Advice, plan: Plan, ref: Plan | None) -> list[str]:
-    """For a Hugging Face padding collator, the smallest change, after the advisor's plan (the
-    one ranked first) and priced as it is: the same collator padding each batch to a multiple
-    of 8 or more (buckets at every multiple up to the max length), its prediction beside the
-    plan's."""
-    name = str((advice.collator or {}).get("name", "DataCollatorWithPadding")).split(".")[-1]
+    """For a Hugging Face collator whose installed class takes ``pad_to_multiple_of`` (the
+    signature the run recorded), the smallest change, after the advisor's plan (the one ranked
+    first) and priced as it is: the same collator padding each batch to a multiple of 8 or more
+    (buckets at every multiple up to the max length), its prediction beside the plan's; said
+    as the argument to add to the user's own call, which keeps everything else it does."""
+    c = advice.collator or {}
+    takes = c.get("accepts")
+    if c.get("package") != "transformers" or not isinstance(takes, list) or \
+            "pad_to_multiple_of" not in takes:
+        return []
+    name = str(c.get("name", "")).split(".")[-1]
+    built = c.get("built_at")
+    where = f" at {built[0]}:{built[1]}" if isinstance(built, list) and built else ""
     sizes = sorted(set(advice.lengths.maxima)) or [advice.lengths.top]
     multiple = multiple_for(sizes)
     shapes = padded_shapes(sizes, multiple)
@@ -346,12 +392,14 @@ def _hf_collator_option(advice: Advice, plan: Plan, ref: Plan | None) -> list[st
     than = f" the real tokens/s of {ref.name}" if ref is not None else ""
     return [
         "",
-        f"# or, the smallest change to the {name} the Trainer has: predicted "
+        f"# or, the smallest change to the {name} the program has: predicted "
         f"{_ratio(option, ref)}{than}, against the plan's {_ratio(plan, ref)} above:",
         f"#   each batch padded to a multiple of {multiple}: {len(shapes)} shapes for the "
         f"lengths seen, {min(sizes)}..{max(sizes)}",
-        f"# data_collator = {name}(tokenizer, pad_to_multiple_of={multiple})",
-        f"# and to keep the padding small: {_grouping(advice)}",
+        f"#   add pad_to_multiple_of={multiple} to the {name}(...){where} (an argument the "
+        f"installed {name} takes)",
+        f"# and to keep the padding small: {_grouping(advice) if c.get('trainer') else ''}"
+        + ("" if c.get("trainer") else "lazyscope.data.LengthGroupedBatchSampler"),
     ]
 
 

@@ -143,18 +143,21 @@ def _emitted(text: str, pattern: str) -> str:
 def test_the_emitted_advice_runs_as_pasted_and_passes_check(classifier_runs,
                                                             tmp_path: Path) -> None:
     """advise -> emit -> paste -> trace -> check -> diff, on the Trainer classifier (the
-    advisor's PadToBuckets as data_collator, and the smallest change, pad_to_multiple_of=N), on
-    the (tokens, label) classifier and on the causal LM in an accelerate loop (the whole emitted
-    block pasted as the loader, as it is: PadToBuckets for the one, packed rows for the other,
-    before ``accelerator.prepare``). Whether the gain is the predicted one is timed in
+    advisor's Bucketed around its data_collator, and the smallest change,
+    pad_to_multiple_of=N), on the (tokens, label) classifier and on the causal LM in an
+    accelerate loop (the whole emitted block pasted as the loader, as it is: Bucketed around
+    its collate for the one, packed rows for the other, before ``accelerator.prepare``). Whether the gain is the predicted one is timed in
     benchmarks/advice_gain.py, not here."""
     emit = lazyscope_cmd("advise", str(classifier_runs["dynamic"]), "--emit")
     assert emit.returncode == 0, emit.stderr
     assert "PackRows" not in emit.stdout  # one label a sequence: never packed
-    multiple = _emitted(emit.stdout, r"pad_to_multiple_of=(\d+)\)")
-    buckets = _emitted(emit.stdout, r"data_collator\s*=\s*(PadToBuckets\([^)]*\))")
-    # the plan ranked first leads, before the collator's smallest change
-    assert emit.stdout.index("PadToBuckets(") < emit.stdout.index("pad_to_multiple_of=")
+    multiple = _emitted(emit.stdout, r"add pad_to_multiple_of=(\d+) to the "
+                                     r"DataCollatorWithPadding\(\.\.\.\)")
+    buckets = _emitted(emit.stdout, r"data_collator\s*=\s*(Bucketed\(data_collator, \[[^\]]*\]\))")
+    # the plan ranked first leads (the program's collator wrapped, never replaced), before
+    # the collator's smallest change
+    assert "PadToBuckets" not in emit.stdout
+    assert emit.stdout.index("Bucketed(") < emit.stdout.index("pad_to_multiple_of=")
     # the causal LM as an accelerate loop: Accelerator().prepare(model, opt, loader)
     plain = {"loop": (CLASSIFIER, ["--steps", "16"]),
              "lm": (CAUSAL_LM, ["--steps", "12", "--accelerate"])}

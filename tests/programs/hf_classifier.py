@@ -33,7 +33,8 @@ parser.add_argument("--broken-collator", action="store_true",
                     help="a collator that raises (a bug in the user's data code)")
 parser.add_argument("--data-collator", default=None, metavar="CODE",
                     help="a data_collator expression pasted as it is (lazyscope advise --emit's "
-                    "PadToBuckets(...)); lazyscope.data's names are imported")
+                    "Bucketed(data_collator, [...])); lazyscope.data's names are imported, "
+                    "data_collator is the program's own collator")
 args = parser.parse_args()
 
 words = [f"w{i}" for i in range(90)]
@@ -76,7 +77,8 @@ if args.broken_collator:
 if args.data_collator:
     import lazyscope.data
 
-    collator = eval(args.data_collator, {**vars(lazyscope.data), "tokenizer": tokenizer})
+    collator = eval(args.data_collator, {**vars(lazyscope.data), "tokenizer": tokenizer,
+                                         "data_collator": collator})
 trainer = Trainer(
     model=model,
     args=training,

@@ -276,20 +276,29 @@ def test_the_length_grouping_is_spelled_as_the_runs_transformers_spells_it(
     rng = __import__("random").Random(1)
     advice = advise([rng.randint(1, 255) for _ in range(2000)], batch=8, top=256,
                     horizon=100_000, packing=False)
-    advice = replace(advice, collator={"name": "DataCollatorWithPadding",
-                                       "package": "transformers", "version": version})
+    collator = {"name": "DataCollatorWithPadding", "package": "transformers", "object": True,
+                "version": version, "trainer": True, "variable": "data_collator",
+                "built_at": ["/w/train.py", 40],
+                "accepts": ["max_length", "pad_to_multiple_of", "padding", "tokenizer"]}
+    advice = replace(advice, collator=collator)
     grouped = next(p for p in advice.plans if p.policy.grouped)
     code = render_emit(advice, grouped)
     assert spelling in code and not_spelled not in code, code
-    # the plan ranked first leads, as the Trainer takes it; the collator's smallest change
-    # follows with its own prediction beside the plan's
+    # the plan ranked first leads, the Trainer's collator wrapped (never replaced); the
+    # collator's smallest change follows with its own prediction beside the plan's
     assert code.splitlines()[0].startswith(f"# lazyscope advise: {grouped.name} -- predicted ")
-    assert code.index("data_collator = PadToBuckets(") < \
-        code.index("DataCollatorWithPadding(tokenizer, pad_to_multiple_of=")
+    assert "PadToBuckets" not in code
+    assert code.index("data_collator = Bucketed(data_collator, [") < \
+        code.index("add pad_to_multiple_of=")
+    assert "DataCollatorWithPadding(...) at /w/train.py:40" in code
     option = next(ln for ln in code.splitlines() if "the smallest change to the " in ln)
     assert re.search(r"predicted \d+\.\d\dx the real tokens/s of .*, against the plan's "
                      r"\d+\.\d\dx above", option), option
     compile(code, "emit", "exec")
+    # a class whose installed signature has no pad_to_multiple_of is never told to take it
+    no_multiple = replace(advice, collator={**collator, "name": "DataCollatorWithFlattening",
+                                            "accepts": ["return_position_ids", "separator_id"]})
+    assert "pad_to_multiple_of" not in render_emit(no_multiple, grouped)
 
 
 def test_the_installed_transformers_takes_the_spelling_emitted_for_it(tmp_path) -> None:

@@ -146,10 +146,19 @@ def test_the_task_is_read_from_the_loaders_last_batch() -> None:
     lm = [{"batches": 30, "collate": {"name": "collate"},
            "shapes": {"input_ids": [8, 77], "labels": [8, 77]}}]
     pairs = [{"batches": 3, "shapes": {"[0]": [8, 50], "[1]": [8]}}]
-    assert data_task(cls) == (SEQUENCE_LABELS, hf)
-    assert data_task(lm) == (TOKEN_LABELS, None)
-    assert data_task(pairs)[0] == SEQUENCE_LABELS
+    task, collator = data_task(cls)
+    assert task == SEQUENCE_LABELS and collator == {**hf, "trainer": False, "rows": 8,
+                                                     "loader_at": None}
+    task, collator = data_task(lm)  # a collate function of the user's is the one advice wraps
+    assert task == TOKEN_LABELS and collator is not None and collator["name"] == "collate"
+    assert data_task(pairs) == (SEQUENCE_LABELS, None)  # no collate recorded
     assert data_task([]) == ("", None) and data_task(None) == ("", None)
+    # a training loader (backward passes between its batches) is read before an evaluation
+    # loader that yielded more batches
+    evaluation = {"batches": 90, "trained": 0, "collate": hf,
+                  "shapes": {"input_ids": [32, 60], "labels": [32]}}
+    training = {**lm[0], "trained": 29}
+    assert data_task([evaluation, training])[1]["rows"] == 8
 
 
 def test_no_plan_is_ranked_above_one_that_pads_the_same() -> None:

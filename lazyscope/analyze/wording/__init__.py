@@ -99,17 +99,38 @@ BASE: dict[str, str] = {
     "fix_maker_collate": "pad to a few fixed lengths in {name} ({where}) instead of each "
                          "batch's longest: e.g. round the length up to a multiple of {multiple} "
                          "(F.pad(x, (0, -x.shape[{dim}] % {multiple}))): {shapes} for the sizes "
-                         "seen ({lo}..{hi}); or make the collate_fn "
-                         "lazyscope.data.PadToBuckets (see `lazyscope advise RUN`)",
+                         "seen ({lo}..{hi}); or wrap it, lazyscope.data.Bucketed({name}, "
+                         "[...]), which keeps what it does and pads its batches to a few "
+                         "lengths (see `lazyscope advise RUN --emit`)",
     "fix_maker_hf": "{short} pads each batch to its longest example, a new shape for almost "
-                    "every batch: pad to a multiple instead, {short}(tokenizer, "
-                    "pad_to_multiple_of={multiple}) ({shapes} for the sizes seen, {lo}..{hi}), "
-                    "or to one length, {short}(tokenizer, padding=\"max_length\", "
-                    "max_length={top}); {sampler} keeps the padding small",
+                    "every batch: pad to a multiple instead, add pad_to_multiple_of={multiple} "
+                    "to the {short}(...) {where} ({shapes} for the sizes seen, "
+                    "{lo}..{hi}){one_length}: it keeps everything else the collator does; "
+                    "{sampler} keeps the padding small",
+    "fix_maker_hf_one_length": ", or to one length, padding=\"max_length\", max_length={top}",
+    "fix_maker_wrap": "{short} pads each batch to its longest example, a new shape for almost "
+                      "every batch{untold}: wrap it, lazyscope.data.Bucketed(<the {short} "
+                      "{where}>, {buckets}) pads what it returns to a few fixed lengths "
+                      "({shapes} for the sizes seen, {lo}..{hi}) and keeps everything else it "
+                      "makes (masking, labels, extra fields, the batch's type); see `lazyscope "
+                      "advise RUN --emit`",
     "fix_maker_loader": "the batches are made by {name} in the DataLoader made at {where}: "
                         "give it a collate_fn that pads to a few fixed lengths "
                         "(lazyscope.data.PadToBuckets; see `lazyscope advise RUN`), or pad "
                         "the items to one length",
+    "generate_detail": "generate() called at {where} compiled {graphs} graphs in {calls} "
+                       "calls (~{per} a call){once}, {new} of them first met after its first "
+                       "call: each generated token cuts new graphs (the cache grows by a "
+                       "token, the stopping check reads a value) and a prompt of another "
+                       "length makes the next call's graphs new too; {seconds} of compiling, "
+                       "{share} of the run's time",
+    "generate_fix": "give generate() one cache size and one input shape, as transformers "
+                    "documents for compiled generation: a static cache, model.generate(..., "
+                    "cache_implementation=\"static\") (a StaticCache sized once; "
+                    "generation_config.max_cache_len for calls of several lengths), prompts "
+                    "padded to one length (tokenizer(..., padding=\"max_length\", "
+                    "max_length=N), or pad_to_multiple_of) and a fixed max_new_tokens: the "
+                    "first call compiles its graphs, the next calls reuse them",
     "recompile_outlook": "new graphs keep coming ({new_late} of the {graphs} first met in the "
                          "run's second half, {once} run only once): expect ~{expected} more "
                          "graph{es} over the {horizon}, ~{cost} of compiling at the {each} each measured here "
@@ -226,6 +247,9 @@ BASE: dict[str, str] = {
     "fallback_detail": "{op} ran on the CPU {count} in {nsteps}{via}: its "
                        "inputs go to the host and its result back every time",
     "fallback_fix": "replace {op} with ops the backend lowers: {replacement}",
+    "fallback_fix_library": "{op} runs inside {library}'s code, which this line calls, not "
+                            "in a line of yours: look for an argument or setting of {library} "
+                            "that avoids it (its documentation), or accept the cost",
     "fallback_fix_generic": "see the backend's lowered op list, or move the computation out of "
                             "the step",
     # memory

@@ -103,4 +103,11 @@ WORDS: dict[str, str] = {
     "fallback_fix_generic": "see torch_xla's lowered op list, or move the computation out of "
                             "the step",
     "fallback_fix": "replace {op} with ops torch_xla lowers: {replacement}",
+    "generate_fix": "give generate() one cache size and one input shape, as transformers "
+                    "documents for XLA: a static cache, model.generate(..., "
+                    "cache_implementation=\"static\") (a StaticCache sized once; "
+                    "generation_config.max_cache_len for calls of several lengths), prompts "
+                    "padded to one length (tokenizer(..., padding=\"max_length\", "
+                    "max_length=N), or pad_to_multiple_of) and a fixed max_new_tokens: the "
+                    "first call compiles its graphs, the next calls reuse them",
 }

@@ -152,11 +152,14 @@ def generation_finding(backend: str, g: GenerationSite) -> Finding:
 def with_generation(backend: str, run: Run, findings: list[Finding], notes: list[Finding],
                     wall_seconds: float = 0.0) -> tuple[list[Finding], list[Finding]]:
     """``findings`` and ``notes`` with a finding for each ``generate`` site that keeps
-    compiling, in place of the recompile findings and notes of the same site."""
-    sites = [g for g in generation_sites(run, wall_seconds) if keeps_compiling(g)]
-    if not sites:
+    compiling, in place of the recompile findings and notes of the same site; a site whose
+    later calls reuse the first call's graphs (a static cache, one prompt length) keeps none:
+    its first call's graphs, however many, are its warm-up."""
+    every = generation_sites(run, wall_seconds)
+    if not every:
         return findings, notes
-    places = {(g.site.file, g.site.line) for g in sites}
+    sites = [g for g in every if keeps_compiling(g)]
+    places = {(g.site.file, g.site.line) for g in every}
 
     def covered(f: Finding) -> bool:
         at = f.compiled_at

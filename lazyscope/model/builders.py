@@ -25,7 +25,8 @@ from __future__ import annotations
 import ast
 
 from lazyscope.model import Frame
-from lazyscope.model.source_files import _scope, _tree
+from lazyscope.model.pyast import parse_file as _tree
+from lazyscope.model.pyast import scope_at as _scope
 
 #: the keywords a loader's maker takes its collate function by
 KEYWORDS = ("collate_fn", "data_collator")

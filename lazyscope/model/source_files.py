@@ -23,9 +23,11 @@ from __future__ import annotations
 
 import ast
 import functools
-from pathlib import Path
 
 from lazyscope.model import Frame
+from lazyscope.model.builders import built_at as _built_at
+from lazyscope.model.pyast import parse_file as _tree
+from lazyscope.model.pyast import scope_at as _scope
 
 #: calls whose result is a Python number when their arguments are
 _NUMERIC_CALLS = frozenset({"max", "min", "abs", "float", "int", "round", "pow", "sum", "len"})
@@ -33,13 +35,6 @@ _NUMERIC_MODULES = frozenset({"math"})
 
 
 @functools.lru_cache(maxsize=64)
-def _tree(file: str) -> ast.Module | None:
-    try:
-        return ast.parse(Path(file).read_text(encoding="utf-8"), file)
-    except (OSError, SyntaxError, UnicodeDecodeError, ValueError):
-        return None
-
-
 def _numeric(node: ast.AST) -> bool:
     """An expression that computes a Python number from numbers, names and numeric calls."""
     if isinstance(node, ast.Constant):
@@ -59,18 +54,6 @@ def _numeric(node: ast.AST) -> bool:
             and fn.value.id in _NUMERIC_MODULES)
         return named and all(_numeric(a) for a in node.args)
     return False
-
-
-def _scope(tree: ast.Module, line: int) -> tuple[ast.AST, str]:
-    """The innermost function holding ``line`` (else the module), and its name."""
-    best: tuple[ast.AST, str] = (tree, "<module>")
-    for node in ast.walk(tree):
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and \
-                min([node.lineno, *(d.lineno for d in node.decorator_list)]) <= line <= (
-                    node.end_lineno or node.lineno):  # its decorators are its lines too
-            if best[0] is tree or node.lineno >= getattr(best[0], "lineno", 0):
-                best = (node, node.name)
-    return best
 
 
 def _at_line(file: str, line: int) -> tuple[ast.Module, ast.AST, str, set[str]] | None:
@@ -390,9 +373,7 @@ class SourceFiles:
         return growth_origin(file, line)
 
     def built_at(self, files: list[str], made: Frame | None, names: list[str]) -> Frame | None:
-        from lazyscope.model.builders import built_at
-
-        return built_at(files, made, names)
+        return _built_at(files, made, names)
 
     def size_origin(self, file: str, line: int) -> tuple[Frame, Frame] | None:
         return size_origin(file, line)

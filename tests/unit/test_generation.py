@@ -39,8 +39,10 @@ def _call(step: int, prefix: str, tokens: int, start: int = 0) -> list[dict]:
 
 
 def _executions(events: list[dict], times: int = 1) -> list[dict]:
-    return [{"kind": "execute", "step": e["step"], "key": e["key"]}
-            for e in events if e["kind"] == "compile" for _ in range(times)]
+    """Each compiled graph run in its step and in the ``times - 1`` steps after it (a call
+    a step)."""
+    return [{"kind": "execute", "step": e["step"] + i, "key": e["key"], "value": 1.0}
+            for e in events if e["kind"] == "compile" for i in range(times)]
 
 
 def test_calls_that_keep_compiling_are_one_finding_at_the_generate_line(tmp_path: Path) -> None:

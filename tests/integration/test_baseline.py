@@ -96,4 +96,4 @@ def test_twice_the_work_fails_on_its_cpu_time(runs: dict[str, Path]) -> None:
     assert back.returncode == 0, back.stdout
     bad = lazyscope_cmd("check", str(runs["base"]), "--baseline", str(runs["work"]),
                         "--tolerance", "ten")
-    assert bad.returncode == 2 and "--tolerance: 'ten' is not a share" in bad.stderr
+    assert bad.returncode == 2 and "--tolerance: 'ten' is not a number (a share: 10% or 0.1)" in bad.stderr

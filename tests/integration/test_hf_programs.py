@@ -22,6 +22,7 @@ process, on the programs' own data) the batches are the collator's apart from pa
 
 from __future__ import annotations
 
+import ast
 import json
 import os
 import re
@@ -100,8 +101,12 @@ def runs(tmp_path_factory) -> dict[str, dict]:
 
 
 def _line(program: str, text: str) -> int:
-    return next(i for i, ln in enumerate((PROGRAMS / program).read_text().splitlines(), 1)
-                if text in ln)
+    """The first line of the program's code (after its docstring, which quotes some) holding
+    ``text``."""
+    source = (PROGRAMS / program).read_text()
+    first = ast.parse(source).body[0]
+    start = (first.end_lineno or 0) if isinstance(first, ast.Expr) else 0
+    return next(i for i, ln in enumerate(source.splitlines(), 1) if i > start and text in ln)
 
 
 def _recompiles(report: dict) -> list[dict]:

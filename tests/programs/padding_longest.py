@@ -3,7 +3,8 @@ longest (``pad_sequence`` in the DataLoader's collate): a new graph shape at alm
 No lazyscope annotation: ``lazyscope advise RUN`` reads the lengths from the run's graphs.
 
 ``--loader FILE``: build the DataLoader with the code in FILE instead (the lines ``lazyscope
-advise RUN --emit`` prints, pasted: ``dataset`` is in scope, the code defines ``loader``)."""
+advise RUN --emit`` prints, pasted after ``pad_to_longest``: ``dataset`` and the collate are in
+scope, the code defines ``loader``)."""
 
 import argparse
 import math
@@ -30,7 +31,7 @@ def pad_to_longest(batch):
 
 
 if args.loader:
-    scope = {"dataset": dataset}
+    scope = {"dataset": dataset, "pad_to_longest": pad_to_longest}
     with open(args.loader) as fh:
         exec(fh.read(), scope)
     loader = scope["loader"]

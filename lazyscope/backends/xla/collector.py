@@ -727,11 +727,9 @@ class XlaCollector(Collector):
             return
         records = [r for r in records if r.kind == "compile"]
         graphs = self._graphs
-        if graphs is not None and not graphs.owned:
-            # the user's own dump directory keeps every module an earlier trace read: the
-            # untraced ones cannot be told from them, so they are learnt without shapes
-            graphs.skip_existing()
-        modules = graphs.take_new() if graphs is not None and graphs.owned else []
+        # the modules dumped since the last barrier, in lazyscope's directory or the user's
+        # (what was there before the trace was skipped when it began: _learn_untraced)
+        modules = graphs.take_new() if graphs is not None else []
         if not records:
             self._module_events(modules, samples, count)
             return

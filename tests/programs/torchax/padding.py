@@ -5,7 +5,8 @@ shape, so a new compilation of the step, at almost every batch.
 ``--buckets``: the collate function pads to the next multiple of 16 instead (a few shapes,
 each compiled once and reused). ``--item``: read the loss on the host every step.
 ``--loader FILE``: build the DataLoader with the code in FILE instead (what ``lazyscope advise
-RUN --emit`` prints: ``dataset`` is in scope, the code defines ``loader``)."""
+RUN --emit`` prints, as if pasted after the collate functions: ``dataset`` and the collate
+functions are in scope, the code defines ``loader``)."""
 
 import argparse
 import math
@@ -43,7 +44,10 @@ def pad_to_buckets(batch):
     return {"input_ids": torch.stack([F.pad(x, (0, longest - len(x))) for x in batch])}
 
 
-loader = (runpy.run_path(args.loader, init_globals={"dataset": dataset})["loader"] if args.loader
+loader = (runpy.run_path(args.loader, init_globals={"dataset": dataset,
+                                                     "pad_to_longest": pad_to_longest,
+                                                     "pad_to_buckets": pad_to_buckets})["loader"]
+          if args.loader
           else DataLoader(dataset, batch_size=BATCH,
                           collate_fn=pad_to_buckets if args.buckets else pad_to_longest))
 

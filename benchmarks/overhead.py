@@ -144,7 +144,7 @@ def trace_arm(arm, k):
         return lazyscope.trace(f"{args.ab_url}/block{k}", force=True)
     tracer = lazyscope.trace(os.path.join(args.ab_dir, f"{arm}{k}"), force=True)
     if arm == "alerts":  # the live alerts of `lazyscope trace` (one line per new finding)
-        from lazyscope.online import LiveAlerts
+        from lazyscope.integrations.live import LiveAlerts
         alerts = LiveAlerts(lambda line: print(line, file=sys.stderr, flush=True))
         tracer.observers.append(alerts.attach)
     return tracer

@@ -137,7 +137,7 @@ def guard(*, max_recompiles: int | None = 0, warmup_steps: int | None = 2,
     inside another trace of the same process."""
     import sys
 
-    from lazyscope.online import make_guard
+    from lazyscope.integrations.live import make_guard
 
     return make_guard(max_recompiles=max_recompiles, warmup_steps=warmup_steps,
                       max_syncs_per_step=max_syncs_per_step, no_fallbacks=no_fallbacks,

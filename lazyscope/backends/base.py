@@ -43,6 +43,7 @@ from typing import Any
 
 from lazyscope.core.errors import LazyscopeError, OutputError
 from lazyscope.model import Capabilities, Stack
+from lazyscope.model.info import info_fields
 from lazyscope.model.steps import INTERVAL_FIELDS
 from lazyscope.store import RunWriter
 
@@ -198,8 +199,15 @@ class Recorder:
         with self._lock:
             self._annotations.update(values)
 
+    def set_run_info(self, **fields: Any) -> None:
+        """Attach lazyscope's own run-wide values: each a field of
+        :class:`~lazyscope.model.info.RunInfo` with its declared type (checked by
+        :func:`~lazyscope.model.info.info_fields`)."""
+        self.set_info(**info_fields(**fields))
+
     def set_info(self, **info: Any) -> None:
-        """Attach values that describe the whole run (``meta.json`` ``info``)."""
+        """Attach values that describe the whole run (``meta.json`` ``info``): the program's own
+        (``lazyscope.set_info``); lazyscope's go through :meth:`set_run_info`."""
         if self.forgotten:
             return
         with self._lock:
@@ -213,7 +221,7 @@ class Recorder:
             return
         with self._lock:
             info = self.writer.meta.info
-            info[key] = sorted({*(info.get(key) or []), *values})
+            info.update(info_fields(**{key: sorted({*(info.get(key) or []), *values})}))
             self._write_meta()
 
     def note(self, text: str) -> None:

@@ -87,7 +87,7 @@ from lazyscope.model import (
     Run,
     user_site,
 )
-from lazyscope.model.info import ERROR_SITE
+from lazyscope.model.info import info_fields
 from lazyscope.model.ownership import is_library_file, make_frame, set_user_roots, source_map
 from lazyscope.store import RunWriter, check_run_dir, load_run, prepare_run_dir, rank_dir
 from lazyscope.store.layout import ERROR_FILE
@@ -424,7 +424,7 @@ class Tracer:
             world_size=world_size,
         )
         if self.collector.name == "xla":
-            self.meta.info["graph_shapes"] = self.options.graph_shapes
+            self.meta.info.update(info_fields(graph_shapes=self.options.graph_shapes))
         self.writer: RunWriter | None = None
         self.recorder: Recorder | None = None
         self.status: str | None = None
@@ -621,7 +621,7 @@ class Tracer:
         try:
             if self.profile is not None:
                 self.profile.close(self.recorder.next_index)
-                self.recorder.set_info(profile=self.profile.info())
+                self.recorder.set_run_info(profile=self.profile.info())
             self.collector.stop()
         except BaseException as err:  # noqa: BLE001 - recorded, the run is still finalised
             stop_error = err
@@ -684,7 +684,7 @@ class Tracer:
                 self.error = describe_exception(exc)
                 site = raised_at(exc)
                 if site is not None:  # the line a report of the run names for its error
-                    self.writer.meta.info[ERROR_SITE] = site.to_json()
+                    self.writer.meta.info.update(info_fields(error_site=site.to_json()))
                 try:
                     self._note_out_of_memory(exc)
                 except Exception:  # noqa: BLE001 - descriptive: the run fails as any error does
@@ -703,7 +703,8 @@ class Tracer:
                           f"{first['error']}{where}")
             at = first.get("at")
             if at and not is_library_file(at[0]):
-                self.writer.meta.info[ERROR_SITE] = make_frame(*at).to_json()
+                self.writer.meta.info.update(
+                    info_fields(error_site=make_frame(*at).to_json()))
 
     def _write_error_file(self, exc_type: type[BaseException] | None, exc: BaseException,
                           tb: TracebackType | None) -> None:
@@ -743,7 +744,7 @@ class Tracer:
         self.out_of_memory = oom_one_line(oom, nbytes, where, graph_site, step, sizes)
         first = next((ln.strip() for ln in texts[0].splitlines() if ln.strip()), "") \
             if texts else ""
-        self.recorder.set_info(out_of_memory={
+        self.recorder.set_run_info(out_of_memory={
             **oom.to_json(), "message": one_line(first, 500),
             "site": [site.file, site.line] if site is not None else None})
 
@@ -763,7 +764,7 @@ class Tracer:
                 info[SAMPLES] = samples
         except Exception:  # noqa: BLE001 - descriptive only: shapes are then named where used
             pass
-        return info
+        return info_fields(**info)
 
     def _finish(self) -> None:
         """Record the end (status, error) and where the run directory is now."""

@@ -50,7 +50,7 @@ from lazyscope.core.errors import (
     one_line,
     show_path,
 )
-from lazyscope.online import LiveAlerts
+from lazyscope.integrations.live import LiveAlerts
 from lazyscope.render import render_text
 from lazyscope.store.layout import META_FILE
 from lazyscope.store.remote import drop_uploaded_spool, is_remote, local_path

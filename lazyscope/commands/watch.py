@@ -5,7 +5,7 @@ trace ends; then the final verdict.
 What it reads goes through :func:`lazyscope.store.follow.follow`: a local run directory, or one
 host's part of a run at a URL (a consistent copy of its last whole upload, see
 :func:`lazyscope.store.remote.download`). Each poll (every ``POLL_S``) reads who writes the run (its lock) and then the run so far; the
-steps not seen before go through the live alerts' own rule (:meth:`lazyscope.online.OnlineCheck
+steps not seen before go through the live alerts' own rule (:meth:`lazyscope.integrations.live.OnlineCheck
 .after_steps`: the same triggers, the same report and findings as ``lazyscope report``), so
 what is said while it runs is a finding of the final report. It writes nothing anywhere: Ctrl-C
 stops watching (exit 130) and leaves the run alone. It exits 0 when the run ended ok, else 5
@@ -32,10 +32,10 @@ from lazyscope.commands.console import TraceProgress, live_wanted, progress_part
 from lazyscope.core import streams
 from lazyscope.core.errors import EXIT_OK, EXIT_TARGET_FAILED, RunDirError, one_line
 from lazyscope.core.numbers import MAX_SECONDS
+from lazyscope.integrations.live import OnlineCheck
 from lazyscope.model import Run
 from lazyscope.model.meta import STATUS_OK, STATUS_RUNNING
 from lazyscope.model.source_files import SOURCES
-from lazyscope.online import OnlineCheck
 from lazyscope.store.follow import MISSING, NOT_A_RUN, follow
 from lazyscope.store.lock import describe_holder
 

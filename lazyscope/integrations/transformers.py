@@ -140,7 +140,7 @@ class LazyscopeCallback:
             tracer.collector.step_gate = self._gate
         assert tracer.recorder is not None
         optim = getattr(args, "optim", "")
-        tracer.recorder.set_info(trainer={
+        tracer.recorder.set_run_info(trainer={
             "max_steps": getattr(state, "max_steps", None),
             "gradient_accumulation_steps": getattr(args, "gradient_accumulation_steps", None),
             "per_device_train_batch_size": getattr(args, "per_device_train_batch_size", None),

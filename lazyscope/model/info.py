@@ -3,7 +3,8 @@
 
 ``info`` stays one flat JSON object on disk (runs of every lazyscope release read the same):
 lazyscope's collectors, the runner and :mod:`lazyscope.data` write their keys into it as the run
-goes, and a program adds its own (``lazyscope.set_info``). :func:`run_info` reads it back: each
+goes, each through :func:`info_fields` (a field of :class:`RunInfo`, with its declared type: never
+a bare string key), and a program adds its own (``lazyscope.set_info``). :func:`run_info` reads it back: each
 known key is taken when its value has the declared type, else it reads as not recorded (a run
 file is data, never trusted); every other key is the program's, kept apart in ``RunInfo.user``.
 """
@@ -13,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, fields
 from typing import Any
 
-from lazyscope.model.codec import lenient
+from lazyscope.model.codec import _checkers, lenient
 from lazyscope.model.frames import SOURCES_KEY, Frame, SourceMap
 
 #: the info key :class:`lazyscope.data.PadToBuckets` declares its bucket lengths under
@@ -99,6 +100,17 @@ class RunInfo:
     out_of_memory: dict[str, Any] | None = None
     #: the program's line the exception that ended the run raised at (:data:`ERROR_SITE`)
     error_site: dict[str, Any] | None = None
+    #: eager PyTorch / torch.compile: the device the program ran on (``cuda:0``, ``cpu``)
+    torch_device: str | None = None
+    #: torch.compile's ``dynamic`` as traced (``auto``, ``true``, ``false``)
+    compile_dynamic: str | None = None
+    #: torchax: what a step was (``mode``: ``jit`` or ``barrier``; ``function``: the jitted
+    #: callable whose calls end steps; ``calls`` per jitted function)
+    torchax_steps: dict[str, Any] | None = None
+    #: torchax: JAX's device count
+    devices: int | None = None
+    #: a Hugging Face ``Trainer``'s own plan (``max_steps``, gradient accumulation, batch size)
+    trainer: dict[str, Any] | None = None
     sources: SourceMap = field(default_factory=SourceMap)
     workload: Workload = field(default_factory=Workload)
     #: every key that is neither lazyscope's nor the workload's, as the program set it
@@ -118,6 +130,22 @@ class RunInfo:
 _OWN = frozenset(f.name for f in fields(RunInfo)) - {"sources", "workload", "user",
                                                     "damaged_counts"}
 _WORKLOAD = frozenset(f.name for f in fields(Workload)) - {"max_len"}
+
+
+def info_fields(**values: Any) -> dict[str, Any]:
+    """``values`` as ``meta.json`` ``info`` entries, checked against :class:`RunInfo`: how
+    lazyscope's own code writes run info. A name that is not one of RunInfo's own fields, or a
+    value :func:`run_info` would not read back as that field (its declared type), raises
+    TypeError: a bug of lazyscope's, which the tests meet, never a run file read as missing."""
+    checks = dict(_checkers(RunInfo))
+    for name, value in values.items():
+        check = checks.get(name)
+        if name not in _OWN or check is None:
+            raise TypeError(f"run info {name!r} is not a field of RunInfo")
+        if not check(value):
+            raise TypeError(f"run info {name!r}: {value!r:.120} does not have RunInfo's "
+                            "declared type")
+    return values
 
 
 def run_info(info: Any) -> RunInfo:

@@ -1,5 +1,5 @@
 """The pytest plugin on real torch_xla: a test file with a recompiling and a healthy test under
-``@pytest.mark.lazyscope`` run by pytest in a fresh process (``-p lazyscope.pytest_plugin``: the
+``@pytest.mark.lazyscope`` run by pytest in a fresh process (``-p lazyscope.integrations.pytest_plugin``: the
 installed entry points are another checkout's), and the entry point the package declares."""
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ def run_pytest(program: Path, tmp_path: Path) -> tuple[subprocess.CompletedProce
     env = {**os.environ, "PJRT_DEVICE": "CPU", "PYTHONPATH": path,
            "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"}
     proc = subprocess.run(
-        [sys.executable, "-m", "pytest", "-p", "lazyscope.pytest_plugin", "--strict-markers",
+        [sys.executable, "-m", "pytest", "-p", "lazyscope.integrations.pytest_plugin", "--strict-markers",
          "-p", "no:cacheprovider", "-q", str(test_file)],
         cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
     return proc, test_file
@@ -38,8 +38,8 @@ def line_of(path: Path, marker: str) -> int:
 
 def test_entry_point_is_declared() -> None:
     project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
-    assert project["entry-points"]["pytest11"] == {"lazyscope": "lazyscope.pytest_plugin"}
-    import lazyscope.pytest_plugin as plugin
+    assert project["entry-points"]["pytest11"] == {"lazyscope": "lazyscope.integrations.pytest_plugin"}
+    import lazyscope.integrations.pytest_plugin as plugin
 
     assert callable(plugin.pytest_configure) and callable(plugin.lazyscope_guard)
 
@@ -78,10 +78,10 @@ def test_marker_is_registered(tmp_path: Path) -> None:
         "    pass\n")
     env = {**os.environ, "PYTHONPATH": str(REPO), "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"}
     base = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--strict-markers"]
-    listed = subprocess.run([*base, "-p", "lazyscope.pytest_plugin", "--markers"], cwd=tmp_path,
+    listed = subprocess.run([*base, "-p", "lazyscope.integrations.pytest_plugin", "--markers"], cwd=tmp_path,
                             env=env, capture_output=True, text=True, timeout=120)
     assert "@pytest.mark.lazyscope(max_recompiles=0, warmup_steps=2" in listed.stdout
-    collected = subprocess.run([*base, "-p", "lazyscope.pytest_plugin", "--collect-only", "-q"],
+    collected = subprocess.run([*base, "-p", "lazyscope.integrations.pytest_plugin", "--collect-only", "-q"],
                                cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
     assert collected.returncode == 0, collected.stdout + collected.stderr
     # without the plugin the marker is unknown: --strict-markers refuses it (the test can fail)
@@ -120,7 +120,7 @@ def test_a_bad_marker_is_a_usage_error_at_collection(tmp_path: Path, marker: str
     proc = _pytest(tmp_path, "import pytest\n\n"
                              f"@pytest.mark.{marker}\ndef test_it():\n    pass\n\n"
                              "def test_other():\n    pass\n",
-                   "-p", "lazyscope.pytest_plugin")
+                   "-p", "lazyscope.integrations.pytest_plugin")
     assert proc.returncode == 4, proc.stdout + proc.stderr
     assert why in proc.stderr, proc.stderr
     assert proc.stderr.startswith("ERROR: test_marked.py::test_it: @pytest.mark.lazyscope(...): ")
@@ -129,19 +129,19 @@ def test_a_bad_marker_is_a_usage_error_at_collection(tmp_path: Path, marker: str
 
 
 def test_the_plugin_given_with_p_and_installed_is_loaded_once(tmp_path: Path) -> None:
-    """`-p lazyscope.pytest_plugin` with the entry point installed (this venv has it): one
+    """`-p lazyscope.integrations.pytest_plugin` with the entry point installed (this venv has it): one
     plugin, no page of pytest's plugin registry."""
     import importlib.metadata as md
 
     if not any(e.name == "lazyscope" for e in md.entry_points(group="pytest11")):
         pytest.skip("the lazyscope entry point is not installed in this environment")
     text = "def test_it():\n    pass\n"
-    for options in (("-p", "lazyscope.pytest_plugin"), ()):
+    for options in (("-p", "lazyscope.integrations.pytest_plugin"), ()):
         proc = _pytest(tmp_path, text, *options, autoload=True)
         assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
         assert "1 passed" in proc.stdout and "already registered" not in proc.stderr
         assert len(proc.stderr) < 200, proc.stderr[:500]
     proc = _pytest(tmp_path, "import pytest\n\n@pytest.mark.lazyscope(oops=1)\n"
                              "def test_it():\n    pass\n",
-                   "-p", "lazyscope.pytest_plugin", autoload=True)
+                   "-p", "lazyscope.integrations.pytest_plugin", autoload=True)
     assert proc.returncode == 4 and "unknown argument oops" in proc.stderr, proc.stderr

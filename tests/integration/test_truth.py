@@ -196,7 +196,7 @@ GUARDED = truth.TRUTH_DIR / "guarded_order.py"
 def _pytest(test_file: Path, *args: str) -> subprocess.CompletedProcess[str]:
     env = {**_env(), "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"}
     return subprocess.run(
-        [sys.executable, "-m", "pytest", "-p", "lazyscope.pytest_plugin", "-p", "no:cacheprovider",
+        [sys.executable, "-m", "pytest", "-p", "lazyscope.integrations.pytest_plugin", "-p", "no:cacheprovider",
          "-q", str(test_file), *args], cwd=test_file.parent, env=env, capture_output=True,
         text=True, timeout=600)
 

@@ -11,7 +11,7 @@ import pytest
 import lazyscope
 from lazyscope.analyze.check import Rules
 from lazyscope.core.errors import GuardError, LazyscopeError, UsageError
-from lazyscope.online import OnlineCheck
+from lazyscope.integrations.live import OnlineCheck
 
 
 def test_a_healthy_steady_step_triggers_nothing() -> None:
@@ -48,7 +48,7 @@ def test_import_lazyscope_stays_light() -> None:
     import sys
 
     code = ("import sys, lazyscope; lazyscope.GuardError; lazyscope.guard; "
-            "import lazyscope.pytest_plugin; "
+            "import lazyscope.integrations.pytest_plugin; "
             "print(sorted(m for m in ('torch', 'torch_xla') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          timeout=120)

@@ -17,7 +17,7 @@ SAVED = REPO / "tests" / "data" / "xla" / "dynamic20"
 #: module prefixes a read-only command of a small run must not import
 HEAVY = ("torch", "torch_xla", "matplotlib", "IPython", "rich", "pandas",
          "lazyscope.backends.", "lazyscope.integrations", "lazyscope.commands.cases",
-         "lazyscope.render.views", "lazyscope.render.plots", "lazyscope.online")
+         "lazyscope.render.views", "lazyscope.render.plots", "lazyscope.integrations.live")
 
 
 def _imported_by(code: str) -> list[str]:

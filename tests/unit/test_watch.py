@@ -14,8 +14,8 @@ import time
 from pathlib import Path
 
 from lazyscope.cli import main
+from lazyscope.integrations.live import OnlineCheck, step_activity
 from lazyscope.model import Meta
-from lazyscope.online import OnlineCheck, step_activity
 from lazyscope.store import RunWriter, load_run
 from tests.builders import build_run
 

@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from lazyscope.backends.base import Collector, Recorder, Runtime, TraceOptions, active
-from lazyscope.backends.compile_cache import COMPILE_CACHE, InductorCache
+from lazyscope.backends.compile_cache import InductorCache
 from lazyscope.backends.pytorch.cudamem import NOT_ON_CPU, CudaMemory
 from lazyscope.backends.pytorch.dynamo import DynamoCollector
 from lazyscope.backends.pytorch.stalls import StallTimer
@@ -202,7 +202,7 @@ class TorchCollector(Collector):
 
             self._memory = CudaMemory(torch.cuda)
         else:
-            self._recorder.set_info(device_memory={"unmeasured": NOT_ON_CPU})
+            self._recorder.set_run_info(device_memory={"unmeasured": NOT_ON_CPU})
             note = (f"host syncs: not collected on {device}: torch.cuda.set_sync_debug_mode "
                     "needs a CUDA device")
             if note not in meta.capabilities.unmeasured:
@@ -211,7 +211,7 @@ class TorchCollector(Collector):
             # diff shows no delta for it, check refuses a rule on it
             if "sync" in meta.capabilities.events:
                 meta.capabilities.events.remove("sync")
-        self._recorder.set_info(torch_device=device)
+        self._recorder.set_run_info(torch_device=device)
 
     def _install_sync_debug(self) -> None:
         if self._sync_state is not None or self._recorder is None:
@@ -282,7 +282,7 @@ class TorchCollector(Collector):
             self._recorder.finish_tail(values)
         if self._memory is not None:
             info = self._memory.info()
-            self._recorder.set_info(device_memory=info if info is not None else {
+            self._recorder.set_run_info(device_memory=info if info is not None else {
                 "unmeasured": "CUDA was not initialised by the program at any step barrier"})
         if not self._recorder.steps:
             self._recorder.note("no lazyscope.barrier() was reached: no per-step timing (a "
@@ -293,7 +293,7 @@ class TorchCollector(Collector):
             self._dynamo.stop()
         cache = self._cache.result() if self._cache is not None else None
         if cache is not None:
-            self._recorder.set_info(**{COMPILE_CACHE: cache})
+            self._recorder.set_run_info(compile_cache=cache)
         self._recorder = None
 
     def on_user_barrier(self) -> None:
@@ -345,5 +345,5 @@ class CompileCollector(TorchCollector):
 
     def start(self, recorder: Recorder) -> None:
         super().start(recorder)
-        recorder.set_info(compile_dynamic={None: "auto", True: "true", False: "false"}[
+        recorder.set_run_info(compile_dynamic={None: "auto", True: "true", False: "false"}[
             self.options.dynamic])

@@ -313,14 +313,14 @@ class TorchaxCollector(Collector):
             recorder.meta.capabilities.unmeasured.append(
                 "executions: the program called no jitted function (it ran op by op, eagerly)")
         if self._memory_used:
-            recorder.set_info(device_memory={
+            recorder.set_run_info(device_memory={
                 "source": "jax Device.memory_stats", "used": self._memory_used,
                 "peak": self._memory_peak, "limit": self._memory_limit})
         elif self._memory_none:
-            recorder.set_info(device_memory={
+            recorder.set_run_info(device_memory={
                 "unmeasured": "the runtime does not report device memory "
                               "(jax Device.memory_stats() is None on this platform)"})
-        recorder.set_info(runtime_counts={"jax backend compiles": self._compiles.count})
+        recorder.set_run_info(runtime_counts={"jax backend compiles": self._compiles.count})
         self._recorder = None
 
     def _describe_steps(self, recorder: Recorder) -> None:
@@ -338,7 +338,7 @@ class TorchaxCollector(Collector):
         elif self.mode == "barrier":
             recorder.note("a step ends at each lazyscope.barrier() (which waits for the last "
                           "jitted call's outputs)")
-        recorder.set_info(torchax_steps={"mode": self.mode, "function": self.step_label,
+        recorder.set_run_info(torchax_steps={"mode": self.mode, "function": self.step_label,
                                          "calls": dict(calls)})
 
     # -- events ---------------------------------------------------------------------------
@@ -519,7 +519,7 @@ class TorchaxCollector(Collector):
             n = jax.device_count()
             recorder.meta.device = f"jax ({device.platform}: {device.device_kind})" + (
                 f", {n} devices" if n > 1 else "")
-            recorder.set_info(devices=n)
+            recorder.set_run_info(devices=n)
         if self._memory_none:
             return
         try:

@@ -49,7 +49,7 @@ from pathlib import Path
 from typing import Any
 
 from lazyscope.backends.base import Collector, Recorder, TraceOptions
-from lazyscope.backends.compile_cache import COMPILE_CACHE, XlaCache
+from lazyscope.backends.compile_cache import XlaCache
 from lazyscope.backends.sampler import mark
 from lazyscope.backends.xla.barrier import barrier_site
 from lazyscope.backends.xla.causes import classify_compile
@@ -488,7 +488,7 @@ class XlaCollector(Collector):
                     recorder.add_time("input_s", time.perf_counter() - t0)
                     if not seen[0]:
                         seen[0] = True
-                        recorder.set_info(parallel_loader=True)
+                        recorder.set_run_info(parallel_loader=True)
 
         pl.ParallelLoader.next_item = mark(next_item, "input")
         self._patched.append((pl.ParallelLoader, "next_item", original))
@@ -552,16 +552,16 @@ class XlaCollector(Collector):
         if active:
             self._recorder.finish_tail(values)
         if self._memory_used:
-            self._recorder.set_info(device_memory={
+            self._recorder.set_run_info(device_memory={
                 "source": "torch_xla get_memory_info", "used": self._memory_used,
                 "peak": self._memory_peak, "limit": self._memory_limit})
         try:  # the persistent cache: what the program configured, what it did
-            self._recorder.set_info(**{COMPILE_CACHE: self._cache.result()})
+            self._recorder.set_run_info(compile_cache=self._cache.result())
         except Exception:  # noqa: BLE001 - descriptive only
             pass
         try:  # torch_xla's own count of the same run, for the report to set beside lazyscope's
             end = runtime_counts(self._met)
-            self._recorder.set_info(runtime_counts={
+            self._recorder.set_run_info(runtime_counts={
                 k: n - self._runtime_base.get(k, 0) for k, n in end.items()
                 if n - self._runtime_base.get(k, 0)})
         except Exception:  # noqa: BLE001 - descriptive only
@@ -582,7 +582,7 @@ class XlaCollector(Collector):
             if not self._eager_seen and self._eager_mode():
                 self._eager_seen = True
                 assert self._recorder is not None
-                self._recorder.set_info(eager_mode=True)
+                self._recorder.set_run_info(eager_mode=True)
         finally:
             self._in_barrier = False
         recorder = self._recorder
@@ -606,18 +606,18 @@ class XlaCollector(Collector):
             if not torch_xla._XLAC._xla_runtime_is_initialized():
                 return
             devices = torch_xla.real_devices()
-            info: dict[str, Any] = {"devices": len(devices)}
             if xr.is_spmd():
-                info["spmd"] = True
-                info["global_devices"] = n = xr.global_runtime_device_count()
+                n = int(xr.global_runtime_device_count())
+                self._recorder.set_run_info(devices=len(devices), spmd=True, global_devices=n)
                 self._recorder.note(
                     f"SPMD: one program over {n} devices; each execution of a graph over "
                     "them counts once (torch_xla's ExecuteReplicatedTime), as torch_xla counts "
                     "it")
+            else:
+                self._recorder.set_run_info(devices=len(devices))
             meta = self._recorder.meta
             meta.device = f"{torch_xla.device()} ({devices[0]})" + (
                 f", {len(devices)} devices" if len(devices) > 1 else "")
-            self._recorder.set_info(**info)
         except Exception:  # noqa: BLE001 - descriptive only
             pass
 
@@ -638,7 +638,7 @@ class XlaCollector(Collector):
         except Exception as exc:  # noqa: BLE001 - the runtime cannot say (XLA:CPU)
             self._memory_device = ""
             why = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:200]
-            self._recorder.set_info(device_memory={
+            self._recorder.set_run_info(device_memory={
                 "unmeasured": f"the runtime does not report device memory ({why})"})
             return
         self._memory_used.append(int(info.get("bytes_used", 0)))
@@ -785,7 +785,7 @@ class XlaCollector(Collector):
             # recompilations (the verdict speaks of eager mode)
             if not self._eager_seen:
                 self._eager_seen = True
-                self._recorder.set_info(eager_mode=True)
+                self._recorder.set_run_info(eager_mode=True)
             modules = [] if graphs is None else modules
             for module in modules:
                 graphs.discard(module)  # type: ignore[union-attr]

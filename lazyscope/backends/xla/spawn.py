@@ -132,4 +132,4 @@ class SpawnHook:
         self._saved = None
         ranks = list(rank_dirs(self.run_dir))
         if ranks:
-            self.recorder.set_info(ranks=ranks)
+            self.recorder.set_run_info(ranks=ranks)

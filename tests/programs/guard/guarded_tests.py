@@ -1,5 +1,5 @@
 """Two tests under ``@pytest.mark.lazyscope``: one starts recompiling at step 4 of 8, one does
-not. Run by tests/integration/test_pytest_plugin.py with ``-p lazyscope.pytest_plugin``: it
+not. Run by tests/integration/test_pytest_plugin.py with ``-p lazyscope.integrations.pytest_plugin``: it
 gives ```1 failed, 1 passed``. (Named so that the suite does not collect it: tests/programs is data.)"""
 
 import pytest

@@ -1,6 +1,6 @@
 """Two tests under ``@pytest.mark.lazyscope`` on torchax (the plugin's backend ``auto`` is
 torchax: the test file imports it): a jitted step that starts recompiling at step 4 of 8, and
-one that does not. Run by tests/integration/test_torchax.py with ``-p lazyscope.pytest_plugin``:
+one that does not. Run by tests/integration/test_torchax.py with ``-p lazyscope.integrations.pytest_plugin``:
 ``1 failed, 1 passed``. (Named so that the suite does not collect it.)"""
 
 import pytest

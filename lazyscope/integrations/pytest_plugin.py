@@ -14,7 +14,7 @@ plugin sets up lazyscope's XLA session (environment variables only: no runtime i
 
 Each marker is checked when the tests are collected (``marker_error``): positional arguments,
 an unknown keyword, a bad value or no rule at all is pytest's usage error naming the test and
-the marker, before anything runs. Given with ``-p lazyscope.pytest_plugin`` while the entry
+the marker, before anything runs. Given with ``-p lazyscope.integrations.pytest_plugin`` while the entry
 point is installed too, the plugin is loaded once.
 
 Loading the plugin imports lazyscope (no torch, no torch_xla); a test without the marker or
@@ -55,7 +55,7 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def pytest_plugin_registered(plugin: Any, plugin_name: str, manager: Any) -> None:
-    """Loaded once under either name: ``-p lazyscope.pytest_plugin`` with the entry point
+    """Loaded once under either name: ``-p lazyscope.integrations.pytest_plugin`` with the entry point
     installed too would register this module twice (pluggy refuses, and pytest prints a page of
     its plugins); the other name is blocked once this module is registered."""
     if plugin is not sys.modules[__name__]:
@@ -74,7 +74,7 @@ def marker_error(marker: Any) -> str | None:
     """What is wrong with a ``@pytest.mark.lazyscope(...)`` (positional arguments, an unknown
     keyword, a value of the wrong type or range, no rule at all), or None."""
     from lazyscope.core.errors import UsageError
-    from lazyscope.online import make_guard
+    from lazyscope.integrations.live import make_guard
 
     if marker.args:
         return (f"takes keyword arguments only, got {len(marker.args)} positional "
@@ -117,7 +117,7 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
 
 
 def _make(item: pytest.Item) -> Any:
-    from lazyscope.online import make_guard
+    from lazyscope.integrations.live import make_guard
 
     marker = item.get_closest_marker(MARKER)
     kwargs = dict(marker.kwargs) if marker is not None else {}

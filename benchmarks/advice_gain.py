@@ -8,7 +8,8 @@ machine (a timing benchmark: never run beside other work):
   ``position_ids`` and a mask (the advice as it is: packed rows where they win, pasted as the
   loader);
 * ``hf_classifier``: a Hugging Face ``Trainer`` with ``DataCollatorWithPadding`` (the
-  advisor's ``data_collator=`` expression, pasted as the collator).
+  advisor's ``data_collator = Bucketed(data_collator, [...])``: the program's own collator
+  wrapped, pasted as the collator).
 
 For each: trace the program as it is for N steps; ``lazyscope advise RUN --horizon N`` (the run
 the user does: the same data), its prediction of the recommended plan's real tokens/s over the
@@ -76,7 +77,8 @@ def run_case(name: str, out: Path) -> dict:
         pasted.write_text(emitted)
         extra = ["--loader", str(pasted)]
     else:
-        found = re.search(r"data_collator\s*=\s*(PadToBuckets\([^)]*\))", emitted)
+        found = re.search(r"data_collator\s*=\s*(Bucketed\(data_collator, \[[^\]]*\]\))",
+                          emitted)
         if not found:
             sys.exit(f"{name}: no data_collator= line in the emitted advice:\n{emitted}")
         extra = ["--data-collator", found.group(1)]

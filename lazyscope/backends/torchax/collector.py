@@ -62,6 +62,7 @@ from lazyscope.backends.torchax.explain import (
     user_path,
 )
 from lazyscope.backends.torchax.jit import JitInfo, JitWatch
+from lazyscope.backends.xla.reads import READ_METHODS as TORCH_READ_METHODS
 from lazyscope.backends.xla.reads import ValueReadHooks
 from lazyscope.core.errors import MissingDependencyError
 from lazyscope.model import (
@@ -81,21 +82,10 @@ INSTALL_HINT = ("torchax is not installed: pip install 'lazyscope[torchax]' "
                 "(torchax==0.0.13 with jax==0.10.2)")
 STEP_FIELDS = ["wall_s", "t_end_s", "compile_count", "compile_s", "execute_count",
                "from_device_count", "from_device_s", "input_s", "barrier_s", "sync_s", "own_s"]
-#: torchax.tensor.Tensor attribute -> how a read through it is named (torchax defines its own
-#: ``numpy``, ``tolist`` and ``__str__``; the rest are torch.Tensor's)
-READ_METHODS = {
-    "item": ".item()",
-    "tolist": ".tolist()",
-    "cpu": ".cpu()",
-    "numpy": ".numpy()",
-    "__bool__": "if tensor / bool(tensor)",
-    "__int__": "int(tensor)",
-    "__float__": "float(tensor)",
-    "__index__": "tensor used as an index",
-    "__str__": "print(tensor) / str",
-    "__repr__": "repr(tensor)",
-    "__format__": "f-string / format(tensor)",
-}
+#: torchax.tensor.Tensor attribute -> how a read through it is named: torch.Tensor's reads, and
+#: the ``__str__`` torchax defines (so ``print`` goes through it, not ``__repr__``)
+READ_METHODS = {**TORCH_READ_METHODS, "__str__": "print(tensor) / str",
+                "__repr__": "repr(tensor)"}
 
 
 #: JAX programs that move data rather than compute (module name -> what they are)

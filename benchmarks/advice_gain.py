@@ -11,8 +11,8 @@ machine (a timing benchmark: never run beside other work):
   advisor's ``data_collator = Bucketed(data_collator, [...])``: the program's own collator
   wrapped, pasted as the collator).
 
-For each: trace the program as it is for N steps; ``lazyscope advise RUN --horizon N`` (the run
-the user does: the same data), its prediction of the recommended plan's real tokens/s over the
+For each: trace the program as it is for N steps; ``lazyscope advise RUN --horizon S`` (S: the
+steps the run recorded, the run the user does: the same data), its prediction of the recommended plan's real tokens/s over the
 run's own policy; ``advise --emit`` pasted into the program; trace that for the plan's steps
 (the same data: packed rows take fewer steps); ``check`` both; ``diff``'s measured real
 tokens/s (compiles included) B/A. The gain is within 20% of the prediction, and the emitted
@@ -64,12 +64,18 @@ def run_case(name: str, out: Path) -> dict:
     base = out / name / "as_written"
     must(lazyscope("trace", "--out", str(base), "--no-views", str(path), *args,
                    "--steps", str(steps)))
-    advice = json.loads(must(lazyscope("advise", str(base), "--horizon", str(steps),
+    # the horizon is the steps the run recorded (a Trainer's first barrier, before its first
+    # step, is one more): diff measures the runs over all their steps
+    sys.path.insert(0, str(REPO))
+    from lazyscope.store import load_run
+
+    horizon = str(len(load_run(base).steps))
+    advice = json.loads(must(lazyscope("advise", str(base), "--horizon", horizon,
                                        "--format", "json", *options)))
     plan = advice["recommended"]
     ran = next(p for p in advice["plans"] if p["kind"] == "longest")
     predicted = plan["predicted_tokens_per_s"] / ran["predicted_tokens_per_s"]
-    emitted = must(lazyscope("advise", str(base), "--horizon", str(steps), "--emit", *options))
+    emitted = must(lazyscope("advise", str(base), "--horizon", horizon, "--emit", *options))
     # the first snippet is the plan ranked first, its prediction beside it
     leads = emitted.splitlines()[0].startswith(f"# lazyscope advise: {plan['name']} -- predicted ")
     if paste == "loader":

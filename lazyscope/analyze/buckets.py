@@ -80,6 +80,9 @@ DEFAULT_HORIZON = 100_000
 #: steps that compiled nothing a run needs for its execution time to be calibrated on them
 #: alone (a compiling step's other seconds are the new graph's, not its rows')
 MIN_STEADY_CALIBRATION = 3
+#: the longest length a run's graphs showed is rounded up to a multiple of this (where nothing
+#: declares the data's longest): the TPU's tile, and room for the data's longer sequences
+TILE = 8
 #: packed row lengths tried, as multiples of the longest length
 PACKED_ROW_MULTIPLES = (1, 2, 4)
 #: per-sequence lengths drawn from an estimated distribution
@@ -517,6 +520,14 @@ def lengths_from_run(run: Run, *, top: int | None = None) -> Lengths:
         notes.append(f"the max length is the longest batch the loader made ({max(maker.sizes)}, "
                      f"in {maker.batches} batches), longer than any step ran ({longest})")
         longest = max(maker.sizes)
+    declared = info.workload.max_len or 0
+    if longest % TILE and longest > declared:
+        # a run sees a sample of its data: the longest it saw is rarely the data's longest, and
+        # a batch longer than every bucket is a shape (a graph) of its own
+        notes.append(f"the longest length the run saw ({longest}) is rounded up to a multiple "
+                     f"of {TILE} ({longest + TILE - longest % TILE}): the data's longest may be "
+                     f"longer than the run's sample showed, and TPUs tile by {TILE}")
+        longest += TILE - longest % TILE
     tokens = measured_tokens(run)
     mean = tokens.real / (tokens.steps * batch) if tokens is not None and tokens.steps else None
     if mean is not None:
@@ -957,7 +968,8 @@ def calibrate(run: Run, lengths: Lengths, base: CostModel, padded: dict[int, int
 
     ``unit_s``: the median, over the steps that compiled nothing (at least
     :data:`MIN_STEADY_CALIBRATION` of them whose length is known, step 0 left out; only those
-    after a step that compiled nothing either, when there are any), of a step's wall time over
+    after a step that compiled nothing either, when there are any), of a step's training time (wall time less lazyscope's own and the program's start,
+    :meth:`StepTable.training_s`) over
     its computed units (``rows`` rows of its ``padded`` length); the median, because a steady
     step now and then waits on something else (a collection, the last compile's first run);
     with fewer such steps, every step's wall time less its compile seconds over their units (a
@@ -973,7 +985,7 @@ def calibrate(run: Run, lengths: Lengths, base: CostModel, padded: dict[int, int
     n = len(steps)
     if n == 0 or not padded:
         return base
-    walls, comp_s = steps.values("wall_s"), steps.values("compile_s")
+    walls, comp_s = steps.training_s(), steps.values("compile_s")
     comp_n = steps.values("compile_count")
     first = 1 if n > 1 else 0
     known = [rows.get(i, lengths.batch) * base.row(padded[i]) for i in padded if 0 <= i < n]
@@ -1007,10 +1019,29 @@ def calibrate(run: Run, lengths: Lengths, base: CostModel, padded: dict[int, int
     graphs = len({e.key for e in user})
     shapes = len(set(padded.values()))
     per_shape, extra = _graphs_per_shape(user, padded, graphs, shapes)
-    # the first graphs apart from the later ones: the compiling steps in step order, each
-    # group's seconds what its steps took beyond their rows (at least the compiler's own)
+    # the seconds steps that compiled nothing took beyond their rows (a graph's first run,
+    # a wait) are the graphs' too, each its share
     cost = [(int(comp_n[i]), float(comp_s[i]), float(walls[i]) - units_of(i) * unit_s)
             for i in range(n) if comp_n[i] == comp_n[i] and int(comp_n[i]) > 0]
+    share = (max(0.0, beyond - sum(b for _, _, b in cost)) / compiles) if compiles else 0.0
+    families = _families(user, padded)
+    if families is not None:
+        once, firsts, by_structure = families
+        priced = _graph_seconds(user, walls, comp_s, units_of, unit_s)
+        first_shape = once + firsts
+        first_n = float(len(first_shape))
+        first_s = sum(priced[id(e)] for e in first_shape) + first_n * share
+        # a further shape compiles one graph of each structure that varies with the length,
+        # each at what that structure's later graphs took (its first, when it had no other)
+        per_shape = float(len(firsts))
+        shape_s = sum(sum(priced[id(e)] for e in graphs) / len(graphs)
+                      for graphs in (by_structure.get(_signature(f)) or [f] for f in firsts))
+        return CostModel(crossover=base.crossover, unit_s=unit_s,
+                         compile_s=shape_s / per_shape + share, graphs_per_shape=per_shape,
+                         extra_graphs=float(len(once)), calibrated=True,
+                         first_graphs=first_n, first_s=first_s)
+    # the first graphs apart from the later ones: the compiling steps in step order, each
+    # group's seconds what its steps took beyond their rows (at least the compiler's own)
     k = max(1, round(per_shape + extra))
     split = 0
     first_n = 0.0
@@ -1021,9 +1052,6 @@ def calibrate(run: Run, lengths: Lengths, base: CostModel, padded: dict[int, int
     def seconds(group: list[tuple[int, float, float]]) -> float:
         return max(sum(c for _, c, _ in group), sum(b for _, _, b in group), 0.0)
 
-    # the seconds steps that compiled nothing took beyond their rows (a graph's first run,
-    # a wait) are the graphs' too, each its share
-    share = (max(0.0, beyond - sum(b for _, _, b in cost)) / compiles) if compiles else 0.0
     first_s = seconds(cost[:split]) + first_n * share
     later = sum(c for c, _, _ in cost[split:])
     if later:  # later graphs there are: they are the price of each one more
@@ -1033,6 +1061,70 @@ def calibrate(run: Run, lengths: Lengths, base: CostModel, padded: dict[int, int
     return CostModel(crossover=base.crossover, unit_s=unit_s, compile_s=compile_s,
                      graphs_per_shape=per_shape, extra_graphs=extra, calibrated=True,
                      first_graphs=first_n, first_s=first_s)
+
+
+def _signature(e: Any) -> frozenset[tuple[str, int]] | None:
+    """A graph's structure without its shapes: its HLO op counts (the same training step at
+    another padded length has the same ops; a first step without optimizer state has other
+    ones). None where the backend did not give them."""
+    ops = getattr(e.data, "ops", None)
+    return frozenset(ops.items()) if ops else None
+
+
+def _families(user: list[Any], padded: dict[int, int]
+              ) -> tuple[list[Any], list[Any], dict[Any, list[Any]]] | None:
+    """The run's compilations cut by what a plan pays for them, from the graphs' structure
+    (:func:`_signature`): ``once`` (a structure compiled at one padded length only: the
+    program's first steps, a first step without optimizer state yet), ``firsts`` (the first
+    compilation of each structure compiled at several lengths: what the plan's first shape
+    costs, the compiler's warm-up included) and ``later`` (the others, by structure: what each
+    further shape costs). None when the structures do not tell (no op counts, a compile of
+    unknown seconds, or no structure compiled at two lengths)."""
+    if not user or any(_signature(e) is None or not e.seconds or e.seconds != e.seconds
+                       for e in user):
+        return None
+    lengths: dict[frozenset[tuple[str, int]], set[int]] = {}
+    for e in user:
+        sig = _signature(e)
+        assert sig is not None
+        lengths.setdefault(sig, set())
+        if e.step in padded:
+            lengths[sig].add(padded[e.step])
+    shaped = {sig for sig, seen in lengths.items() if len(seen) >= 2}
+    if not shaped:
+        return None
+    once: list[Any] = []
+    firsts: list[Any] = []
+    later: dict[Any, list[Any]] = {}
+    for e in sorted(user, key=lambda ev: ev.step):
+        sig = _signature(e)
+        if sig not in shaped:
+            once.append(e)
+        elif any(_signature(f) == sig for f in firsts):
+            later.setdefault(sig, []).append(e)
+        else:
+            firsts.append(e)
+    return once, firsts, later
+
+
+def _graph_seconds(user: list[Any], walls: Any, comp_s: Any, units_of: Any,
+                   unit_s: float) -> dict[int, float]:
+    """Each compilation's price: the seconds its step took beyond its rows (at least the
+    compiler's own), shared among the step's compilations by their compile seconds (a tiny
+    graph beside the training step's costs next to nothing)."""
+    by_step: dict[int, list[Any]] = {}
+    for e in user:
+        by_step.setdefault(e.step, []).append(e)
+    out: dict[int, float] = {}
+    for step, events in by_step.items():
+        own = sum(float(e.seconds) for e in events)
+        if 0 <= step < len(walls):
+            beyond = max(float(comp_s[step]), float(walls[step]) - units_of(step) * unit_s, own)
+        else:
+            beyond = own
+        for e in events:
+            out[id(e)] = beyond * float(e.seconds) / own if own > 0 else beyond / len(events)
+    return out
 
 
 def _graphs_per_shape(user: list[Any], padded: dict[int, int], graphs: int,
@@ -1153,13 +1245,14 @@ def advice_for_run(run: Run, *, max_buckets: int = 8, horizon: int | None = None
 
 def _as_measured(run: Run, plan: Plan, advice: Advice, model: CostModel) -> Plan | None:
     """The run's own policy (pad to longest) priced on the run itself: its first ``horizon``
-    steps' wall and compile seconds as measured; past its end, each step more at the model's
+    steps' training and compile seconds as measured (:meth:`StepTable.training_s`); past its
+    end, each step more at the model's
     price (as every plan's steps are) and a compile for each shape expected new there (the
     shapes it has not met yet, with the probabilities of the estimated batch maxima). None when
     the run's steps were not timed."""
     steps = run.steps
     n = len(steps)
-    walls, comp_s = steps.values("wall_s"), steps.values("compile_s")
+    walls, comp_s = steps.training_s(), steps.values("compile_s")
     comp_n = steps.values("compile_count")
     if n == 0 or not float(walls.sum()) > 0:
         return None

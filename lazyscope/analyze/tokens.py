@@ -12,8 +12,10 @@ Two sources, the first that has them:
   batches count (a loader that works ahead has made more than the steps used).
 
 ``real_tokens_per_second`` is the real tokens over the wall time of the steps that computed
-them, their compilations included: what a padding policy changes, and what ``lazyscope
-advise`` predicts (``real tok/s``). Pure: no I/O.
+them, their compilations included, lazyscope's own bookkeeping and the program's start (step
+0's host time: imports, building the model) taken out (:meth:`StepTable.training_s`: what the
+program's training gets untraced): what a padding policy changes,
+and what ``lazyscope advise`` predicts (``real tok/s``). Pure: no I/O.
 """
 
 from __future__ import annotations
@@ -60,7 +62,7 @@ def measured_tokens(run: Run) -> Tokens | None:
     n = len(steps)
     if n == 0:
         return None
-    walls = steps.values("wall_s")
+    walls = steps.training_s()
     annotated = steps.annotation("real_tokens")
     if annotated:
         computed = steps.annotation("computed_tokens")

@@ -223,7 +223,7 @@ def test_advise_reads_a_plain_runs_graphs(tmp_path) -> None:
     lengths = lengths_from_run(run)
     assert lengths.source == "graph inputs" and not lengths.exact
     assert lengths.what == "dim 1 of the s64[8,?] input" and lengths.batch == 8
-    assert lengths.top == max(per_step)
+    assert lengths.top == -(-max(per_step) // 8) * 8  # the longest seen, to a multiple of 8
     known = len(set(per_step))
     assert lengths.steps_known == known and lengths.steps == 30
     assert sorted(lengths.maxima) == sorted(set(per_step))
@@ -449,3 +449,47 @@ def test_a_measured_mean_sets_the_lengths_below_the_shortest_maximum() -> None:
     assert abs(sum(blind) / len(blind) - mean) > 10  # from 1 up: far too short
     assert sum(told) / len(told) == pytest.approx(mean, rel=0.03)
     assert max(told) == max(blind) == max(maxima)
+
+
+def test_graphs_are_priced_by_their_structure_and_lazyscopes_own_time_is_no_steps(tmp_path) -> None:
+    """A Trainer's run, as XLA compiles it: step 0 a tiny graph, step 1 a small graph and the
+    training step without optimizer state yet (its own ops), then at each new length the small
+    graph and the training step with state (the same ops at every length). The structure says
+    which graphs a plan pays once (step 0's and step 1's training step: a plan of one shape
+    still compiles the training step twice) and which at every shape, each at what it cost (the
+    small ones next to nothing); lazyscope's own seconds (``own_s``, its look at each new graph)
+    and the program's start (step 0's host time) are in no step's price."""
+    tiny, small = {"constant": 1, "tuple": 1}, {"compare": 3, "reduce": 1, "tuple": 1}
+    nostate, step = {"dot": 54, "add": 300, "broadcast": 801}, {"dot": 54, "add": 316}
+    unit, own_after = 1e-4, 0.4
+    rng = random.Random(12)
+    steps, events, annotations = [], [], {}
+    seen: set[int] = set()
+    for i in range(17):
+        m = 40 if i < 2 else rng.choice([48, 56, 64, 72, 80, 88, 96, 104, 112, 120])
+        graphs = ([("t", tiny, 0.01)] if i == 0 else [("s", small, 0.04), ("x", nostate, 3.8)]
+                  if i == 1 else [("s", small, 0.04), ("y", step, 3.7)] if m not in seen else [])
+        seen.add(m)
+        units = 8 * (m + m * m / 1024)
+        compile_s = sum(sec for _, _, sec in graphs)
+        own = own_after if i and steps[-1]["compile_count"] else 0.0
+        # step 0 holds the program's start (1.5 s of host time before its first barrier)
+        steps.append({"wall_s": units * unit + compile_s + (1.5 if i == 0 else 0.0) + own,
+                      "compile_count": len(graphs), "compile_s": compile_s, "own_s": own,
+                      "barrier_s": units * unit + compile_s})
+        for name, ops, sec in graphs:
+            events.append({"kind": "compile", "step": i, "seconds": sec, "key": f"{name}{m}-{i}",
+                           "payload": Compile(ops=ops)})
+        annotations[i] = {"seq_len": m, "batch_max_len": m, "rows": 8}
+    run = build_run(tmp_path / "r", steps=steps, events=events, annotations=annotations,
+                    info={"batch": 8, "max_len": 120})
+    model = advice_for_run(run, horizon=17).cost_model
+    assert model.unit_s == pytest.approx(unit, rel=1e-6)  # own_s taken out of the steps
+    assert (model.graphs_per_shape, model.extra_graphs) == (2.0, 2.0)
+    # the first shape: step 0's graph (not the program's start), step 1's two, the first
+    # training step with state; each further shape its small graph and training step
+    assert model.first_graphs == 4
+    assert model.first_s == pytest.approx(0.01 + 0.04 + 3.8 + 3.7, rel=1e-3)
+    assert model.compile_s == pytest.approx((0.04 + 3.7) / 2, rel=1e-3)
+    top = advice_for_run(run, horizon=17, packing=False).plan_named("pad to max")
+    assert top.graphs == pytest.approx(4) and top.compile_s == pytest.approx(model.first_s)

@@ -44,3 +44,22 @@ def test_annotations_come_first_and_nothing_measured_is_none(tmp_path) -> None:
                      info={"loaders": [{"batches": 3, "collate": {}}]})
     assert measured_tokens(bare) is None
     assert build_report(bare).summary.real_tokens is None
+
+
+def test_throughput_leaves_out_lazyscopes_own_time_and_the_programs_start(tmp_path) -> None:
+    """Real tokens/s is the program's training: each step's wall less lazyscope's own
+    bookkeeping (``own_s``), and step 0 less its host time before the first barrier (imports,
+    building the model: seconds that vary from run to run and that no padding changes)."""
+    steps = [{"wall_s": 3.5, "barrier_s": 0.5, "own_s": 0.0},  # 3.0 s of start
+             {"wall_s": 0.7, "barrier_s": 0.4, "own_s": 0.2},
+             {"wall_s": 0.5, "barrier_s": 0.4, "input_s": 0.05}]
+    run = build_run(tmp_path / "r", steps=steps,
+                    info={"loaders": [_loader([10, 20, 30], [16, 32, 32])]})
+    assert run.steps.start_s() == pytest.approx(3.0)
+    assert list(run.steps.training_s()) == pytest.approx([0.5, 0.5, 0.5])
+    t = measured_tokens(run)
+    assert t.seconds == pytest.approx(1.5) and t.per_second == pytest.approx(60 / 1.5)
+    # a run without the intervals (schema 2, a backend that does not time them): the walls
+    old = build_run(tmp_path / "o", steps=[{"wall_s": w["wall_s"]} for w in steps],
+                    info={"loaders": [_loader([10, 20, 30], [16, 32, 32])]})
+    assert old.steps.start_s() == 0.0 and measured_tokens(old).seconds == pytest.approx(4.7)

@@ -47,14 +47,15 @@ lint: venv
 
 # Measured comparisons (minutes of CPU; not part of the tests; run on a quiet machine): the cost
 # of tracing (in one process, with its interval: default, live alerts, --out gs://) on a ~6 ms
-# step (host and XLA:CPU sharing the 2 cores) and a ~26-29 ms one, the barrier's parts,
-# report/check at 10^4..10^6 steps and start-up, a 64-host pod from the bucket, the HLO dump's
+# step (host and XLA:CPU sharing the 2 cores) and a ~26-29 ms one, the barrier's parts, the stack
+# sampler's, report/check at 10^4..10^6 steps and start-up, a 64-host pod from the bucket, the HLO dump's
 # cost, padding policies. benchmarks/RESULTS.md quotes their output.
 bench: venv
 	$(PY) benchmarks/overhead.py --reps 2 --steps 120 --ab-pairs 400 --ab-steps 40
 	$(PY) benchmarks/overhead.py --reps 0 --hidden 1024 --batch 256 --ab-pairs 150 --ab-steps 20
 	$(PY) benchmarks/overhead.py --reps 0 --pin --ab-pairs 300 --ab-steps 40
 	$(PY) benchmarks/barrier_cost.py --steps 400
+	$(PY) benchmarks/sampler_cost.py --rounds 100
 	$(PY) benchmarks/scale.py
 	$(PY) benchmarks/pod_scale.py
 	$(PY) benchmarks/hlo_dump_cost.py --reps 3 --steps 12

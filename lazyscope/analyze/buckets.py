@@ -968,10 +968,10 @@ def calibrate(run: Run, lengths: Lengths, base: CostModel, padded: dict[int, int
 
     ``unit_s``: the median, over the steps that compiled nothing (at least
     :data:`MIN_STEADY_CALIBRATION` of them whose length is known, step 0 left out; only those
-    after a step that compiled nothing either, when there are any), of a step's training time (wall time less lazyscope's own and the program's start,
-    :meth:`StepTable.training_s`) over
-    its computed units (``rows`` rows of its ``padded`` length); the median, because a steady
-    step now and then waits on something else (a collection, the last compile's first run);
+    after a step that compiled nothing either, when there are any), of a step's training time
+    (wall time less lazyscope's own and the program's start, :meth:`StepTable.training_s`)
+    over its computed units (``rows`` rows of its ``padded`` length); the median, because a
+    steady step now and then waits on something else (a collection, the last compile's first run);
     with fewer such steps, every step's wall time less its compile seconds over their units (a
     step of unknown length counts as the mean of the known).
 
@@ -980,7 +980,13 @@ def calibrate(run: Run, lengths: Lengths, base: CostModel, padded: dict[int, int
     seconds), never less than the compiler's own seconds. ``graphs_per_shape`` /
     ``extra_graphs``: the graphs a padded length compiles and those compiled once whatever the
     lengths (:func:`_graphs_per_shape`). ``base`` when the run measured nothing to calibrate
-    on."""
+    on.
+
+    Where every compilation has its op counts and seconds and some structure was compiled at
+    two lengths, the graphs are priced by structure (:func:`_families`): the first shape is
+    the once-only graphs and the first of each length-varying structure, at their own
+    seconds (:func:`_graph_seconds`); each further shape one graph of each such structure, at
+    what its later graphs took."""
     steps = run.steps
     n = len(steps)
     if n == 0 or not padded:

@@ -45,6 +45,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from lazyscope.analyze.parts import seconds, step_parts
 from lazyscope.analyze.summary import MIN_STEADY_STEPS, timed_steps
 from lazyscope.model import Capabilities, StepTable
 
@@ -131,36 +132,6 @@ def anatomy_steps(steps: StepTable, warmup_steps: int | None) -> tuple[np.ndarra
     return (kept, basis) if int(kept.sum()) >= MIN_STEADY_STEPS else (timed, basis)
 
 
-def _col(steps: StepTable, name: str) -> np.ndarray:
-    col = steps.col(name)
-    return np.zeros(len(steps)) if col is None else np.nan_to_num(col, nan=0.0)
-
-
-def step_parts(steps: StepTable, lazy: bool) -> tuple[dict[str, np.ndarray], np.ndarray]:
-    """Every step's parts in seconds (``{part: array}``) and what the measured intervals
-    exceed each step's wall time by (noise, 0 almost always)."""
-    wall = _col(steps, "wall_s")
-    compile_s = _col(steps, "compile_s")
-    barrier = _col(steps, "barrier_s")
-    reads = _col(steps, "sync_s")
-    input_s = _col(steps, "input_s")
-    own = _col(steps, "own_s")
-    if lazy:  # compiled inside the barrier, else inside a read, else (rarely) elsewhere
-        in_barrier = np.minimum(compile_s, barrier)
-        in_reads = np.minimum(compile_s - in_barrier, reads)
-        in_host = compile_s - in_barrier - in_reads
-    else:
-        in_barrier = in_reads = np.zeros(len(wall))
-        in_host = compile_s
-    device = barrier - in_barrier
-    syncs = reads - in_reads
-    rest = wall - input_s - barrier - reads - own - in_host
-    host = np.maximum(rest, 0.0)
-    over = np.maximum(-rest, 0.0)
-    return ({"input": input_s, "host": host, "compile": compile_s, "device": device,
-             "syncs": syncs, "other": own}, over)
-
-
 def _anatomy(parts: dict[str, np.ndarray], wall: float, pick: np.ndarray | int,
              how: str = "mean") -> Anatomy:
     def value(a: np.ndarray) -> float:
@@ -185,7 +156,7 @@ def anatomy(steps: StepTable, capabilities: Capabilities,
     parts, over = step_parts(steps, lazy)
     timed, basis = anatomy_steps(steps, warmup_steps)
     idx = np.flatnonzero(timed)
-    wall = _col(steps, "wall_s")
+    wall = seconds(steps, "wall_s")
     order = idx[np.argsort(wall[idx], kind="stable")]
     median = int(order[(len(order) - 1) // 2])
     steady_parts = {k: v[idx] for k, v in parts.items()}

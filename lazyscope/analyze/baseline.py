@@ -175,7 +175,8 @@ def cpu_stats(report: Report) -> StepStats | None:
     when not recorded or too few. Not step by step: XLA:CPU runs a step's graph after the
     barrier that launched it, so its CPU lands in this step or the next by the scheduler's
     whim (3 ms and 76 ms for two steps of one loop on a loaded machine), and a window's sum
-    keeps what the split moves."""
+    keeps what the split moves. The last steps, when fewer than a window, are left out: a rate
+    over fewer steps would carry the very split the windows are there to even out."""
     rates = []
     cpu, steps = 0.0, 0
     for _, n, a, b in _intervals(report):

@@ -56,6 +56,7 @@ from lazyscope.analyze.makers import (
     training_loader,
 )
 from lazyscope.analyze.memory import MemoryModel, fit_memory, user_graph_bytes
+from lazyscope.analyze.parts import training_s
 from lazyscope.analyze.recompiles import CHURN, SiteCompiles, explain_recompiles
 from lazyscope.analyze.tokens import measured_tokens
 from lazyscope.core.padding import (
@@ -969,7 +970,7 @@ def calibrate(run: Run, lengths: Lengths, base: CostModel, padded: dict[int, int
     ``unit_s``: the median, over the steps that compiled nothing (at least
     :data:`MIN_STEADY_CALIBRATION` of them whose length is known, step 0 left out; only those
     after a step that compiled nothing either, when there are any), of a step's training time
-    (wall time less lazyscope's own and the program's start, :meth:`StepTable.training_s`)
+    (wall time less lazyscope's own and the program's start, :func:`~lazyscope.analyze.parts.training_s`)
     over its computed units (``rows`` rows of its ``padded`` length); the median, because a
     steady step now and then waits on something else (a collection, the last compile's first run);
     with fewer such steps, every step's wall time less its compile seconds over their units (a
@@ -991,7 +992,7 @@ def calibrate(run: Run, lengths: Lengths, base: CostModel, padded: dict[int, int
     n = len(steps)
     if n == 0 or not padded:
         return base
-    walls, comp_s = steps.training_s(), steps.values("compile_s")
+    walls, comp_s = training_s(run), steps.values("compile_s")
     comp_n = steps.values("compile_count")
     first = 1 if n > 1 else 0
     known = [rows.get(i, lengths.batch) * base.row(padded[i]) for i in padded if 0 <= i < n]
@@ -1251,14 +1252,14 @@ def advice_for_run(run: Run, *, max_buckets: int = 8, horizon: int | None = None
 
 def _as_measured(run: Run, plan: Plan, advice: Advice, model: CostModel) -> Plan | None:
     """The run's own policy (pad to longest) priced on the run itself: its first ``horizon``
-    steps' training and compile seconds as measured (:meth:`StepTable.training_s`); past its
+    steps' training and compile seconds as measured (:func:`~lazyscope.analyze.parts.training_s`); past its
     end, each step more at the model's
     price (as every plan's steps are) and a compile for each shape expected new there (the
     shapes it has not met yet, with the probabilities of the estimated batch maxima). None when
     the run's steps were not timed."""
     steps = run.steps
     n = len(steps)
-    walls, comp_s = steps.training_s(), steps.values("compile_s")
+    walls, comp_s = training_s(run), steps.values("compile_s")
     comp_n = steps.values("compile_count")
     if n == 0 or not float(walls.sum()) > 0:
         return None

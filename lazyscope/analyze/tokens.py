@@ -13,8 +13,8 @@ Two sources, the first that has them:
 
 ``real_tokens_per_second`` is the real tokens over the wall time of the steps that computed
 them, their compilations included, lazyscope's own bookkeeping and the program's start (step
-0's host time: imports, building the model) taken out (:meth:`StepTable.training_s`: what the
-program's training gets untraced): what a padding policy changes, and what ``lazyscope
+0's host time: imports, building the model) taken out
+(:func:`~lazyscope.analyze.parts.training_s`: what the program's training gets untraced): what a padding policy changes, and what ``lazyscope
 advise`` predicts (``real tok/s``). Pure: no I/O.
 """
 
@@ -23,6 +23,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from lazyscope.analyze.parts import training_s
 from lazyscope.model import Run
 
 
@@ -62,7 +63,7 @@ def measured_tokens(run: Run) -> Tokens | None:
     n = len(steps)
     if n == 0:
         return None
-    walls = steps.training_s()
+    walls = training_s(run)
     annotated = steps.annotation("real_tokens")
     if annotated:
         computed = steps.annotation("computed_tokens")

@@ -109,26 +109,6 @@ class StepTable:
         out: np.ndarray = np.maximum(wall - np.nan_to_num(own, nan=0.0), 0.0)
         return out
 
-    def start_s(self) -> float:
-        """The program's start inside its first step: step 0's host time (its wall less its
-        measured input, barrier, read and lazyscope's own seconds): imports, building the
-        model, a Trainer's set-up, the first trace. No padding policy changes it, and it
-        varies by seconds from one run to the next (a cold disk cache, a busy machine), so
-        throughput is measured without it. 0 when the intervals were not measured."""
-        if not self._n or any(self.col(f) is None for f in INTERVAL_FIELDS):
-            return 0.0
-        first = self[0]
-        parts = sum(float(getattr(first, f) or 0.0) for f in INTERVAL_FIELDS)
-        return max(0.0, float(first.wall_s or 0.0) - parts)
-
-    def training_s(self) -> np.ndarray:
-        """:meth:`program_s` with the program's start (:meth:`start_s`) taken out of step 0:
-        each step's seconds of training, what a padding policy changes."""
-        out: np.ndarray = self.program_s().copy()
-        if self._n:
-            out[0] = max(0.0, float(out[0]) - self.start_s())
-        return out
-
     def total(self, name: str, *, with_tail: bool = True) -> float | None:
         """Sum over the steps (and the tail); None when not measured."""
         col = self.col(name)

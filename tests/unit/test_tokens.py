@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from lazyscope.analyze.parts import start_s, training_s
 from lazyscope.analyze.report import build_report
 from lazyscope.analyze.tokens import measured_tokens
 from tests.builders import build_run
@@ -55,11 +56,30 @@ def test_throughput_leaves_out_lazyscopes_own_time_and_the_programs_start(tmp_pa
              {"wall_s": 0.5, "barrier_s": 0.4, "input_s": 0.05}]
     run = build_run(tmp_path / "r", steps=steps,
                     info={"loaders": [_loader([10, 20, 30], [16, 32, 32])]})
-    assert run.steps.start_s() == pytest.approx(3.0)
-    assert list(run.steps.training_s()) == pytest.approx([0.5, 0.5, 0.5])
+    assert start_s(run) == pytest.approx(3.0)
+    assert list(training_s(run)) == pytest.approx([0.5, 0.5, 0.5])
     t = measured_tokens(run)
     assert t.seconds == pytest.approx(1.5) and t.per_second == pytest.approx(60 / 1.5)
     # a run without the intervals (schema 2, a backend that does not time them): the walls
     old = build_run(tmp_path / "o", steps=[{"wall_s": w["wall_s"]} for w in steps],
                     info={"loaders": [_loader([10, 20, 30], [16, 32, 32])]})
-    assert old.steps.start_s() == 0.0 and measured_tokens(old).seconds == pytest.approx(4.7)
+    assert start_s(old) == 0.0 and measured_tokens(old).seconds == pytest.approx(4.7)
+
+
+def test_a_torch_compile_runs_first_compile_stays_in_its_training_time(tmp_path) -> None:
+    """Under torch.compile the first graph compiles inside the program's first call (host
+    time, not a barrier): the program's start left out of throughput is step 0's host part
+    of the anatomy, without that compilation, which a padding policy changes."""
+    steps = [{"wall_s": 5.0, "barrier_s": 0.1, "compile_s": 2.0},  # 2.9 s of start
+             {"wall_s": 1.5, "barrier_s": 0.1, "compile_s": 1.0},
+             {"wall_s": 0.5, "barrier_s": 0.1}]
+    run = build_run(tmp_path / "c", backend="torch", steps=steps,
+                    info={"loaders": [_loader([10, 20, 30], [16, 32, 32])]})
+    assert run.meta.capabilities.lazy is False
+    assert start_s(run) == pytest.approx(2.9)
+    assert list(training_s(run)) == pytest.approx([2.1, 1.5, 0.5])
+    # the same steps on XLA: 0.1 s of the compilation ran inside the barrier, the other
+    # 1.9 s outside it (a rare case) are also kept out of the start: 5.0 - 0.1 - 1.9
+    lazy = build_run(tmp_path / "x", steps=steps,
+                     info={"loaders": [_loader([10, 20, 30], [16, 32, 32])]})
+    assert start_s(lazy) == pytest.approx(3.0)

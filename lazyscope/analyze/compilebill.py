@@ -3,7 +3,10 @@ there to pay it once.
 
 * ``seconds`` and ``share``: every compilation's seconds (the backend's own measure) against
   the run's wall time;
-* the first step: its wall time and its compilations ("the first step took 4 min: 27 graphs");
+* the first step that compiled (step 0 most often; the step after the program's set-up under
+  ``torch_xla.compile``, which ends a step before it runs the function): its wall time and its
+  compilations ("the first step took 4 min: 27 graphs", "step 1, the first to compile, took
+  7.1 s: 1 graph");
 * ``lines``: the user lines the graphs were compiled at, the costliest first, each with its
   graphs, seconds and share of the compile time, and the largest graph's op count and inputs;
   ``top_share``: what the first :data:`TOP_LINES` of them cost together;
@@ -74,6 +77,8 @@ class CompileBill:
     graphs: int
     first_step_s: float | None
     first_step_graphs: int
+    #: the first step that compiled (the one ``first_step_s`` and ``first_step_graphs`` are of)
+    first_step: int
     lines: list[BillLine]
     #: the compile share of the first TOP_LINES lines
     top_share: float
@@ -153,13 +158,14 @@ def compile_bill(run: Run) -> CompileBill | None:
         lines.append(BillLine(where, len(members), secs, secs / seconds if seconds else 0.0,
                               op_count(data), graph_inputs(data)))
     lines.sort(key=lambda b: -b.seconds)
-    steps0 = ev.step[idx] == 0
+    first = int(ev.step[idx].min())
     info = run.meta.run_info
     share = seconds / wall if wall else 0.0
     return CompileBill(
         seconds=seconds, share=share, graphs=len(idx),
-        first_step_s=float(walls[0]) if len(walls) else None,
-        first_step_graphs=int(np.count_nonzero(steps0)), lines=lines[:MAX_LINES],
+        first_step_s=float(walls[first]) if 0 <= first < len(walls) else None,
+        first_step_graphs=int(np.count_nonzero(ev.step[idx] == first)), first_step=first,
+        lines=lines[:MAX_LINES],
         top_share=float(sum(b.share for b in lines[:TOP_LINES])),
         cache=cache_use(run.meta.backend, info.compile_cache, share))
 
@@ -169,7 +175,9 @@ def bill_lines(bill: CompileBill) -> list[str]:
     out = []
     first = ""
     if bill.first_step_s is not None:
-        first = (f"the first step took {units.seconds(bill.first_step_s)}: "
+        which = ("the first step took" if bill.first_step == 0
+                 else f"step {bill.first_step}, the first to compile, took")
+        first = (f"{which} {units.seconds(bill.first_step_s)}: "
                  f"{units.counted(bill.first_step_graphs, 'graph')}; ")
     top = bill.lines[:TOP_LINES]
     names = ", ".join(f"{b.site} ({b.share:.0%}, {units.counted(b.graphs, 'graph')})"

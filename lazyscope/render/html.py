@@ -133,6 +133,8 @@ def fmt_cell(key: str, value: Any) -> tuple[str, bool]:
     if isinstance(value, float):
         if key.endswith("_s") or key.endswith("seconds") or key == "seconds":
             return esc(units.seconds(value)), True
+        if key == "share" or key.endswith("_share"):  # a fraction, shown as a percentage
+            return f"{value:.0%}", True
         return (f"{value:.3g}" if abs(value) < 1e4 else f"{value:,.0f}"), True
     if isinstance(value, int):
         return f"{value:,}", True
@@ -438,7 +440,8 @@ def render_html(report: Report, images: Mapping[str, bytes] | None = None, *,
                      + table([to_jsonable(b) for b in bill.lines],
                              ["site", "graphs", "seconds", "share", "ops", "inputs"],
                              {"site": "user line", "share": "of compile time",
-                              "ops": "ops (largest graph)", "inputs": "its inputs"}))
+                              "ops": "ops (largest graph)", "inputs": "its inputs"})
+                     + '<p class="sub">every compilation, in order:</p>')
     parts.append(section(
         f"Compilations ({report.compilations_total})",
         bill_html +

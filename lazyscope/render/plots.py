@@ -16,6 +16,7 @@ its own formatters need: a log axis labels its ticks ``$\\mathdefault{10^{3}}$``
 from __future__ import annotations
 
 import contextlib
+import textwrap
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -36,6 +37,14 @@ MAX_BARS = 120
 
 #: keyword arguments of a Text that holds program text: drawn as it is, never as mathtext
 LITERAL = {"parse_math": False}
+#: characters of a title line at the titles' size (9 pt) across a default figure (8 in)
+TITLE_WIDTH = 90
+
+
+def wrapped(text: str, width: int = TITLE_WIDTH) -> str:
+    """A title that comes from the program (a script's path and arguments, at most 160
+    characters) on as many lines as it needs, never past the figure's edges."""
+    return "\n".join(textwrap.wrap(text, width)) or text
 
 #: the parts of a step in :func:`step_time_split`, bottom to top, with their colours: the
 #: step anatomy's where the run measured it, else what the backend's counters give
@@ -144,7 +153,7 @@ def write_timeline(report: Report | PlotData, path: Path) -> Path:
         positive = ys[ys > 0]
         if len(positive) and positive.max() / positive.min() > 50:
             ax.set_yscale("log")
-        ax.set_title(f"{data.title}\n{data.compiled} of {data.steps} steps compiled",
+        ax.set_title(f"{wrapped(data.title)}\n{data.compiled} of {data.steps} steps compiled",
                      fontsize=9, **LITERAL)
         ax.grid(alpha=0.3)
         ax.legend(fontsize=8, loc="upper right")
@@ -290,6 +299,7 @@ def write_compare_png(result: Comparison, path: Path) -> Path:
         for text in ax2.legend(fontsize=8, loc="upper left").get_texts():  # policy names
             text.set_parse_math(False)
         per = "backend x policy" if result.backends else "policy"
-        fig.suptitle(f"{result.scenario} {' '.join(result.args)}: "
-                     f"{result.steps} steps per {per}", fontsize=9, **LITERAL)
+        fig.suptitle(wrapped(f"{result.scenario} {' '.join(result.args)}: "
+                             f"{result.steps} steps per {per}", TITLE_WIDTH * 11 // 8),
+                     fontsize=9, **LITERAL)
     return Path(path)

@@ -18,7 +18,7 @@ from lazyscope.cli import main
 from lazyscope.core.errors import UsageError
 from lazyscope.model import Change, Frame, Meta
 from lazyscope.render import RENDERERS
-from lazyscope.render.html import render_html
+from lazyscope.render.html import fmt_cell, render_html
 from lazyscope.render.plots import step_time_split, write_cumulative, write_time_split
 from lazyscope.render.tensorboard import scalar_series
 from lazyscope.render.views import write_views
@@ -378,3 +378,10 @@ def test_text_summary_is_tensorboards_text_pb() -> None:
         ours = text_summary("lazyscope/counts", text, "lazyscope's integer series").SerializeToString()
         assert ours == text_pb("lazyscope/counts", text,
                                description="lazyscope's integer series").SerializeToString()
+
+
+def test_a_share_is_a_percentage_and_a_ratio_stays_a_number() -> None:
+    """The compile bill's "of compile time" column read 0.998 and 0.00197."""
+    assert fmt_cell("share", 0.998) == ("100%", True)
+    assert fmt_cell("late_share", 0.25) == ("25%", True)
+    assert fmt_cell("ratio", 0.998) == ("0.998", True)

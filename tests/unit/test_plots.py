@@ -91,3 +91,15 @@ def test_compare_plot(tmp_path: Path, figures) -> None:
     program, _ = _check(fig, names=("max",))
     assert program == 5  # the suptitle, each policy's tick label and legend entry
 
+
+
+def test_a_long_command_line_title_is_wrapped_inside_the_figure() -> None:
+    """pytorch/xla's train_decoder_only_base.py with five flags overflowed the timeline's
+    title on both sides: a program's title is wrapped at what a figure's width holds."""
+    title = ("/tmp/rx/train_decoder_only_base.py --hidden-size 64 --num-layers 2 "
+             "--intermediate-size 256 --num-steps 12 --print-metrics")
+    lines = plots.wrapped(title).split("\n")
+    assert len(lines) == 2 and all(len(line) <= plots.TITLE_WIDTH for line in lines)
+    assert " ".join(lines) == title
+    assert plots.wrapped("train.py") == "train.py"
+    assert max(map(len, plots.wrapped("x" * 200).split("\n"))) == plots.TITLE_WIDTH

@@ -23,6 +23,22 @@ os.environ.setdefault("PJRT_DEVICE", "CPU")
 # collection): left on (gcsfs 2026.10's default), each bucket's first request waits ~60 s on a
 # gRPC lookup the storage emulator cannot answer
 os.environ.setdefault("GCSFS_EXPERIMENTAL_ZB_HNS_SUPPORT", "false")
+#: XLA:CPU compiles each graph through LLVM at -O2 by default, about half of an XLA test's
+#: CPU time (a Trainer's 8 steps: 68 s of CPU, 33 s at -O0, the same 17 graphs and
+#: executions). The tests count graphs and read their HLO, never the generated code's speed;
+#: the flag is one more in XLA_FLAGS (lazyscope adds its dump flag beside it, as beside a
+#: user's), set for every process the tests start. Benchmarks do not set it.
+FAST_XLA_CPU = "--xla_backend_optimization_level=0"
+if FAST_XLA_CPU not in os.environ.get("XLA_FLAGS", ""):
+    os.environ["XLA_FLAGS"] = " ".join(filter(None, [os.environ.get("XLA_FLAGS"), FAST_XLA_CPU]))
+
+
+def optimized_xla_env() -> dict[str, str]:
+    """``XLA_FLAGS`` without :data:`FAST_XLA_CPU`, for the tests that time where a step's time
+    goes: under ``torch.compile(backend="openxla")`` the compiled graph runs inside the
+    program's Python call, so code compiled at -O0 reads as host time there."""
+    return {"XLA_FLAGS": " ".join(w for w in os.environ.get("XLA_FLAGS", "").split()
+                                  if w != FAST_XLA_CPU)}
 
 
 def lazyscope_cmd(*args: str, cwd: Path | None = None, timeout: float = 600,
@@ -45,16 +61,18 @@ def report_json(run_dir: Path) -> dict:
 
 
 def trace_all(base: Path, scripts: dict[str, Path],
-              options: dict[str, list[str]] | None = None) -> dict[str, tuple[Path, dict]]:
+              options: dict[str, list[str]] | None = None,
+              env: dict[str, str] | None = None) -> dict[str, tuple[Path, dict]]:
     """`lazyscope trace [OPTIONS] SCRIPT --no-views` for each script (two at a time), with its
-    JSON report: {name: (run dir, report)}. ``options``: lazyscope options per name."""
+    JSON report: {name: (run dir, report)}. ``options``: lazyscope options per name; ``env``:
+    variables set for every trace."""
 
     def trace(item: tuple[str, Path]) -> tuple[str, tuple[Path, dict]]:
         name, script = item
         out = base / name
         # the findings are read from the JSON report: no PNGs or HTML needed
         proc = lazyscope_cmd("trace", *(options or {}).get(name, []), "--out", str(out),
-                             "--no-views", str(script))
+                             "--no-views", str(script), env=env)
         assert proc.returncode == 0, proc.stdout + proc.stderr
         return name, (out, report_json(out))
 

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import REPO, lazyscope_cmd, report_json, trace_all
+from tests.conftest import REPO, lazyscope_cmd, optimized_xla_env, report_json, trace_all
 
 pytestmark = [pytest.mark.slow, pytest.mark.xla]
 
@@ -39,7 +39,7 @@ def marked(script: Path, tag: str) -> int:
 
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory) -> dict[str, tuple[Path, dict]]:
-    return trace_all(tmp_path_factory.mktemp("anatomy"), CASES)
+    return trace_all(tmp_path_factory.mktemp("anatomy"), CASES, env=optimized_xla_env())
 
 
 @pytest.fixture(scope="module")
@@ -51,7 +51,8 @@ def fixed(tmp_path_factory) -> dict[str, tuple[Path, dict]]:
     for name, args in (("input_bound", ["--workers", "9"]), ("host_bound", ["--compile"]),
                        ("item_device_heavy", ["--every", "5"])):
         run = base / name
-        proc = lazyscope_cmd("trace", "--out", str(run), "--no-views", str(CASES[name]), *args)
+        proc = lazyscope_cmd("trace", "--out", str(run), "--no-views", str(CASES[name]), *args,
+                             env=optimized_xla_env())
         assert proc.returncode == 0, proc.stdout + proc.stderr
         out[name] = (run, report_json(run))
     return out
@@ -122,7 +123,8 @@ def test_the_parts_of_every_step_sum_to_its_wall_time(runs, name) -> None:
 def test_the_tracing_share_agrees_with_an_untraced_measurement(runs) -> None:
     """The program times its own host calls between barriers (``--time``, untraced)."""
     untraced = subprocess.run([sys.executable, str(CASES["host_bound"]), "--time"],
-                              capture_output=True, text=True, timeout=600)
+                              capture_output=True, text=True, timeout=600,
+                              env={**os.environ, **optimized_xla_env()})
     assert untraced.returncode == 0, untraced.stderr
     own = float(untraced.stdout.split("untraced tracing share")[1].split()[0])
     a = runs["host_bound"][1]["anatomy"]["steady"]

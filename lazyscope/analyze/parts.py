@@ -57,7 +57,7 @@ def start_s(run: Run) -> float:
     if not len(steps) or any(steps.col(f) is None for f in INTERVAL_FIELDS):
         return 0.0
     lazy = bool(run.meta.capabilities.lazy)
-    return float(step_parts(run.steps, lazy)[0]["host"][0])
+    return float(step_parts(steps, lazy)[0]["host"][0])
 
 
 def training_s(run: Run) -> np.ndarray:

@@ -18,6 +18,9 @@ from pathlib import Path
 
 import pytest
 
+from lazyscope.analyze.baseline import cpu_stats
+from lazyscope.analyze.report import build_report
+from lazyscope.store import load_run
 from tests.conftest import REPO, lazyscope_cmd, optimized_xla_env, report_json, trace_all
 
 pytestmark = [pytest.mark.slow, pytest.mark.xla]
@@ -144,9 +147,16 @@ def test_each_fix_moves_the_anatomy_the_way_its_finding_said(runs, fixed) -> Non
     before = runs["host_bound"][1]["anatomy"]["steady"]
     after_host = fixed["host_bound"][1]["anatomy"]["steady"]
     print("host_bound:", before, after_host)
-    # the optimizer's step traced once: 484 -> 228 ms of tracing alone, 336 -> 244 ms while the
-    # suite's other worker loaded the machine (two runs at different moments of that load)
-    assert after_host["host_s"] < 0.8 * before["host_s"]
+    # the optimizer's step traced once: the host's work per step falls. Measured in CPU
+    # seconds per step (the process's, over windows of steps, as `check --baseline` reads
+    # them): 200 -> 87 ms alone, 195 -> 126 ms under the suite's load. The tracing part's wall
+    # time fell as much alone (177 -> 69 ms) but not under that load (200 -> 194 ms): the
+    # compiled graph runs inside the program's call there, and waits for a contended core
+    cpu = {k: cpu_stats(build_report(load_run(v))) for k, v in
+           (("before", runs["host_bound"][0]), ("after", fixed["host_bound"][0]))}
+    print("host_bound CPU per step:", cpu)
+    assert cpu["after"].median < 0.8 * cpu["before"].median
+    assert after_host["host_s"] < 1.1 * before["host_s"]
     # the read every 5 steps instead of every step: the steps' wait in reads falls
     before = runs["item_device_heavy"][1]["anatomy"]["steady"]
     after_read = fixed["item_device_heavy"][1]["anatomy"]["steady"]

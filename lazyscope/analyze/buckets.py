@@ -970,9 +970,10 @@ def calibrate(run: Run, lengths: Lengths, base: CostModel, padded: dict[int, int
     ``unit_s``: the median, over the steps that compiled nothing (at least
     :data:`MIN_STEADY_CALIBRATION` of them whose length is known, step 0 left out; only those
     after a step that compiled nothing either, when there are any), of a step's training time
-    (wall time less lazyscope's own and the program's start, :func:`~lazyscope.analyze.parts.training_s`)
-    over its computed units (``rows`` rows of its ``padded`` length); the median, because a
-    steady step now and then waits on something else (a collection, the last compile's first run);
+    (wall time less lazyscope's own and the program's start,
+    :func:`~lazyscope.analyze.parts.training_s`) over its computed units (``rows`` rows of its
+    ``padded`` length); the median, because a steady step now and then waits on something else
+    (a collection, the last compile's first run);
     with fewer such steps, every step's wall time less its compile seconds over their units (a
     step of unknown length counts as the mean of the known).
 
@@ -1252,8 +1253,8 @@ def advice_for_run(run: Run, *, max_buckets: int = 8, horizon: int | None = None
 
 def _as_measured(run: Run, plan: Plan, advice: Advice, model: CostModel) -> Plan | None:
     """The run's own policy (pad to longest) priced on the run itself: its first ``horizon``
-    steps' training and compile seconds as measured (:func:`~lazyscope.analyze.parts.training_s`); past its
-    end, each step more at the model's
+    steps' training and compile seconds as measured
+    (:func:`~lazyscope.analyze.parts.training_s`); past its end, each step more at the model's
     price (as every plan's steps are) and a compile for each shape expected new there (the
     shapes it has not met yet, with the probabilities of the estimated batch maxima). None when
     the run's steps were not timed."""

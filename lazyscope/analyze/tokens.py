@@ -14,8 +14,8 @@ Two sources, the first that has them:
 ``real_tokens_per_second`` is the real tokens over the wall time of the steps that computed
 them, their compilations included, lazyscope's own bookkeeping and the program's start (step
 0's host time: imports, building the model) taken out
-(:func:`~lazyscope.analyze.parts.training_s`: what the program's training gets untraced): what a padding policy changes, and what ``lazyscope
-advise`` predicts (``real tok/s``). Pure: no I/O.
+(:func:`~lazyscope.analyze.parts.training_s`: what the program's training gets untraced): what
+a padding policy changes, and what ``lazyscope advise`` predicts (``real tok/s``). Pure: no I/O.
 """
 
 from __future__ import annotations

@@ -37,14 +37,13 @@ MAX_BARS = 120
 
 #: keyword arguments of a Text that holds program text: drawn as it is, never as mathtext
 LITERAL = {"parse_math": False}
-#: characters of a title line at the titles' size (9 pt) across a default figure (8 in)
-TITLE_WIDTH = 90
-
-
-def wrapped(text: str, width: int = TITLE_WIDTH) -> str:
-    """A title that comes from the program (a script's path and arguments, at most 160
-    characters) on as many lines as it needs, never past the figure's edges."""
-    return "\n".join(textwrap.wrap(text, width)) or text
+#: the default figure's size, in inches
+FIGSIZE = (8.0, 4.0)
+#: the comparison's figure (two axes side by side)
+COMPARE_FIGSIZE = (11.0, 4.2)
+#: characters of a title line at the titles' size (9 pt) per inch of figure width (90 across
+#: the default figure's 8 inches)
+TITLE_CHARS_PER_INCH = 11.25
 
 #: the parts of a step in :func:`step_time_split`, bottom to top, with their colours: the
 #: step anatomy's where the run measured it, else what the backend's counters give
@@ -87,7 +86,7 @@ def new_figure(figsize: tuple[float, float]) -> Any:
 
 
 @contextlib.contextmanager
-def figure(path: Path, *, ncols: int = 1, figsize: tuple[float, float] = (8, 4)
+def figure(path: Path, *, ncols: int = 1, figsize: tuple[float, float] = FIGSIZE
            ) -> Iterator[tuple[Any, Any]]:
     """A figure with ``ncols`` axes, saved to ``path`` as PNG on success. Program text in it
     must be given :data:`LITERAL` (see the module docstring)."""
@@ -97,6 +96,12 @@ def figure(path: Path, *, ncols: int = 1, figsize: tuple[float, float] = (8, 4)
         yield fig, axes
         fig.tight_layout()
         fig.savefig(path)
+
+
+def wrapped(text: str, inches: float = FIGSIZE[0]) -> str:
+    """A title that comes from the program (a script's path and arguments, at most 160
+    characters) on as many lines as a figure ``inches`` wide needs, never past its edges."""
+    return "\n".join(textwrap.wrap(text, int(TITLE_CHARS_PER_INCH * inches))) or text
 
 
 @dataclass
@@ -270,7 +275,7 @@ def write_compare_png(result: Comparison, path: Path) -> Path:
     tokens: wall time against step). Returns ``path``."""
 
     rows = result.rows
-    with figure(path, ncols=2, figsize=(11, 4.2)) as (fig, (ax1, ax2)):
+    with figure(path, ncols=2, figsize=COMPARE_FIGSIZE) as (fig, (ax1, ax2)):
         names = [row_label(r) for r in rows]
         tps = [r.tokens_per_s for r in rows]
         colors = _matplotlib().rcParams["axes.prop_cycle"].by_key()["color"]
@@ -300,6 +305,6 @@ def write_compare_png(result: Comparison, path: Path) -> Path:
             text.set_parse_math(False)
         per = "backend x policy" if result.backends else "policy"
         fig.suptitle(wrapped(f"{result.scenario} {' '.join(result.args)}: "
-                             f"{result.steps} steps per {per}", TITLE_WIDTH * 11 // 8),
+                             f"{result.steps} steps per {per}", COMPARE_FIGSIZE[0]),
                      fontsize=9, **LITERAL)
     return Path(path)

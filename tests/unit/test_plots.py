@@ -99,7 +99,8 @@ def test_a_long_command_line_title_is_wrapped_inside_the_figure() -> None:
     title = ("/tmp/rx/train_decoder_only_base.py --hidden-size 64 --num-layers 2 "
              "--intermediate-size 256 --num-steps 12 --print-metrics")
     lines = plots.wrapped(title).split("\n")
-    assert len(lines) == 2 and all(len(line) <= plots.TITLE_WIDTH for line in lines)
+    assert len(lines) == 2 and all(len(line) <= 90 for line in lines)
     assert " ".join(lines) == title
     assert plots.wrapped("train.py") == "train.py"
-    assert max(map(len, plots.wrapped("x" * 200).split("\n"))) == plots.TITLE_WIDTH
+    assert max(map(len, plots.wrapped("x" * 200).split("\n"))) == 90
+    assert max(map(len, plots.wrapped("x" * 200, 11.0).split("\n"))) == 123
